@@ -1,0 +1,14 @@
+"""Errors raised while validating what a DAG author asked for, before anything runs."""
+
+
+class SpecError(ValueError):
+    """Bad input: the message is one line naming what is wrong and what to do."""
+
+
+def one_line(error: BaseException) -> str:
+    """The first line of an error's message, prefixed by its type unless the message names its own class."""
+    text = str(error).strip()
+    first = text.splitlines()[0].strip() if text else ""
+    if first.startswith("["):  # Spark's error classes: "[TABLE_OR_VIEW_NOT_FOUND] The table ..."
+        return first
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__

@@ -1,0 +1,55 @@
+"""Table identifiers: parsed, validated and quoted the way Spark SQL reads them."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from spark_tables.core.errors import SpecError
+
+_UNQUOTED = re.compile(r"[A-Za-z0-9_]+")
+_PART = r"(?:`(?:[^`]|``)+`|[A-Za-z0-9_]+)"
+#: An identifier of one to three parts as it may appear inside a SQL statement.
+IDENTIFIER_PATTERN = rf"{_PART}(?:\s*\.\s*{_PART}){{0,2}}"
+_WHOLE = re.compile(rf"\s*(?P<parts>{IDENTIFIER_PATTERN})\s*")
+_SPLIT = re.compile(rf"({_PART})")
+
+
+@dataclass(frozen=True)
+class TableIdentifier:
+    """``[catalog.][database.]table``; parts are kept unquoted."""
+
+    parts: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> TableIdentifier:
+        if not isinstance(text, str) or not _WHOLE.fullmatch(text):
+            raise SpecError(
+                f"invalid table identifier {text!r}: use [catalog.][database.]table with letters, digits and "
+                "underscores, or quote a part in backticks"
+            )
+        parts = tuple(_unquote(p) for p in _SPLIT.findall(_WHOLE.fullmatch(text).group("parts")))
+        if any(ch in part for part in parts for ch in "\n\r\t\0"):
+            raise SpecError(f"invalid table identifier {text!r}: a part contains a control character")
+        return cls(parts)
+
+    @property
+    def table(self) -> str:
+        return self.parts[-1]
+
+    @property
+    def database(self) -> str | None:
+        return self.parts[-2] if len(self.parts) > 1 else None
+
+    def quoted(self) -> str:
+        """The identifier as safe SQL text: every part in backticks."""
+        return ".".join("`" + part.replace("`", "``") + "`" for part in self.parts)
+
+    def __str__(self) -> str:
+        return ".".join(p if _UNQUOTED.fullmatch(p) else "`" + p.replace("`", "``") + "`" for p in self.parts)
+
+
+def _unquote(part: str) -> str:
+    if part.startswith("`"):
+        return part[1:-1].replace("``", "`")
+    return part

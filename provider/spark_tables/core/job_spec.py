@@ -1,0 +1,69 @@
+"""The job spec: what the Airflow side hands to the bundled Spark driver, as one JSON document."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from spark_tables.core.errors import SpecError
+from spark_tables.core.sql_job import SqlJob
+
+SPEC_VERSION = 1
+
+#: Every job kind the driver runs, by name. Each is a frozen dataclass that validates itself.
+JOB_KINDS: dict[str, type] = {SqlJob.kind: SqlJob}
+
+Job = SqlJob
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One job and where its result goes.
+
+    ``result_uri`` is a file URI both sides reach (local folder in client mode, shared storage in cluster
+    mode). ``watch_pid`` is the Airflow task process in client mode: the driver stops itself if it dies.
+    """
+
+    job: Job
+    result_uri: str
+    watch_pid: int | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "version": SPEC_VERSION,
+                "kind": self.job.kind,
+                "job": dataclasses.asdict(self.job),
+                "result_uri": self.result_uri,
+                "watch_pid": self.watch_pid,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> JobSpec:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise SpecError(f"job spec is not valid JSON ({err})") from None
+        if not isinstance(data, dict) or data.get("version") != SPEC_VERSION:
+            raise SpecError(f"job spec version {data.get('version')!r} is not {SPEC_VERSION}: upgrade the provider")
+        return cls(
+            job=job_from_dict(data.get("kind"), data.get("job")),
+            result_uri=data["result_uri"],
+            watch_pid=data.get("watch_pid"),
+        )
+
+
+def job_from_dict(kind: Any, fields: Any) -> Job:
+    job_class = JOB_KINDS.get(kind)
+    if job_class is None:
+        raise SpecError(f"unknown job kind {kind!r}: use one of {sorted(JOB_KINDS)}")
+    if not isinstance(fields, dict):
+        raise SpecError(f"{kind} job: its fields must be a JSON object")
+    known = {f.name for f in dataclasses.fields(job_class)}
+    unknown = sorted(set(fields) - known)
+    if unknown:
+        raise SpecError(f"{kind} job: unknown field(s) {unknown}: use only {sorted(known)}")
+    return job_class(**fields)

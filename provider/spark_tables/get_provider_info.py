@@ -1,0 +1,85 @@
+"""Provider metadata read by Airflow through the ``apache_airflow_provider`` entry point."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spark_tables import __version__
+
+
+def get_provider_info() -> dict[str, Any]:
+    return {
+        "package-name": "airflow-provider-spark-tables",
+        "name": "Spark Tables",
+        "description": (
+            "Flink-style table programs on Spark: CTAS with cleanup, cached tables, lookup caches, compiled "
+            "plans with per-operator state TTL and buffered output, run through spark-submit."
+        ),
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": "Spark Tables",
+                "external-doc-url": "https://spark.apache.org/docs/latest/sql-ref.html",
+                "tags": ["apache"],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": "Spark Tables",
+                "python-modules": ["spark_tables.operators.spark_job", "spark_tables.operators.sql"],
+            }
+        ],
+        "hooks": [
+            {
+                "integration-name": "Spark Tables",
+                "python-modules": ["spark_tables.hooks.spark_job", "spark_tables.hooks.catalog"],
+            }
+        ],
+        "connection-types": [
+            {
+                "connection-type": "spark_tables",
+                "hook-class-name": "spark_tables.hooks.catalog.SparkTablesCatalogHook",
+                "hook-name": "Spark Tables catalog",
+                "ui-field-behaviour": {
+                    "hidden-fields": [],
+                    "relabeling": {"schema": "Metastore database"},
+                    "placeholders": {
+                        "host": "PostgreSQL host of the Hive metastore; empty = embedded Derby catalog",
+                        "schema": "spark_tables_metastore",
+                        "login": "postgres",
+                        "extra": (
+                            '{"warehouse": "s3a://bucket/warehouse", '
+                            '"jdbc-driver-jar": "/usr/share/java/postgresql.jar"}'
+                        ),
+                    },
+                },
+            }
+        ],
+        "config": {
+            "spark_tables": {
+                "description": "Where the Spark Tables provider keeps its embedded catalog, job code and job results.",
+                "options": {
+                    "home": {
+                        "description": (
+                            "Folder of the embedded catalog (Derby metastore and warehouse), the packaged job "
+                            "code and job results. Default: spark_tables under AIRFLOW_HOME."
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "/data/spark_tables",
+                        "default": None,
+                    },
+                    "exchange_uri": {
+                        "description": (
+                            "URI under which Spark drivers write job results for Airflow to read. In cluster "
+                            "deploy mode, use storage both reach (hdfs://, s3://). Default: exchange under home."
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "s3://bucket/spark_tables/exchange",
+                        "default": None,
+                    },
+                },
+            }
+        },
+    }

@@ -1,0 +1,55 @@
+"""The catalog connection: which metastore and warehouse the Spark jobs use."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.providers.common.compat.sdk import AirflowNotFoundException, BaseHook
+
+from spark_tables.core.catalog import DEFAULT_JDBC_DRIVER_JAR, Catalog, EmbeddedCatalog, PostgresMetastore
+from spark_tables.core.errors import SpecError
+from spark_tables.hooks import settings
+
+
+class SparkTablesCatalogHook(BaseHook):
+    """Resolves a ``spark_tables`` connection into a catalog.
+
+    No connection, or one without a host: the embedded Derby catalog under ``home`` (extra) or
+    ``[spark_tables] home``. With a host: a PostgreSQL metastore database (schema = database name) and the
+    ``warehouse`` extra.
+    """
+
+    conn_name_attr = "catalog_conn_id"
+    default_conn_name = "spark_tables_default"
+    conn_type = "spark_tables"
+    hook_name = "Spark Tables catalog"
+
+    def __init__(self, catalog_conn_id: str = default_conn_name, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.catalog_conn_id = catalog_conn_id
+
+    def get_conn(self) -> Catalog:
+        return self.get_catalog()
+
+    def get_catalog(self) -> Catalog:
+        try:
+            conn = self.get_connection(self.catalog_conn_id)
+        except AirflowNotFoundException:
+            if self.catalog_conn_id != self.default_conn_name:
+                raise SpecError(
+                    f"catalog connection {self.catalog_conn_id!r} does not exist: create it (type spark_tables) "
+                    f"or leave catalog_conn_id unset to use the embedded catalog"
+                ) from None
+            return EmbeddedCatalog(home=settings.home())
+        extra = conn.extra_dejson
+        if not conn.host:
+            return EmbeddedCatalog(home=extra.get("home") or settings.home())
+        return PostgresMetastore(
+            host=conn.host,
+            port=conn.port or 5432,
+            database=conn.schema or "",
+            user=conn.login or "postgres",
+            password=conn.password or "",
+            warehouse=extra.get("warehouse", ""),
+            jdbc_driver_jar=extra.get("jdbc-driver-jar", DEFAULT_JDBC_DRIVER_JAR),
+        )

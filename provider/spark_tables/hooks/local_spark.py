@@ -1,0 +1,50 @@
+"""The Spark and Java installations on this worker, found before anything is started."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+
+from spark_tables.core.errors import SpecError
+
+
+def java_binary() -> str:
+    """``$JAVA_HOME/bin/java`` or ``java`` on PATH; Spark 4 needs Java 17 or newer."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and os.access(os.path.join(java_home, "bin", "java"), os.X_OK):
+        return os.path.join(java_home, "bin", "java")
+    found = shutil.which("java")
+    if not found:
+        raise SpecError("java not found: install Java 17 (apt-get install openjdk-17-jre-headless) or set JAVA_HOME")
+    return found
+
+
+def spark_home() -> str:
+    """``$SPARK_HOME``, or the Spark distribution inside the installed pyspark package."""
+    if os.environ.get("SPARK_HOME"):
+        return os.environ["SPARK_HOME"]
+    import pyspark
+
+    return os.path.dirname(pyspark.__file__)
+
+
+def spark_jars_dir() -> str:
+    return os.path.join(spark_home(), "jars")
+
+
+def binary_folder(binary: str) -> str | None:
+    """The folder to add to PATH so that ``binary`` is found, or None when PATH already has it.
+
+    A virtual environment's ``bin`` is not on PATH when Airflow is started by its full path; pyspark installs
+    ``spark-submit`` there, beside the Python running this task.
+    """
+    if shutil.which(binary):
+        return None
+    beside_python = os.path.join(os.path.dirname(sys.executable), binary)
+    if os.access(beside_python, os.X_OK):
+        return os.path.dirname(beside_python)
+    raise SpecError(
+        f"{binary} not found on PATH: install pyspark in Airflow's environment, or put a Spark distribution's "
+        "bin folder on PATH"
+    )

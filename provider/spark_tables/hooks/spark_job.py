@@ -1,0 +1,177 @@
+"""Runs one job of this provider through the Spark provider's ``SparkSubmitHook`` and reads its result back."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.providers.common.compat.sdk import AirflowException, AirflowNotFoundException
+from airflow.sdk import ObjectStoragePath
+
+from spark_tables.core.catalog import Catalog
+from spark_tables.core.errors import SpecError
+from spark_tables.core.job_result import JobResult
+from spark_tables.core.job_spec import JobSpec
+from spark_tables.hooks import settings
+from spark_tables.hooks.catalog_lock import exclusive_catalog
+from spark_tables.hooks.job_package import ENTRY_SCRIPT, job_package
+from spark_tables.hooks.local_spark import binary_folder, java_binary
+
+DEFAULT_MASTER = "local[*]"
+DEPLOY_MODES = ("client", "cluster")
+#: Seconds between SIGTERM and SIGKILL when the task is stopped.
+STOP_GRACE_SECONDS = 3
+_DERBY_BUSY = "Another instance of Derby may have already booted the database"
+
+
+class SparkJobFailed(AirflowException):
+    """The Spark job failed; the message is the job's own one-line error."""
+
+
+class SparkJobHook(SparkSubmitHook):
+    """Submits the bundled driver with a job spec and returns the job's result.
+
+    Master, deploy mode and binary come from the ``spark`` connection ``conn_id``; when the default
+    ``spark_default`` does not exist the job runs on ``local[*]``. Catalog settings come first in the Spark
+    conf, so an explicit ``conf`` entry wins over them.
+    """
+
+    def __init__(
+        self,
+        *,
+        spec: JobSpec,
+        catalog: Catalog,
+        conn_id: str = "spark_default",
+        conf: dict[str, Any] | None = None,
+        py_files: str | None = None,
+        driver_class_path: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            conf=_spark_conf(catalog, conf or {}),
+            conn_id=conn_id,
+            py_files=",".join(p for p in (job_package(os.path.join(settings.home(), "dist")), py_files) if p),
+            driver_class_path=":".join(p for p in (catalog.driver_class_path, driver_class_path) if p) or None,
+            **kwargs,
+        )
+        self._catalog = catalog
+        self._derby_busy = False
+        master, deploy_mode = self._connection["master"], self._connection["deploy_mode"]
+        if deploy_mode not in (None, *DEPLOY_MODES):
+            raise SpecError(
+                f"Spark connection {conn_id!r}: deploy-mode {deploy_mode!r} is invalid: use client or cluster"
+            )
+        if master.startswith("local"):
+            # Executors and driver use this Python, where the provider and pyspark are installed.
+            self._conf.setdefault("spark.pyspark.python", sys.executable)
+            self._conf.setdefault("spark.pyspark.driver.python", sys.executable)
+        self._client_mode = deploy_mode != "cluster"
+        self._spec = dataclasses.replace(spec, watch_pid=os.getpid() if self._client_mode else None)
+        self._application_args = [self._spec.to_json()]
+
+    def _resolve_connection(self) -> dict[str, Any]:
+        try:
+            conn = self.get_connection(self._conn_id)
+        except AirflowNotFoundException:
+            if self._conn_id != "spark_default":
+                raise SpecError(
+                    f"Spark connection {self._conn_id!r} does not exist: create it (type spark, host = master URL "
+                    f"such as local[*] or spark://host:7077) or use spark_default, which defaults to {DEFAULT_MASTER}"
+                ) from None
+            conn = None
+        try:
+            data = super()._resolve_connection()
+        except ValueError as err:
+            raise SpecError(f"Spark connection {self._conn_id!r} is invalid: {err}") from None
+        if conn is None:
+            self.log.info("no %s connection: running on %s", self._conn_id, DEFAULT_MASTER)
+            data["master"] = DEFAULT_MASTER
+        return data
+
+    def run(self) -> JobResult:
+        """Submit the job and wait for it; raise ``SparkJobFailed`` with the job's one-line error if it fails."""
+        java_binary()
+        folder = binary_folder(self._connection["spark_binary"])
+        if folder:
+            self._env = {**(self._env or {}), "PATH": folder + os.pathsep + os.environ.get("PATH", "")}
+        result_path = ObjectStoragePath(self._spec.result_uri)
+        result_path.unlink(missing_ok=True)  # what an earlier attempt of this try may have left
+        with exclusive_catalog(self._catalog, holder=self._name or "a Spark job"):
+            try:
+                self.submit(ENTRY_SCRIPT, start_new_session=True)
+            except AirflowException as err:
+                result = _take_result(result_path)
+                raise SparkJobFailed(self._failure_line(result)) from err
+        result = _take_result(result_path)
+        if result is None:
+            raise SparkJobFailed(f"the Spark job ended without writing its result to {self._spec.result_uri}")
+        if not result.succeeded:
+            raise SparkJobFailed(result.error)
+        return result
+
+    def _failure_line(self, result: JobResult | None) -> str:
+        if self._derby_busy:
+            return (
+                f"the embedded Derby metastore {getattr(self._catalog, 'metastore_path', '')} is in use by another "
+                "Spark application: run one at a time, or configure a PostgreSQL metastore (see README)"
+            )
+        if result is not None and result.error:
+            return result.error
+        returncode = self._submit_sp.returncode if self._submit_sp else None
+        errors = [line for line in self._last_submit_log_lines if "Exception" in line or "Error" in line]
+        detail = f": {errors[-1]}" if errors else "; see the Spark driver log above"
+        return f"spark-submit exited with code {returncode}{detail}"
+
+    def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
+        super()._process_spark_submit_log(self._watch_log(itr))
+
+    def _watch_log(self, itr: Iterator[Any]) -> Iterator[Any]:
+        for line in itr:
+            if _DERBY_BUSY in line:
+                self._derby_busy = True
+            yield line
+
+    def on_kill(self) -> None:
+        """Stop spark-submit and the Spark driver it started: the whole process group, not the JVM alone."""
+        process = self._submit_sp
+        if process is not None and process.poll() is None:
+            self.log.info("stopping spark-submit and its Spark driver (process group %d)", process.pid)
+            _stop_process_group(process)
+        super().on_kill()
+
+
+def _spark_conf(catalog: Catalog, conf: dict[str, Any]) -> dict[str, Any]:
+    """Catalog settings, then defaults, then the task's own conf; JVM option strings are joined, not replaced."""
+    merged: dict[str, Any] = {**catalog.spark_conf(), "spark.log.level": "WARN"}
+    for key, value in conf.items():
+        joined = key.endswith(".extraJavaOptions") and key in merged
+        merged[key] = f"{merged[key]} {value}" if joined else value
+    return merged
+
+
+def _stop_process_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=STOP_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        pass
+    except ProcessLookupError:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)  # what of the group outlived the JVM, such as the Python driver
+
+
+def _take_result(path: ObjectStoragePath) -> JobResult | None:
+    """Read the result the driver wrote and delete it; None if it wrote none."""
+    if not path.exists():
+        return None
+    result = JobResult.from_json(path.read_text())
+    path.unlink()
+    return result

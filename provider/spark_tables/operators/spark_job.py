@@ -1,0 +1,158 @@
+"""The base of every operator of this provider: validate, resolve the catalog, run one Spark job."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from airflow.providers.common.compat.openlineage.utils.spark import (
+    inject_parent_job_information_into_spark_properties,
+    inject_transport_information_into_spark_properties,
+)
+from airflow.providers.common.compat.sdk import AirflowFailException, BaseOperator, conf
+
+from spark_tables.core.catalog import PostgresMetastore
+from spark_tables.core.errors import SpecError
+from spark_tables.core.exchange import result_uri
+from spark_tables.core.job_result import JobResult
+from spark_tables.core.job_spec import Job, JobSpec
+from spark_tables.hooks import settings
+from spark_tables.hooks.catalog import SparkTablesCatalogHook
+from spark_tables.hooks.metastore_schema import ensure_metastore_schema
+from spark_tables.hooks.spark_job import SparkJobHook
+
+
+def _abridged(output: dict[str, Any], width: int = 2000) -> str:
+    text = json.dumps(output, default=str)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+class SparkJobOperator(BaseOperator):
+    """Runs one job of this provider through spark-submit; subclasses say which job in ``build_job``.
+
+    :param conn_id: Spark connection (type spark): master, deploy mode, binary. ``spark_default`` that does
+        not exist means ``local[*]``.
+    :param catalog_conn_id: catalog connection (type spark_tables); missing means the embedded catalog.
+    :param conf: Spark configuration, over the catalog's settings. (templated)
+    :param name: Spark application name, ``<dag_id>.<task_id>`` by default. (templated)
+    :param py_files: more Python files for the driver and executors, comma-separated. (templated)
+    :param jars: more jars for the driver and executors, comma-separated. (templated)
+    """
+
+    template_fields: Sequence[str] = ("conf", "name", "py_files", "jars")
+    template_fields_renderers: ClassVar[dict[str, str]] = {"conf": "json"}
+    ui_color = "#e8f1fb"
+
+    def __init__(
+        self,
+        *,
+        conn_id: str = "spark_default",
+        catalog_conn_id: str = SparkTablesCatalogHook.default_conn_name,
+        conf: dict[str, Any] | None = None,
+        name: str | None = None,
+        py_files: str | None = None,
+        jars: str | None = None,
+        driver_memory: str | None = None,
+        executor_memory: str | None = None,
+        executor_cores: int | None = None,
+        num_executors: int | None = None,
+        deploy_mode: str | None = None,
+        verbose: bool = False,
+        openlineage_inject_parent_job_info: bool = conf.getboolean(
+            "openlineage", "spark_inject_parent_job_info", fallback=False
+        ),
+        openlineage_inject_transport_info: bool = conf.getboolean(
+            "openlineage", "spark_inject_transport_info", fallback=False
+        ),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.conn_id = conn_id
+        self.catalog_conn_id = catalog_conn_id
+        self.conf = conf
+        self.name = name
+        self.py_files = py_files
+        self.jars = jars
+        self.driver_memory = driver_memory
+        self.executor_memory = executor_memory
+        self.executor_cores = executor_cores
+        self.num_executors = num_executors
+        self.deploy_mode = deploy_mode
+        self.verbose = verbose
+        self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
+        self.openlineage_inject_transport_info = openlineage_inject_transport_info
+        self._hook: SparkJobHook | None = None
+
+    def build_job(self, context: Any) -> Job:
+        """The validated job this task runs; raise ``SpecError`` for bad input."""
+        raise NotImplementedError
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        try:
+            self._hook = self._prepare(context)
+        except SpecError as err:
+            raise AirflowFailException(str(err)) from None
+        result = self._hook.run()
+        self.log.info(
+            "Spark application %s done: session started in %.1f s, job took %.1f s",
+            result.application_id,
+            result.session_seconds or 0.0,
+            result.work_seconds or 0.0,
+        )
+        self.log.info("job output: %s", _abridged(result.output))
+        return self.xcom_value(result)
+
+    def _prepare(self, context: Any) -> SparkJobHook:
+        """Everything that can fail on bad input, before any Spark application starts."""
+        job = self.build_job(context)
+        catalog = SparkTablesCatalogHook(catalog_conn_id=self.catalog_conn_id).get_catalog()
+        if isinstance(catalog, PostgresMetastore):
+            ensure_metastore_schema(catalog)
+        ti = context["ti"]
+        spec = JobSpec(
+            job=job,
+            result_uri=result_uri(
+                settings.exchange_uri(),
+                dag_id=ti.dag_id,
+                run_id=ti.run_id,
+                task_id=ti.task_id,
+                map_index=ti.map_index,
+                try_number=ti.try_number,
+            ),
+        )
+        spark_conf = dict(self.conf or {})
+        if self.openlineage_inject_parent_job_info:
+            spark_conf = inject_parent_job_information_into_spark_properties(spark_conf, context)
+        if self.openlineage_inject_transport_info:
+            spark_conf = inject_transport_information_into_spark_properties(spark_conf, context)
+        self.log.info("catalog: %s", catalog.describe())
+        return SparkJobHook(
+            spec=spec,
+            catalog=catalog,
+            conn_id=self.conn_id,
+            conf=spark_conf,
+            name=self.name or f"{ti.dag_id}.{ti.task_id}",
+            py_files=self.py_files,
+            jars=self.jars,
+            driver_memory=self.driver_memory,
+            executor_memory=self.executor_memory,
+            executor_cores=self.executor_cores,
+            num_executors=self.num_executors,
+            deploy_mode=self.deploy_mode,
+            verbose=self.verbose,
+        )
+
+    def xcom_value(self, result: JobResult) -> dict[str, Any]:
+        """What the task returns to XCom: the job's output and where it ran."""
+        return {
+            **result.output,
+            "application_id": result.application_id,
+            "spark_version": result.spark_version,
+            "session_seconds": result.session_seconds,
+            "work_seconds": result.work_seconds,
+        }
+
+    def on_kill(self) -> None:
+        if self._hook is not None:
+            self._hook.on_kill()

@@ -1,0 +1,1 @@
+"""Airflow plugins of this provider: listeners and UI pages, registered through ``airflow.plugins``."""

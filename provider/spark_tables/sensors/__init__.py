@@ -1,0 +1,1 @@
+"""Sensors of this provider (the full-cache reload sensor lands with lookup caches)."""

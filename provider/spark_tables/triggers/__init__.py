@@ -1,0 +1,1 @@
+"""Triggers of this provider: serialise themselves and run in Airflow's triggerer."""
