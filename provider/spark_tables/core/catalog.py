@@ -37,7 +37,7 @@ class EmbeddedCatalog:
     driver_class_path = None
 
     def __post_init__(self) -> None:
-        if not self.home or "://" in self.home:
+        if not self.home or "://" in self.home or self.home.startswith("file:"):
             raise SpecError(f"embedded catalog home {self.home!r} must be a local folder path")
         object.__setattr__(self, "home", os.path.abspath(self.home))
 

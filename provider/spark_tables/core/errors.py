@@ -5,8 +5,14 @@ class SpecError(ValueError):
     """Bad input: the message is one line naming what is wrong and what to do."""
 
 
+class JobError(RuntimeError):
+    """A job failed in a way it can name itself: the message is one line."""
+
+
 def one_line(error: BaseException) -> str:
     """The first line of an error's message, prefixed by its type unless the message names its own class."""
+    if isinstance(error, SpecError | JobError):
+        return str(error)
     text = str(error).strip()
     first = text.splitlines()[0].strip() if text else ""
     if first.startswith("["):  # Spark's error classes: "[TABLE_OR_VIEW_NOT_FOUND] The table ..."

@@ -2,26 +2,30 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
+from urllib.parse import unquote, urlparse
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
 def result_uri(exchange_root: str, *, dag_id: str, run_id: str, task_id: str, map_index: int, try_number: int) -> str:
-    """``<root>/<dag>__<run>__<task>__<map_index>__<try>.json``, each part reduced to path-safe characters.
+    """``<root>/<dag>__<run>__<task>__<map_index>__<try>__<hash>.json``, readable and unique.
 
-    One flat file a try, so that deleting it after reading leaves nothing behind, on object stores too.
+    One flat file a try, so that deleting it after reading leaves nothing behind, on object stores too. The
+    parts are reduced to path-safe characters for reading; the hash of the exact parts keeps names unique.
     """
     parts = [dag_id, run_id, task_id, str(map_index), str(try_number)]
-    return exchange_root.rstrip("/") + "/" + "__".join(_UNSAFE.sub("_", p) for p in parts) + ".json"
+    digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:12]
+    readable = "__".join(_UNSAFE.sub("_", p) for p in parts)
+    return f"{exchange_root.rstrip('/')}/{readable}__{digest}.json"
 
 
 def local_path(uri: str) -> str | None:
-    """The local file path a ``file:`` URI or a plain path names, or None for any other scheme."""
-    if uri.startswith("file://"):
-        return uri[len("file://") :]
-    if uri.startswith("file:"):
-        return uri[len("file:") :]
-    if "://" in uri:
+    """The local file path a ``file:`` URI (of no host or localhost) or a plain path names; None otherwise."""
+    if "://" not in uri and not uri.startswith("file:"):
+        return uri
+    parsed = urlparse(uri)
+    if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
         return None
-    return uri
+    return unquote(parsed.path)

@@ -47,8 +47,12 @@ class JobSpec:
             data = json.loads(text)
         except json.JSONDecodeError as err:
             raise SpecError(f"job spec is not valid JSON ({err})") from None
-        if not isinstance(data, dict) or data.get("version") != SPEC_VERSION:
+        if not isinstance(data, dict):
+            raise SpecError(f"job spec must be a JSON object, not {type(data).__name__}")
+        if data.get("version") != SPEC_VERSION:
             raise SpecError(f"job spec version {data.get('version')!r} is not {SPEC_VERSION}: upgrade the provider")
+        if not isinstance(data.get("result_uri"), str) or not data["result_uri"]:
+            raise SpecError("job spec has no result_uri: say where the driver writes its result")
         return cls(
             job=job_from_dict(data.get("kind"), data.get("job")),
             result_uri=data["result_uri"],
@@ -66,4 +70,11 @@ def job_from_dict(kind: Any, fields: Any) -> Job:
     unknown = sorted(set(fields) - known)
     if unknown:
         raise SpecError(f"{kind} job: unknown field(s) {unknown}: use only {sorted(known)}")
+    missing = sorted(
+        f.name
+        for f in dataclasses.fields(job_class)
+        if f.name not in fields and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    )
+    if missing:
+        raise SpecError(f"{kind} job: missing field(s) {missing}")
     return job_class(**fields)

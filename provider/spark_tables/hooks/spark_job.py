@@ -93,6 +93,7 @@ class SparkJobHook(SparkSubmitHook):
         if conn is None:
             self.log.info("no %s connection: running on %s", self._conn_id, DEFAULT_MASTER)
             data["master"] = DEFAULT_MASTER
+            data["deploy_mode"] = self._deploy_mode  # the parent applies it only when a connection exists
         return data
 
     def run(self) -> JobResult:

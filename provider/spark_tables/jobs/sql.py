@@ -9,14 +9,14 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from spark_tables.core.errors import one_line
+from spark_tables.core.errors import JobError, one_line
 from spark_tables.core.sql_job import SqlJob
 from spark_tables.core.statements import summary, written_table
 
 log = logging.getLogger(__name__)
 
 
-class StatementFailed(RuntimeError):
+class StatementFailed(JobError):
     """A statement failed; the message names which one and Spark's own first line."""
 
 

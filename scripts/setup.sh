@@ -1,0 +1,41 @@
+# Sourced by scripts/demo.sh and scripts/test.sh: sets everything up from a fresh clone, quickly when it is.
+#   - stops at once with a clear message if Java 17+ or Python 3.11 is missing
+#   - creates .venv and installs the provider with its test extras (again only when pyproject.toml changes)
+#   - points Airflow at .airflow/ (SQLite metadata DB, this repo's dags/) and migrates the DB
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+
+if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then JAVA="$JAVA_HOME/bin/java"; else JAVA=$(command -v java || true); fi
+if [ -z "$JAVA" ]; then
+  echo "error: java not found. Spark 4 needs Java 17 or newer: apt-get install openjdk-17-jre-headless, or set JAVA_HOME." >&2
+  exit 1
+fi
+JAVA_MAJOR=$("$JAVA" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n 1)
+if [ -z "$JAVA_MAJOR" ] || [ "$JAVA_MAJOR" -lt 17 ]; then
+  echo "error: $JAVA is Java ${JAVA_MAJOR:-unknown}; Spark 4 needs Java 17 or newer." >&2
+  exit 1
+fi
+
+PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3 || true)}
+if [ -z "$PYTHON" ] || ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+  echo "error: Python 3.11 not found: install it, or set PYTHON=/path/to/python3.11." >&2
+  exit 1
+fi
+
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+STAMP=".venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
+if [ ! -f "$STAMP" ]; then
+  echo "installing the provider and its dependencies into .venv (about a minute the first time) ..."
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  .venv/bin/python -m pip install --quiet -e ".[test]"
+  rm -f .venv/.installed-*
+  touch "$STAMP"
+fi
+
+export PATH="$ROOT/.venv/bin:$PATH"
+export AIRFLOW_HOME="$ROOT/.airflow"
+export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/dags"
+export AIRFLOW__CORE__LOAD_EXAMPLES=False
+mkdir -p "$AIRFLOW_HOME"
+airflow db migrate > "$AIRFLOW_HOME/db-migrate.log" 2>&1 || { cat "$AIRFLOW_HOME/db-migrate.log" >&2; exit 1; }

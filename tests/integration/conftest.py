@@ -1,0 +1,131 @@
+"""Real Airflow, real spark-submit, real PostgreSQL: each scenario gets its own Airflow home and catalog."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from spark_tables.core.catalog import Catalog, EmbeddedCatalog, PostgresMetastore
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+READ_BACK_SCRIPT = Path(__file__).with_name("read_back.py")
+#: PostgreSQL for the metastore tests; .ci/run starts it and creates the database.
+PG_HOST = os.environ.get("SPARK_TABLES_TEST_PG_HOST", "127.0.0.1")
+PG_PORT = int(os.environ.get("SPARK_TABLES_TEST_PG_PORT", "5432"))
+PG_USER = os.environ.get("SPARK_TABLES_TEST_PG_USER", "postgres")
+PG_DATABASE = "spark_tables_test"
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """An Airflow home with a migrated SQLite DB, and the catalog its tasks use."""
+
+    home: Path
+    catalog: Catalog
+    env: dict[str, str]
+
+    def airflow(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(VENV_BIN / "airflow"), *args], env=self.env, capture_output=True, text=True, check=False
+        )
+
+    def xcom(self, dag_id: str, task_id: str) -> Any:
+        import sqlite3
+
+        with sqlite3.connect(self.home / "airflow.db") as db:
+            row = db.execute(
+                "SELECT value FROM xcom WHERE dag_id = ? AND task_id = ? AND key = 'return_value'",
+                (dag_id, task_id),
+            ).fetchone()
+        assert row is not None, f"no XCom return_value for {dag_id}.{task_id}"
+        return json.loads(row[0])
+
+    def read_back(self, sql: str) -> list[list[Any]]:
+        """Rows of ``sql`` read by a separate Spark application on the same catalog."""
+        command = [str(VENV_BIN / "spark-submit"), "--master", "local[2]"]
+        if self.catalog.driver_class_path:
+            command += ["--driver-class-path", self.catalog.driver_class_path]
+        conf = {**self.catalog.spark_conf(), "spark.log.level": "WARN", "spark.pyspark.python": sys.executable}
+        for key, value in conf.items():
+            command += ["--conf", f"{key}={value}"]
+        done = subprocess.run(
+            [*command, str(READ_BACK_SCRIPT), sql], env=self.env, capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        marked = [line for line in done.stdout.splitlines() if line.startswith("ROWS ")]
+        return json.loads(marked[-1][len("ROWS ") :])
+
+
+def _base_env(home: Path) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("AIRFLOW")}
+    env.update(
+        AIRFLOW_HOME=str(home),
+        AIRFLOW__CORE__DAGS_FOLDER=str(REPO / "dags"),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__SPARK_TABLES__HOME=str(home / "spark_tables"),
+        PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    )
+    return env
+
+
+def _migrated(home: Path, env: dict[str, str]) -> None:
+    done = subprocess.run(
+        [str(VENV_BIN / "airflow"), "db", "migrate"], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+@pytest.fixture(scope="session")
+def metastore_database() -> str:
+    """A PostgreSQL database with an empty public schema, so the metastore schema is created by the run."""
+    with psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname="postgres", autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (PG_DATABASE,)).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{PG_DATABASE}"')
+    with psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=PG_DATABASE, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA IF EXISTS public CASCADE")
+        conn.execute("CREATE SCHEMA public")
+    return PG_DATABASE
+
+
+@pytest.fixture(scope="session")
+def embedded(tmp_path_factory: pytest.TempPathFactory) -> Deployment:
+    home = tmp_path_factory.mktemp("airflow-embedded")
+    env = _base_env(home)
+    _migrated(home, env)
+    return Deployment(home=home, catalog=EmbeddedCatalog(home=str(home / "spark_tables")), env=env)
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory: pytest.TempPathFactory, metastore_database: str) -> Deployment:
+    home = tmp_path_factory.mktemp("airflow-postgres")
+    env = _base_env(home)
+    catalog = PostgresMetastore(
+        host=PG_HOST, port=PG_PORT, user=PG_USER, database=metastore_database, warehouse=str(home / "warehouse")
+    )
+    env["AIRFLOW_CONN_SPARK_TABLES_DEFAULT"] = json.dumps(
+        {
+            "conn_type": "spark_tables",
+            "host": PG_HOST,
+            "port": PG_PORT,
+            "schema": metastore_database,
+            "login": PG_USER,
+            "extra": {"warehouse": catalog.warehouse},
+        }
+    )
+    _migrated(home, env)
+    return Deployment(home=home, catalog=catalog, env=env)
+
+
+@pytest.fixture(params=["embedded", "postgres"])
+def deployment(request: pytest.FixtureRequest) -> Deployment:
+    return request.getfixturevalue(request.param)

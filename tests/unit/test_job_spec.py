@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spark_tables.core.errors import SpecError
+from spark_tables.core.job_spec import SPEC_VERSION, JobSpec, job_from_dict
+from spark_tables.core.sql_job import SqlJob
+
+
+def _spec_document(**overrides) -> str:
+    document = {
+        "version": SPEC_VERSION,
+        "kind": "sql",
+        "job": {"statements": ["SELECT 1"], "max_result_rows": 5},
+        "result_uri": "file:///tmp/exchange/r.json",
+        "watch_pid": None,
+    }
+    document.update(overrides)
+    return json.dumps(document)
+
+
+@pytest.mark.parametrize("watch_pid", [None, 4242])
+def test_spec_survives_a_json_round_trip(watch_pid):
+    spec = JobSpec(
+        job=SqlJob(statements=("CREATE TABLE t (a INT)", "SELECT 'x;y' AS v"), max_result_rows=7),
+        result_uri="s3://bucket/exchange/d__r__t__-1__1.json",
+        watch_pid=watch_pid,
+    )
+
+    assert JobSpec.from_json(spec.to_json()) == spec
+
+
+def test_spec_json_names_version_and_kind():
+    document = json.loads(JobSpec(job=SqlJob(statements=["SELECT 1"]), result_uri="file:///r.json").to_json())
+
+    assert document["version"] == SPEC_VERSION
+    assert document["kind"] == "sql"
+    assert document["job"] == {"statements": ["SELECT 1"], "max_result_rows": 100}
+
+
+def test_unknown_kind_is_rejected():
+    with pytest.raises(SpecError, match="unknown job kind 'flink'"):
+        JobSpec.from_json(_spec_document(kind="flink"))
+
+
+def test_unknown_job_field_is_rejected_by_name():
+    job = {"statements": ["SELECT 1"], "parallelism": 4}
+
+    with pytest.raises(SpecError, match=r"unknown field\(s\) \['parallelism'\]"):
+        JobSpec.from_json(_spec_document(job=job))
+
+
+def test_job_fields_that_are_not_an_object_are_rejected():
+    with pytest.raises(SpecError, match="must be a JSON object"):
+        JobSpec.from_json(_spec_document(job=["SELECT 1"]))
+
+
+def test_invalid_job_fields_are_validated_by_the_job_kind():
+    with pytest.raises(SpecError, match="statements must be a list"):
+        JobSpec.from_json(_spec_document(job={"statements": "SELECT 1"}))
+
+
+@pytest.mark.parametrize("version", [0, 2, "1", None])
+def test_other_spec_versions_are_rejected(version):
+    with pytest.raises(SpecError, match="upgrade the provider"):
+        JobSpec.from_json(_spec_document(version=version))
+
+
+def test_missing_version_is_rejected():
+    document = json.loads(_spec_document())
+    del document["version"]
+
+    with pytest.raises(SpecError, match="version None"):
+        JobSpec.from_json(json.dumps(document))
+
+
+@pytest.mark.parametrize("text", ["", "{", "not json", '{"version": 1,}'])
+def test_invalid_json_is_rejected_on_one_line(text):
+    with pytest.raises(SpecError, match="not valid JSON") as caught:
+        JobSpec.from_json(text)
+
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("text", ["[]", "5", "null", '"spec"'])
+def test_json_that_is_not_an_object_is_rejected(text):
+    # Fails today: from_json builds its message with data.get(...) and raises AttributeError for non-objects.
+    with pytest.raises(SpecError):
+        JobSpec.from_json(text)
+
+
+def test_missing_result_uri_is_rejected():
+    # Fails today: data["result_uri"] raises KeyError.
+    document = json.loads(_spec_document())
+    del document["result_uri"]
+
+    with pytest.raises(SpecError):
+        JobSpec.from_json(json.dumps(document))
+
+
+def test_missing_required_job_field_is_rejected():
+    # Fails today: SqlJob(**{}) raises TypeError about a missing positional argument.
+    with pytest.raises(SpecError):
+        job_from_dict("sql", {"max_result_rows": 5})

@@ -1,0 +1,224 @@
+"""SparkJobHook as constructed and as it would call spark-submit; nothing is submitted."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from spark_tables.core.catalog import EmbeddedCatalog, PostgresMetastore
+from spark_tables.core.errors import SpecError
+from spark_tables.core.job_spec import JobSpec
+from spark_tables.core.sql_job import SqlJob
+from spark_tables.hooks.job_package import ENTRY_SCRIPT
+from spark_tables.hooks.spark_job import DEFAULT_MASTER, SparkJobHook
+
+pytestmark = pytest.mark.usefixtures("spark_tables_home")
+
+SPEC = JobSpec(job=SqlJob(statements=("SELECT 1",)), result_uri="file:///tmp/exchange/r.json")
+
+
+@pytest.fixture
+def catalog(spark_tables_home) -> EmbeddedCatalog:
+    return EmbeddedCatalog(home=str(spark_tables_home))
+
+
+@pytest.fixture
+def cluster_connection(set_connection) -> str:
+    set_connection(
+        "spark_cluster", conn_type="spark", host="spark://master", port=7077, extra={"deploy-mode": "cluster"}
+    )
+    return "spark_cluster"
+
+
+def _command(hook: SparkJobHook) -> list[str]:
+    return hook._build_spark_submit_command(ENTRY_SCRIPT)
+
+
+def _option(command: list[str], flag: str) -> str:
+    return command[command.index(flag) + 1]
+
+
+def _confs(command: list[str]) -> dict[str, str]:
+    pairs = [command[i + 1] for i, arg in enumerate(command) if arg == "--conf"]
+    return dict(pair.split("=", 1) for pair in pairs)
+
+
+def _spec_argument(command: list[str]) -> JobSpec:
+    assert command[-2] == ENTRY_SCRIPT
+    return JobSpec.from_json(command[-1])
+
+
+def test_without_spark_default_the_master_is_local(catalog):
+    hook = SparkJobHook(spec=SPEC, catalog=catalog)
+
+    assert hook._connection["master"] == DEFAULT_MASTER == "local[*]"
+    assert _option(_command(hook), "--master") == "local[*]"
+
+
+def test_master_and_deploy_mode_come_from_the_connection(catalog, set_connection):
+    set_connection("spark_x", conn_type="spark", host="local[2]", extra={"deploy-mode": "client"})
+
+    command = _command(SparkJobHook(spec=SPEC, catalog=catalog, conn_id="spark_x"))
+
+    assert _option(command, "--master") == "local[2]"
+    assert _option(command, "--deploy-mode") == "client"
+
+
+def test_spark_default_connection_is_used_when_it_exists(catalog, set_connection):
+    set_connection("spark_default", conn_type="spark", host="local[3]")
+
+    assert SparkJobHook(spec=SPEC, catalog=catalog)._connection["master"] == "local[3]"
+
+
+def test_missing_non_default_connection_is_rejected_by_name(catalog):
+    with pytest.raises(SpecError, match="Spark connection 'spark_nowhere' does not exist") as caught:
+        SparkJobHook(spec=SPEC, catalog=catalog, conn_id="spark_nowhere")
+
+    assert "\n" not in str(caught.value)
+
+
+def test_invalid_deploy_mode_in_the_connection_is_rejected(catalog, set_connection):
+    set_connection("spark_x", conn_type="spark", host="local[2]", extra={"deploy-mode": "sideways"})
+
+    with pytest.raises(SpecError, match="deploy-mode 'sideways' is invalid"):
+        SparkJobHook(spec=SPEC, catalog=catalog, conn_id="spark_x")
+
+
+def test_deploy_mode_argument_overrides_the_connections(catalog, set_connection):
+    set_connection("spark_x", conn_type="spark", host="local[2]", extra={"deploy-mode": "client"})
+
+    hook = SparkJobHook(spec=SPEC, catalog=catalog, conn_id="spark_x", deploy_mode="cluster")
+
+    assert _option(_command(hook), "--deploy-mode") == "cluster"
+
+
+@pytest.mark.parametrize("conn_id", ["spark_x", "spark_default"], ids=["with-connection", "without-spark-default"])
+def test_invalid_deploy_mode_argument_is_rejected(catalog, set_connection, conn_id):
+    # Fails today without spark_default: the local[*] fallback drops the deploy_mode argument unchecked.
+    set_connection("spark_x", conn_type="spark", host="local[2]")
+
+    with pytest.raises(SpecError, match="deploy-mode 'sideways' is invalid"):
+        SparkJobHook(spec=SPEC, catalog=catalog, conn_id=conn_id, deploy_mode="sideways")
+
+
+def test_deploy_mode_argument_is_kept_without_spark_default(catalog):
+    # Fails today: the local[*] fallback drops the deploy_mode argument.
+    hook = SparkJobHook(spec=SPEC, catalog=catalog, deploy_mode="client")
+
+    assert _option(_command(hook), "--deploy-mode") == "client"
+
+
+def test_invalid_connection_extra_is_reported_as_a_spec_error(catalog, set_connection):
+    set_connection("spark_x", conn_type="spark", host="local[2]", extra={"spark-binary": "rm"})
+
+    with pytest.raises(SpecError, match="Spark connection 'spark_x' is invalid"):
+        SparkJobHook(spec=SPEC, catalog=catalog, conn_id="spark_x")
+
+
+def test_local_master_runs_python_workers_with_this_interpreter(catalog):
+    confs = _confs(_command(SparkJobHook(spec=SPEC, catalog=catalog)))
+
+    assert confs["spark.pyspark.python"] == sys.executable
+    assert confs["spark.pyspark.driver.python"] == sys.executable
+
+
+def test_explicit_python_conf_wins_over_this_interpreter(catalog):
+    hook = SparkJobHook(spec=SPEC, catalog=catalog, conf={"spark.pyspark.python": "/opt/python/bin/python3"})
+
+    assert _confs(_command(hook))["spark.pyspark.python"] == "/opt/python/bin/python3"
+
+
+def test_remote_master_leaves_the_python_interpreter_alone(catalog, cluster_connection):
+    confs = _confs(_command(SparkJobHook(spec=SPEC, catalog=catalog, conn_id=cluster_connection)))
+
+    assert "spark.pyspark.python" not in confs
+    assert "spark.pyspark.driver.python" not in confs
+
+
+def test_catalog_conf_is_passed_to_spark_submit(catalog):
+    confs = _confs(_command(SparkJobHook(spec=SPEC, catalog=catalog)))
+
+    for key, value in catalog.spark_conf().items():
+        assert confs[key] == value
+    assert confs["spark.log.level"] == "WARN"
+
+
+def test_user_conf_overrides_catalog_conf(catalog):
+    hook = SparkJobHook(
+        spec=SPEC,
+        catalog=catalog,
+        conf={"spark.sql.warehouse.dir": "file:/elsewhere", "spark.log.level": "INFO"},
+    )
+
+    confs = _confs(_command(hook))
+
+    assert confs["spark.sql.warehouse.dir"] == "file:/elsewhere"
+    assert confs["spark.log.level"] == "INFO"
+
+
+def test_user_driver_java_options_are_joined_to_the_catalogs(catalog):
+    hook = SparkJobHook(spec=SPEC, catalog=catalog, conf={"spark.driver.extraJavaOptions": "-Dfoo=1"})
+
+    confs = _confs(_command(hook))
+
+    assert confs["spark.driver.extraJavaOptions"] == (
+        f"-Dderby.stream.error.file={os.path.join(catalog.home, 'derby.log')} -Dfoo=1"
+    )
+
+
+def test_user_executor_java_options_are_passed_as_given(catalog):
+    hook = SparkJobHook(spec=SPEC, catalog=catalog, conf={"spark.executor.extraJavaOptions": "-Dbar=2"})
+
+    assert _confs(_command(hook))["spark.executor.extraJavaOptions"] == "-Dbar=2"
+
+
+def test_client_mode_spec_watches_this_process(catalog):
+    spec = JobSpec(job=SPEC.job, result_uri=SPEC.result_uri, watch_pid=1)
+
+    sent = _spec_argument(_command(SparkJobHook(spec=spec, catalog=catalog)))
+
+    assert sent.watch_pid == os.getpid()
+    assert (sent.job, sent.result_uri) == (SPEC.job, SPEC.result_uri)
+
+
+def test_cluster_mode_spec_watches_no_process(catalog, cluster_connection):
+    spec = JobSpec(job=SPEC.job, result_uri=SPEC.result_uri, watch_pid=os.getpid())
+
+    command = _command(SparkJobHook(spec=spec, catalog=catalog, conn_id=cluster_connection))
+
+    assert _option(command, "--master") == "spark://master:7077"
+    assert _option(command, "--deploy-mode") == "cluster"
+    assert _spec_argument(command).watch_pid is None
+    assert json.loads(command[-1])["watch_pid"] is None
+
+
+def test_py_files_start_with_the_job_package_zip(catalog, spark_tables_home):
+    py_files = _option(_command(SparkJobHook(spec=SPEC, catalog=catalog)), "--py-files").split(",")
+
+    assert len(py_files) == 1
+    assert os.path.dirname(py_files[0]) == str(spark_tables_home / "dist")
+    assert py_files[0].endswith(".zip") and os.path.isfile(py_files[0])
+
+
+def test_user_py_files_follow_the_job_package_zip(catalog):
+    hook = SparkJobHook(spec=SPEC, catalog=catalog, py_files="/opt/udfs.zip,/opt/more.py")
+
+    py_files = _option(_command(hook), "--py-files").split(",")
+
+    assert py_files[0].endswith(".zip") and "spark_tables-" in py_files[0]
+    assert py_files[1:] == ["/opt/udfs.zip", "/opt/more.py"]
+
+
+def test_embedded_catalog_adds_no_driver_class_path(catalog):
+    assert "--driver-class-path" not in _command(SparkJobHook(spec=SPEC, catalog=catalog))
+
+
+def test_postgres_metastore_puts_its_jdbc_driver_on_the_driver_class_path():
+    metastore = PostgresMetastore(host="db", database="hms", warehouse="/wh", jdbc_driver_jar="/jars/pg.jar")
+
+    hook = SparkJobHook(spec=SPEC, catalog=metastore, driver_class_path="/jars/extra.jar")
+
+    assert _option(_command(hook), "--driver-class-path") == "/jars/pg.jar:/jars/extra.jar"

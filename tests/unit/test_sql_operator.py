@@ -1,0 +1,128 @@
+from __future__ import annotations
+
+import subprocess
+from types import SimpleNamespace
+
+import pytest
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.providers.common.compat.sdk import AirflowFailException
+
+from spark_tables.core.errors import SpecError
+from spark_tables.core.exchange import result_uri
+from spark_tables.core.sql_job import SqlJob
+from spark_tables.hooks import settings
+from spark_tables.hooks.spark_job import SparkJobHook
+from spark_tables.operators.sql import SparkSqlJobOperator
+
+pytestmark = pytest.mark.usefixtures("spark_tables_home")
+
+
+def _context(**ti_fields):
+    ti = {"dag_id": "sales", "run_id": "manual__2026-01-01T00:00:00+00:00", "task_id": "load", "map_index": -1}
+    ti.update({"try_number": 1, **ti_fields})
+    return {"ti": SimpleNamespace(**ti)}
+
+
+@pytest.fixture
+def nothing_is_started(monkeypatch):
+    """Fail the test if anything tries to start spark-submit or any other process."""
+
+    def refuse(*args, **kwargs):
+        pytest.fail(f"a process was started: {args!r}")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    monkeypatch.setattr(SparkSubmitHook, "submit", refuse)
+    monkeypatch.setattr(SparkJobHook, "run", refuse)
+
+
+class TestBuildJob:
+    def test_a_script_is_split_on_semicolons(self):
+        operator = SparkSqlJobOperator(
+            task_id="t", sql="CREATE TABLE t (a INT);\nINSERT INTO t VALUES (1);\nSELECT * FROM t;"
+        )
+
+        job = operator.build_job(_context())
+
+        assert job.statements == ("CREATE TABLE t (a INT)", "INSERT INTO t VALUES (1)", "SELECT * FROM t")
+
+    def test_a_semicolon_inside_a_string_literal_does_not_split(self):
+        operator = SparkSqlJobOperator(task_id="t", sql="SELECT 'a;b' AS v; SELECT 2")
+
+        assert operator.build_job(_context()).statements == ("SELECT 'a;b' AS v", "SELECT 2")
+
+    def test_a_list_passes_through_unchanged(self):
+        statements = ["CREATE TABLE t (a INT);", "  SELECT 1  "]
+
+        job = SparkSqlJobOperator(task_id="t", sql=statements).build_job(_context())
+
+        assert job.statements == tuple(statements)
+
+    def test_max_result_rows_is_passed_to_the_job(self):
+        job = SparkSqlJobOperator(task_id="t", sql="SELECT 1", max_result_rows=7).build_job(_context())
+
+        assert job == SqlJob(statements=("SELECT 1",), max_result_rows=7)
+
+    def test_an_invalid_written_table_name_is_rejected(self):
+        operator = SparkSqlJobOperator(task_id="t", sql=["SELECT 1", "INSERT INTO my-table SELECT 1"])
+
+        with pytest.raises(SpecError, match="invalid table identifier 'my-table'"):
+            operator.build_job(_context())
+
+    @pytest.mark.parametrize("sql", ["", "  \n", "-- nothing here"])
+    def test_a_script_without_statements_is_rejected(self, sql):
+        with pytest.raises(SpecError, match="no statements"):
+            SparkSqlJobOperator(task_id="t", sql=sql).build_job(_context())
+
+    @pytest.mark.parametrize("sql", [5, None, {"q": "SELECT 1"}])
+    def test_sql_of_another_type_is_rejected(self, sql):
+        with pytest.raises(SpecError, match="sql must be a string or a list"):
+            SparkSqlJobOperator(task_id="t", sql=sql).build_job(_context())
+
+    def test_sql_is_templated_and_reads_sql_files(self):
+        assert "sql" in SparkSqlJobOperator.template_fields
+        assert ".sql" in SparkSqlJobOperator.template_ext
+
+
+class TestPrepare:
+    def test_the_hook_writes_the_result_of_this_try_under_the_exchange(self, spark_tables_home):
+        hook = SparkSqlJobOperator(task_id="load", sql="SELECT 1")._prepare(_context(try_number=3, map_index=2))
+
+        assert hook._spec.result_uri == result_uri(
+            settings.exchange_uri(),
+            dag_id="sales",
+            run_id="manual__2026-01-01T00:00:00+00:00",
+            task_id="load",
+            map_index=2,
+            try_number=3,
+        )
+        assert hook._spec.result_uri.startswith(f"file://{spark_tables_home}/exchange/")
+
+    def test_the_application_is_named_after_dag_and_task_by_default(self):
+        hook = SparkSqlJobOperator(task_id="load", sql="SELECT 1")._prepare(_context())
+
+        assert hook._name == "sales.load"
+
+
+class TestExecute:
+    @pytest.mark.usefixtures("nothing_is_started")
+    @pytest.mark.parametrize(
+        ("arguments", "named"),
+        [
+            ({"conn_id": "spark_nowhere"}, "Spark connection 'spark_nowhere' does not exist"),
+            ({"catalog_conn_id": "catalog_nowhere"}, "catalog connection 'catalog_nowhere' does not exist"),
+            # Fails today: without a spark_default connection the deploy_mode argument is dropped unchecked.
+            ({"deploy_mode": "sideways"}, "deploy-mode 'sideways' is invalid"),
+            ({"sql": "INSERT INTO my-table SELECT 1"}, "invalid table identifier 'my-table'"),
+            ({"sql": ["SELECT 1", "-- nothing"]}, "statement 2 is empty"),
+        ],
+    )
+    def test_bad_input_fails_the_task_without_retry_on_one_line(self, arguments, named):
+        operator = SparkSqlJobOperator(task_id="load", **{"sql": "SELECT 1", **arguments})
+
+        with pytest.raises(AirflowFailException) as caught:
+            operator.execute(_context())
+
+        message = str(caught.value)
+        assert named in message
+        assert "\n" not in message
+        assert caught.value.__cause__ is None
