@@ -1,0 +1,42 @@
+"""Runs a job that would take hours through SparkJobHook, printing ``STARTED <pgid>`` once its statement runs.
+
+``python long_job.py <folder>``: the process a test kills to play an Airflow task that dies outright.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from spark_tables.core.catalog import EmbeddedCatalog
+from spark_tables.core.job_spec import JobSpec
+from spark_tables.core.sql_job import SqlJob
+from spark_tables.hooks.spark_job import SparkJobHook
+
+#: Far more rows than two cores sum in a test's lifetime.
+LONG_QUERY = "SELECT sum(id % 7) FROM range(0, 1000000000000, 1, 2)"
+
+
+def long_job_hook(folder: str, on_started: Any) -> SparkJobHook:
+    """A hook for ``LONG_QUERY`` that calls ``on_started(hook)`` when the driver logs that the statement runs."""
+    hook = SparkJobHook(
+        spec=JobSpec(job=SqlJob(statements=(LONG_QUERY,)), result_uri=f"file://{folder}/result.json"),
+        catalog=EmbeddedCatalog(home=f"{folder}/catalog"),
+        name="spark-tables-long-job",
+    )
+    watch_log = hook._watch_log
+
+    def watching(itr: Iterator[Any]) -> Iterator[Any]:
+        for line in watch_log(itr):
+            if "statement 1/1" in line:
+                on_started(hook)
+            yield line
+
+    hook._watch_log = watching  # type: ignore[method-assign]
+    return hook
+
+
+if __name__ == "__main__":
+    job = long_job_hook(sys.argv[1], lambda hook: print(f"STARTED {hook._submit_sp.pid}", flush=True))
+    job.run()

@@ -1,0 +1,103 @@
+"""Stopping a task stops its Spark application: the spark-submit JVM and the Python driver it started."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import psutil
+import pytest
+
+from spark_tables.hooks.spark_job import SparkJobFailed
+from tests.integration.conftest import VENV_BIN
+from tests.integration.long_job import long_job_hook
+
+pytestmark = pytest.mark.integration
+
+
+def _process_group(pgid: int) -> list[psutil.Process]:
+    members = []
+    for process in psutil.process_iter():
+        try:
+            if os.getpgid(process.pid) == pgid:
+                members.append(process)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            continue
+    return members
+
+
+def _is_python_driver(process: psutil.Process) -> bool:
+    try:
+        return any(part.endswith("entry.py") for part in process.cmdline()) and "python" in process.name()
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.fixture
+def spark_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("AIRFLOW__SPARK_TABLES__HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PATH", f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    return tmp_path
+
+
+def test_on_kill_stops_spark_submit_and_the_python_driver(spark_env: Path) -> None:
+    started = threading.Event()
+    hook = long_job_hook(str(spark_env), lambda _hook: started.set())
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            hook.run()
+        except BaseException as err:
+            failures.append(err)
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    try:
+        assert started.wait(timeout=180), "the job never started its statement"
+        group = _process_group(hook._submit_sp.pid)
+        assert any(_is_python_driver(p) for p in group), "the Python driver must be in spark-submit's group"
+
+        hook.on_kill()
+
+        runner.join(timeout=60)
+        assert not runner.is_alive(), "run() must return once the task is killed"
+        _, alive = psutil.wait_procs(group, timeout=15)
+        assert alive == [], f"still running after on_kill: {alive}"
+        assert len(failures) == 1 and isinstance(failures[0], SparkJobFailed)
+    finally:
+        if runner.is_alive() and hook._submit_sp is not None:
+            os.killpg(hook._submit_sp.pid, signal.SIGKILL)
+
+
+def test_driver_stops_itself_when_the_task_process_is_killed_outright(spark_env: Path) -> None:
+    task = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("long_job.py")), str(spark_env)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    pgid = None
+    try:
+        for line in task.stdout:
+            if line.startswith("STARTED "):
+                pgid = int(line.split()[1])
+                break
+        assert pgid is not None, "the job never started its statement"
+        group = _process_group(pgid)
+        assert any(_is_python_driver(p) for p in group)
+
+        task.kill()  # SIGKILL: the task runs no cleanup of its own
+        task.wait()
+
+        _, alive = psutil.wait_procs(group, timeout=60)
+        assert alive == [], f"the Spark application outlived its task: {alive}"
+    finally:
+        task.kill()
+        if pgid is not None and _process_group(pgid):
+            os.killpg(pgid, signal.SIGKILL)
