@@ -2,6 +2,6 @@
 # Sets everything up, then runs the whole test suite: unit (seconds), spark (one local session) and
 # integration (spark-submit, Airflow, PostgreSQL on 127.0.0.1:5432 unless SPARK_TABLES_TEST_PG says otherwise).
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
-ruff check provider dags tests bench
-ruff format --check provider dags tests bench
+ruff check .
+ruff format --check .
 python -m pytest tests "$@"
