@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Iterator
 
@@ -25,3 +26,5 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     )
     yield session
     session.stop()
+    # py4j logs from __del__ at interpreter exit, after pytest has closed the streams it captured.
+    logging.getLogger("py4j").setLevel(logging.WARNING)

@@ -28,7 +28,8 @@ DEFAULT_MASTER = "local[*]"
 DEPLOY_MODES = ("client", "cluster")
 #: Seconds between SIGTERM and SIGKILL when the task is stopped.
 STOP_GRACE_SECONDS = 3
-_DERBY_BUSY = "Another instance of Derby may have already booted the database"
+#: Derby's words for a database another JVM has booted (XSDB6), or the failure to start it that wraps them (XJ040).
+_DERBY_BUSY = ("ERROR XSDB6", "ERROR XJ040", "Another instance of Derby may have already booted the database")
 
 
 class SparkJobFailed(AirflowException):
@@ -135,7 +136,7 @@ class SparkJobHook(SparkSubmitHook):
 
     def _watch_log(self, itr: Iterator[Any]) -> Iterator[Any]:
         for line in itr:
-            if _DERBY_BUSY in line:
+            if any(marker in line for marker in _DERBY_BUSY):
                 self._derby_busy = True
             yield line
 

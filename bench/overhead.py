@@ -1,0 +1,400 @@
+"""Per-task overhead of ``SparkSqlJobOperator`` over Airflow's plain ``SparkSubmitOperator``.
+
+Both sides run the same Spark SQL statements with the same Spark conf (the provider's embedded Hive catalog
+with its Derby metastore, ``spark.log.level=WARN``, this Python for PySpark), the same ``spark_default``
+connection (``local[*]``) and the same PATH, through real ``spark-submit`` and real Airflow: one DAG of
+alternating tasks ``plain_1 >> ours_1 >> plain_2 >> ours_2 ...`` run one at a time by ``dag.test()``. A
+``warmup`` task (plain, not measured) comes first: it creates the Derby metastore and the table and pays the
+first task's one-off Airflow start-up, which would otherwise land on ``plain_1``.
+
+Each task's time is its task instance's ``end_date - start_date``. The overhead of a round is
+``ours - plain``; the verdict uses the median over rounds against the target
+``max(5 % of the median plain time, 0.5 s)``.
+
+Everything lives in a fresh folder under /tmp (AIRFLOW_HOME with its own SQLite metadata DB, an empty DAGs
+folder, the spark_tables home with its own Derby metastore), so runs of other people are not touched.
+
+Usage::
+
+    .venv/bin/python bench/overhead.py [--rounds 3] [--rows 20000000] [--airflow-home DIR] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+DAG_ID = "spark_tables_overhead"
+DATABASE = "bench_overhead"
+TABLE = f"{DATABASE}.buckets"
+TARGET_FRACTION = 0.05
+TARGET_SECONDS = 0.5
+VENV_BIN = os.path.dirname(sys.executable)  # not resolved: the venv's bin, where airflow and spark-submit are
+
+#: The plain side's Spark application: the same statements, run as the provider's driver runs them (commands
+#: where they stand, the last statement's query collected), timed the same way as the provider's driver
+#: (session clock from after ``import pyspark`` to ``getOrCreate()``; work clock over the statements).
+PLAIN_JOB = '''\
+"""Plain PySpark job for bench/overhead.py: spark-submit plain_job.py '<statements JSON>' <timing file>."""
+
+import json
+import sys
+import time
+
+from pyspark.sql import SparkSession
+
+started = time.monotonic()
+spark = SparkSession.builder.getOrCreate()
+session_seconds = time.monotonic() - started
+work_started = time.monotonic()
+frame = None
+for statement in json.loads(sys.argv[1]):
+    frame = spark.sql(statement)
+rows = [list(row) for row in frame.collect()]
+work_seconds = time.monotonic() - work_started
+print("plain job rows:", rows, flush=True)
+with open(sys.argv[2], "w", encoding="utf-8") as handle:
+    json.dump({"rows": rows, "session_seconds": session_seconds, "work_seconds": work_seconds}, handle)
+spark.stop()
+'''
+
+
+@dataclass
+class Folders:
+    """Where this run keeps everything; ``root`` is removed at the end unless ``--keep``."""
+
+    root: str
+    airflow_home: str
+    dags: str
+    spark_tables_home: str
+    plain_job: str
+    plain_timings: str
+
+
+@dataclass
+class TaskTiming:
+    task_id: str
+    seconds: float
+    session_seconds: float | None = None
+    work_seconds: float | None = None
+    rows: list[list[Any]] = field(default_factory=list)
+
+    @property
+    def outside_driver_seconds(self) -> float | None:
+        """JVM and spark-submit start and stop, plus Airflow's and the operator's own work."""
+        if self.session_seconds is None or self.work_seconds is None:
+            return None
+        return self.seconds - self.session_seconds - self.work_seconds
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3, help="plain/ours pairs to run (default 3)")
+    parser.add_argument("--rows", type=int, default=20_000_000, help="rows of range(N) each job reads")
+    parser.add_argument("--airflow-home", help="AIRFLOW_HOME to use (default: a fresh folder under /tmp)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder for inspection")
+    args = parser.parse_args(argv)
+    if args.rounds < 1 or args.rows < 1:
+        parser.error("--rounds and --rows must be at least 1")
+    return args
+
+
+def statements(rows: int) -> list[str]:
+    """The Spark application both sides run: catalog work, a small overwrite, then one query."""
+    return [
+        f"CREATE DATABASE IF NOT EXISTS {DATABASE}",
+        f"CREATE TABLE IF NOT EXISTS {TABLE} (bucket BIGINT, n BIGINT, total BIGINT) USING parquet",
+        f"INSERT OVERWRITE {TABLE} SELECT id % 7 AS bucket, count(*) AS n, sum(id) AS total "
+        f"FROM range({rows}) GROUP BY id % 7",
+        f"SELECT count(*), sum(id % 7) FROM range({rows})",
+    ]
+
+
+def expected_rows(rows: int) -> list[list[int]]:
+    full_weeks, rest = divmod(rows, 7)
+    return [[rows, full_weeks * 21 + sum(range(rest))]]
+
+
+def prepare_environment(args: argparse.Namespace) -> Folders:
+    """Fresh folders and every environment variable Airflow and the provider read, before Airflow is imported."""
+    if "airflow" in sys.modules:
+        raise RuntimeError("airflow was imported before its environment was set")
+    root = tempfile.mkdtemp(prefix="spark_tables_bench_", dir="/tmp")
+    folders = Folders(
+        root=root,
+        airflow_home=os.path.abspath(args.airflow_home) if args.airflow_home else os.path.join(root, "airflow"),
+        dags=os.path.join(root, "dags"),
+        spark_tables_home=os.path.join(root, "spark_tables"),
+        plain_job=os.path.join(root, "plain_job.py"),
+        plain_timings=os.path.join(root, "plain_timings"),
+    )
+    for folder in (folders.airflow_home, folders.dags, folders.spark_tables_home, folders.plain_timings):
+        os.makedirs(folder, exist_ok=True)
+    with open(folders.plain_job, "w", encoding="utf-8") as handle:
+        handle.write(PLAIN_JOB)
+
+    os.environ.update(
+        {
+            "AIRFLOW_HOME": folders.airflow_home,
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "sqlite:///" + os.path.join(folders.airflow_home, "airflow.db"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__DAGS_FOLDER": folders.dags,
+            "AIRFLOW__SPARK_TABLES__HOME": folders.spark_tables_home,
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]"}),
+            # The same PATH for both sides, with this venv's spark-submit first.
+            "PATH": VENV_BIN + os.pathsep + os.environ.get("PATH", ""),
+        }
+    )
+    # Whatever would send the provider elsewhere than the embedded catalog under our own home.
+    for name in ("AIRFLOW_CONN_SPARK_TABLES_DEFAULT", "AIRFLOW__SPARK_TABLES__EXCHANGE_URI"):
+        os.environ.pop(name, None)
+    return folders
+
+
+def check_tools() -> None:
+    spark_submit = shutil.which("spark-submit")
+    if spark_submit != os.path.join(VENV_BIN, "spark-submit"):
+        raise SystemExit(f"spark-submit on PATH is {spark_submit!r}, not the venv's: run with the venv's python")
+    java_home = os.environ.get("JAVA_HOME")
+    if not (java_home and os.access(os.path.join(java_home, "bin", "java"), os.X_OK)) and not shutil.which("java"):
+        raise SystemExit("java not found: install Java 17 or set JAVA_HOME")
+
+
+def migrate_db() -> None:
+    result = subprocess.run(
+        [os.path.join(VENV_BIN, "airflow"), "db", "migrate"], capture_output=True, text=True, check=False
+    )
+    if result.returncode:
+        sys.stderr.write(result.stdout + result.stderr)
+        raise SystemExit(f"airflow db migrate failed with exit code {result.returncode}")
+
+
+def spark_confs(spark_tables_home: str) -> tuple[dict[str, str], dict[str, str]]:
+    """(plain conf, ours conf): ours gets the catalog settings from the provider, so they are not repeated.
+
+    Checked to be the very conf the provider's hook submits, so both applications run with the same settings.
+    """
+    from spark_tables.core.catalog import EmbeddedCatalog
+    from spark_tables.hooks import settings
+    from spark_tables.hooks.spark_job import _spark_conf
+
+    if settings.home() != os.path.abspath(spark_tables_home):
+        raise RuntimeError(f"the provider's home is {settings.home()}, not {spark_tables_home}")
+    catalog = EmbeddedCatalog(spark_tables_home)
+    shared = {
+        "spark.log.level": "WARN",
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+    }
+    plain = {**catalog.spark_conf(), **shared}
+    ours = dict(shared)
+    if _spark_conf(catalog, ours) != plain:
+        raise RuntimeError(f"the provider would submit {_spark_conf(catalog, ours)}, not {plain}")
+    return plain, ours
+
+
+def build_dag(args: argparse.Namespace, folders: Folders) -> Any:
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+    from airflow.sdk import DAG, chain
+
+    from spark_tables.operators.sql import SparkSqlJobOperator
+
+    sql = statements(args.rows)
+    plain_conf, ours_conf = spark_confs(folders.spark_tables_home)
+
+    def plain(task_id: str) -> SparkSubmitOperator:
+        return SparkSubmitOperator(
+            task_id=task_id,
+            conn_id="spark_default",
+            application=folders.plain_job,
+            application_args=[json.dumps(sql), os.path.join(folders.plain_timings, f"{task_id}.json")],
+            conf=plain_conf,
+            name=f"{DAG_ID}.{task_id}",
+        )
+
+    def ours(task_id: str) -> SparkSqlJobOperator:
+        return SparkSqlJobOperator(task_id=task_id, conn_id="spark_default", sql=sql, conf=ours_conf)
+
+    with DAG(
+        dag_id=DAG_ID,
+        schedule=None,
+        start_date=datetime(2026, 1, 1),
+        catchup=False,
+        default_args={"retries": 0},
+        tags=["benchmark"],
+    ) as dag:
+        tasks: list[Any] = [plain("warmup")]
+        for number in range(1, args.rounds + 1):
+            tasks += [plain(f"plain_{number}"), ours(f"ours_{number}")]
+        chain(*tasks)
+    return dag
+
+
+def register_dag(dag: Any) -> None:
+    """Write the serialized DAG to the metadata DB, as the DAG processor would; dag.test() needs it there."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.collection import update_dag_parsing_results_in_db
+    from airflow.serialization.serialized_objects import LazyDeserializedDAG
+    from airflow.utils.session import create_session
+
+    DagBundlesManager().sync_bundles_to_db()
+    with create_session() as session:
+        update_dag_parsing_results_in_db(
+            "dags-folder", None, [LazyDeserializedDAG.from_dag(dag)], {}, None, set(), session=session
+        )
+
+
+def collect(dag_run: Any, folders: Folders) -> dict[str, TaskTiming]:
+    """Every task's timing; raises SystemExit naming the tasks that did not succeed."""
+    task_instances = {ti.task_id: ti for ti in dag_run.get_task_instances()}
+    failed = {task_id: str(ti.state) for task_id, ti in task_instances.items() if ti.state != "success"}
+    if failed or dag_run.state != "success":
+        raise SystemExit(f"benchmark DAG run {dag_run.state}: tasks not successful: {failed}")
+    timings: dict[str, TaskTiming] = {}
+    for task_id, ti in task_instances.items():
+        timing = TaskTiming(task_id, (ti.end_date - ti.start_date).total_seconds())
+        if task_id.startswith("ours_"):
+            xcom = ti.xcom_pull(task_ids=task_id)
+            timing.session_seconds, timing.work_seconds = xcom["session_seconds"], xcom["work_seconds"]
+            timing.rows = xcom["rows"]
+        else:
+            with open(os.path.join(folders.plain_timings, f"{task_id}.json"), encoding="utf-8") as handle:
+                reported = json.load(handle)
+            timing.session_seconds, timing.work_seconds = reported["session_seconds"], reported["work_seconds"]
+            timing.rows = reported["rows"]
+        timings[task_id] = timing
+    return timings
+
+
+def other_spark_applications() -> int:
+    """Spark JVMs on this machine not started by this benchmark (they share the 2 cores and skew the timings)."""
+    count = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                cmdline = handle.read().decode(errors="replace")
+        except OSError:
+            continue
+        if "org.apache.spark.deploy.SparkSubmit" in cmdline and DAG_ID not in cmdline:
+            count += 1
+    return count
+
+
+def med(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def fmt(value: float | None) -> str:
+    return "    -" if value is None else f"{value:6.2f}"
+
+
+def report(args: argparse.Namespace, timings: dict[str, TaskTiming], wall_seconds: float, notes: list[str]) -> bool:
+    """Print the results; return whether the target is met (the exit code does not depend on it)."""
+    expected = expected_rows(args.rows)
+    for timing in timings.values():
+        if timing.rows != expected:
+            raise SystemExit(f"{timing.task_id} returned {timing.rows}, expected {expected}")
+
+    rounds = range(1, args.rounds + 1)
+    plain = [timings[f"plain_{n}"] for n in rounds]
+    ours = [timings[f"ours_{n}"] for n in rounds]
+    differences = [o.seconds - p.seconds for p, o in zip(plain, ours, strict=True)]
+    median_plain = statistics.median(t.seconds for t in plain)
+    median_ours = statistics.median(t.seconds for t in ours)
+    median_overhead = statistics.median(differences)
+    threshold = max(TARGET_FRACTION * median_plain, TARGET_SECONDS)
+    met = median_overhead < threshold
+
+    print()
+    print("=" * 78)
+    print(f"SparkSqlJobOperator vs SparkSubmitOperator: {args.rounds} rounds, range({args.rows:,})")
+    print("=" * 78)
+    print("task durations (task instance end_date - start_date), seconds")
+    print(f"{'round':>5}  {'plain':>7}  {'ours':>7}  {'ours - plain':>12}")
+    for number, p, o, diff in zip(rounds, plain, ours, differences, strict=True):
+        print(f"{number:>5}  {p.seconds:7.2f}  {o.seconds:7.2f}  {diff:+12.2f}")
+    print(f"warmup (plain, not counted): {timings['warmup'].seconds:.2f} s")
+    print()
+    print(f"median plain      {median_plain:7.2f} s")
+    print(f"median ours       {median_ours:7.2f} s")
+    print(f"median overhead   {median_overhead:+7.2f} s  ({100 * median_overhead / median_plain:+.1f} % of plain)")
+    print(
+        f"  (difference of the medians: {median_ours - median_plain:+.2f} s; per-round range "
+        f"{min(differences):+.2f} .. {max(differences):+.2f} s)"
+    )
+    print(f"target            < {threshold:.2f} s  (max(5 % of {median_plain:.2f} s, {TARGET_SECONDS} s))")
+    print(f"verdict           {'MEETS' if met else 'MISSES'} the target")
+    spread = max(t.seconds for t in plain) - min(t.seconds for t in plain)
+    if spread > threshold:
+        print(f"caution           plain times alone spread over {spread:.2f} s, more than the target: noisy run")
+    print()
+    print("where the time goes (medians, seconds): driver session start, SQL work, and the rest")
+    print("(rest = JVM and spark-submit start/stop, Python start, Airflow task and operator work;")
+    print(" ours' work also includes counting each written table for its XCom row_counts, which plain skips)")
+    print(f"{'':8}{'total':>7}{'session':>9}{'work':>7}{'rest':>7}")
+    for label, side in (("plain", plain), ("ours", ours)):
+        print(
+            f"{label:8}{fmt(med([t.seconds for t in side])):>7}"
+            f"{fmt(med([t.session_seconds for t in side])):>9}"
+            f"{fmt(med([t.work_seconds for t in side])):>7}"
+            f"{fmt(med([t.outside_driver_seconds for t in side])):>7}"
+        )
+    print()
+    measured = sum(t.seconds for t in timings.values())
+    print(
+        f"dag.test wall time {wall_seconds:.2f} s for {len(timings)} tasks ({measured:.2f} s inside tasks, "
+        f"{wall_seconds - measured:.2f} s of dag.test scheduling between them)"
+    )
+    for note in notes:
+        print(note)
+    print("=" * 78)
+    return met
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    command = shlex.join([sys.executable, os.path.abspath(__file__), *argv])
+    print(f"reproduce: cd {shlex.quote(os.getcwd())} && {command}", flush=True)
+    folders = prepare_environment(args)
+    print(f"working folder: {folders.root} (AIRFLOW_HOME {folders.airflow_home})", flush=True)
+    os.chdir(folders.root)  # whatever Spark or Derby drop in the working directory lands here
+    try:
+        check_tools()
+        migrate_db()
+        dag = build_dag(args, folders)
+        register_dag(dag)
+        notes = [
+            f"load average before: {os.getloadavg()[0]:.2f}; other Spark applications running: "
+            f"{other_spark_applications()}"
+        ]
+        started = time.monotonic()
+        dag_run = dag.test()
+        wall_seconds = time.monotonic() - started
+        notes.append(
+            f"load average after: {os.getloadavg()[0]:.2f}; other Spark applications running: "
+            f"{other_spark_applications()}"
+        )
+        report(args, collect(dag_run, folders), wall_seconds, notes)
+        print(f"reproduce: {command}")
+        return 0
+    finally:
+        if args.keep:
+            print(f"kept {folders.root}")
+        else:
+            shutil.rmtree(folders.root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
