@@ -6,7 +6,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 DEMO_DAGS=(example_spark_sql)
 LOGICAL_DATE=${LOGICAL_DATE:-$(date -u +%F)}
 for dag_id in "${DEMO_DAGS[@]}"; do
-  echo "running $dag_id for $LOGICAL_DATE (task logs follow) ..."
+  echo "running $dag_id for $LOGICAL_DATE (the jobs' own log lines follow) ..."
   airflow dags test "$dag_id" "$LOGICAL_DATE" > "$AIRFLOW_HOME/demo-$dag_id.log" 2>&1 || {
     tail -n 40 "$AIRFLOW_HOME/demo-$dag_id.log" >&2
     echo "error: $dag_id failed; whole log: $AIRFLOW_HOME/demo-$dag_id.log" >&2

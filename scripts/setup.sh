@@ -27,8 +27,8 @@ fi
 STAMP=".venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
 if [ ! -f "$STAMP" ]; then
   echo "installing the provider and its dependencies into .venv (about a minute the first time) ..."
-  .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e ".[test]"
+  { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e ".[test]"; } \
+    > .venv/pip-install.log 2>&1 || { tail -n 30 .venv/pip-install.log >&2; echo "error: install failed; log: .venv/pip-install.log" >&2; exit 1; }
   rm -f .venv/.installed-*
   touch "$STAMP"
 fi

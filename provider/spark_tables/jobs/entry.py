@@ -47,6 +47,7 @@ def run_job(spark: SparkSession, job: Job) -> JobResult:
 
 def main(argv: list[str]) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="spark_tables %(levelname)s %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     if len(argv) != 2:
         log.error("usage: entry.py '<job spec JSON>'")
         return 2
