@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +36,7 @@ def test_a_job_on_a_derby_metastore_held_elsewhere_fails_with_what_to_do(
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
+        start_new_session=True,
     )
     try:
         assert any(line.startswith("HOLDING") for line in holder.stdout), "the holder never opened the catalog"
@@ -49,8 +52,10 @@ def test_a_job_on_a_derby_metastore_held_elsewhere_fails_with_what_to_do(
         assert "configure a PostgreSQL metastore" in message
         assert "\n" not in message
     finally:
-        try:
+        with contextlib.suppress(OSError):  # no reader: the holder never got that far
             os.close(os.open(release, os.O_WRONLY | os.O_NONBLOCK))  # EOF for the holder, which then stops
-        except OSError:
-            holder.kill()  # not reading the FIFO: it never got that far
-        holder.wait(timeout=120)
+        try:
+            holder.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(holder.pid, signal.SIGKILL)
+            holder.wait()

@@ -33,17 +33,17 @@ def spark_jars_dir() -> str:
     return os.path.join(spark_home(), "jars")
 
 
-def binary_folder(binary: str) -> str | None:
-    """The folder to add to PATH so that ``binary`` is found, or None when PATH already has it.
+def spark_binary_path(binary: str) -> str:
+    """``binary`` if PATH has it, else its full path beside the Python running this task.
 
     A virtual environment's ``bin`` is not on PATH when Airflow is started by its full path; pyspark installs
-    ``spark-submit`` there, beside the Python running this task.
+    ``spark-submit`` there.
     """
     if shutil.which(binary):
-        return None
+        return binary
     beside_python = os.path.join(os.path.dirname(sys.executable), binary)
     if os.access(beside_python, os.X_OK):
-        return os.path.dirname(beside_python)
+        return beside_python
     raise SpecError(
         f"{binary} not found on PATH: install pyspark in Airflow's environment, or put a Spark distribution's "
         "bin folder on PATH"

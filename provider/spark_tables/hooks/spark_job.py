@@ -22,7 +22,7 @@ from spark_tables.core.job_spec import JobSpec
 from spark_tables.hooks import settings
 from spark_tables.hooks.catalog_lock import exclusive_catalog
 from spark_tables.hooks.job_package import ENTRY_SCRIPT, job_package
-from spark_tables.hooks.local_spark import binary_folder, java_binary
+from spark_tables.hooks.local_spark import java_binary, spark_binary_path
 
 DEFAULT_MASTER = "local[*]"
 DEPLOY_MODES = ("client", "cluster")
@@ -73,9 +73,13 @@ class SparkJobHook(SparkSubmitHook):
             # Executors and driver use this Python, where the provider and pyspark are installed.
             self._conf.setdefault("spark.pyspark.python", sys.executable)
             self._conf.setdefault("spark.pyspark.driver.python", sys.executable)
-        self._client_mode = deploy_mode != "cluster"
-        self._spec = dataclasses.replace(spec, watch_pid=os.getpid() if self._client_mode else None)
+        self._spec = dataclasses.replace(spec, watch_pid=os.getpid() if deploy_mode != "cluster" else None)
         self._application_args = [self._spec.to_json()]
+        java_binary()  # spark-submit is a JVM: fail here, with what to do, rather than in its output
+        self._spark_binary_path = spark_binary_path(self._connection["spark_binary"])
+
+    def _get_spark_binary_path(self) -> list[str]:
+        return [self._spark_binary_path]
 
     def _resolve_connection(self) -> dict[str, Any]:
         try:
@@ -99,10 +103,6 @@ class SparkJobHook(SparkSubmitHook):
 
     def run(self) -> JobResult:
         """Submit the job and wait for it; raise ``SparkJobFailed`` with the job's one-line error if it fails."""
-        java_binary()
-        folder = binary_folder(self._connection["spark_binary"])
-        if folder:
-            self._env = {**(self._env or {}), "PATH": folder + os.pathsep + os.environ.get("PATH", "")}
         result_path = ObjectStoragePath(self._spec.result_uri)
         result_path.unlink(missing_ok=True)  # what an earlier attempt of this try may have left
         with exclusive_catalog(self._catalog, holder=self._name or "a Spark job"):
