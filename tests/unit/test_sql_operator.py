@@ -110,7 +110,6 @@ class TestExecute:
         [
             ({"conn_id": "spark_nowhere"}, "Spark connection 'spark_nowhere' does not exist"),
             ({"catalog_conn_id": "catalog_nowhere"}, "catalog connection 'catalog_nowhere' does not exist"),
-            # Fails today: without a spark_default connection the deploy_mode argument is dropped unchecked.
             ({"deploy_mode": "sideways"}, "deploy-mode 'sideways' is invalid"),
             ({"sql": "INSERT INTO my-table SELECT 1"}, "invalid table identifier 'my-table'"),
             ({"sql": ["SELECT 1", "-- nothing"]}, "statement 2 is empty"),
@@ -126,3 +125,20 @@ class TestExecute:
         assert named in message
         assert "\n" not in message
         assert caught.value.__cause__ is None
+
+    @pytest.mark.usefixtures("nothing_is_started")
+    def test_a_bad_spark_connection_fails_before_the_metastore_schema_is_touched(self, set_connection, monkeypatch):
+        set_connection(
+            "spark_tables_default",
+            conn_type="spark_tables",
+            host="127.0.0.1",
+            schema="hms",
+            extra={"warehouse": "/tmp/wh"},
+        )
+        created = []
+        monkeypatch.setattr("spark_tables.operators.spark_job.ensure_metastore_schema", created.append)
+        operator = SparkSqlJobOperator(task_id="load", sql="SELECT 1", conn_id="spark_nowhere")
+
+        with pytest.raises(AirflowFailException, match="Spark connection 'spark_nowhere' does not exist"):
+            operator.execute(_context())
+        assert created == []

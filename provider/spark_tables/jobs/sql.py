@@ -22,7 +22,7 @@ class StatementFailed(JobError):
 
 def run_sql(spark: SparkSession, job: SqlJob) -> dict[str, Any]:
     tables_written: list[str] = []
-    frame = None
+    frame = table = None
     total = len(job.statements)
     for number, statement in enumerate(job.statements, start=1):
         log.info("statement %d/%d: %s", number, total, summary(statement))
@@ -42,7 +42,7 @@ def run_sql(spark: SparkSession, job: SqlJob) -> dict[str, Any]:
         "rows": [],
         "rows_truncated": False,
     }
-    if frame is not None and written_table(job.statements[-1]) is None and frame.columns:
+    if frame is not None and table is None and frame.columns:  # the last statement read rows, wrote none
         rows = frame.limit(job.max_result_rows + 1).collect()
         output["columns"] = frame.columns
         output["rows"] = [[_json_value(value) for value in row] for row in rows[: job.max_result_rows]]

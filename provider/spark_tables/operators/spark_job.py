@@ -107,8 +107,6 @@ class SparkJobOperator(BaseOperator):
         """Everything that can fail on bad input, before any Spark application starts."""
         job = self.build_job(context)
         catalog = SparkTablesCatalogHook(catalog_conn_id=self.catalog_conn_id).get_catalog()
-        if isinstance(catalog, PostgresMetastore):
-            ensure_metastore_schema(catalog)
         ti = context["ti"]
         spec = JobSpec(
             job=job,
@@ -127,7 +125,7 @@ class SparkJobOperator(BaseOperator):
         if self.openlineage_inject_transport_info:
             spark_conf = inject_transport_information_into_spark_properties(spark_conf, context)
         self.log.info("catalog: %s", catalog.describe())
-        return SparkJobHook(
+        hook = SparkJobHook(
             spec=spec,
             catalog=catalog,
             conn_id=self.conn_id,
@@ -142,6 +140,9 @@ class SparkJobOperator(BaseOperator):
             deploy_mode=self.deploy_mode,
             verbose=self.verbose,
         )
+        if isinstance(catalog, PostgresMetastore):
+            ensure_metastore_schema(catalog)  # the first write anywhere: after every check of the input
+        return hook
 
     def xcom_value(self, result: JobResult) -> dict[str, Any]:
         """What the task returns to XCom: the job's output and where it ran."""
