@@ -3,7 +3,7 @@
 # Spark with the embedded catalog, and says where to look at what they did.
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 
-DEMO_DAGS=(example_spark_sql)
+DEMO_DAGS=(example_spark_sql example_spark_ctas)
 LOGICAL_DATE=${LOGICAL_DATE:-$(date -u +%F)}
 for dag_id in "${DEMO_DAGS[@]}"; do
   echo "running $dag_id for $LOGICAL_DATE (the jobs' own log lines follow) ..."
@@ -23,13 +23,18 @@ warehouse, ds = sys.argv[1], sys.argv[2]
 totals = pd.read_parquet(f"{warehouse}/demo.db/daily_totals/ds={ds}").sort_values("customer")
 print(f"\ndemo.daily_totals for {ds}, read straight from the warehouse's parquet files:")
 print(totals.to_string(index=False))
+published = pd.read_parquet(f"{warehouse}/customer_totals").sort_values("customer")
+print("\ncustomer_totals, created by CTAS through a staging table (example_spark_ctas):")
+print(published.to_string(index=False))
 PY
 cat <<MSG
 
 Where to look:
   tables (parquet, partitioned by ds): $WAREHOUSE/demo.db/
+  CTAS tables (example_spark_ctas):     $WAREHOUSE/order_snapshot_<ds>/ and $WAREHOUSE/customer_totals/
+                                        their ownership marks: the spark_tables.ctas.* table properties
   embedded Derby metastore:             $AIRFLOW_HOME/spark_tables/metastore_db
   whole run log with the Spark driver:  $AIRFLOW_HOME/demo-*.log
-  task logs:                            $AIRFLOW_HOME/logs/dag_id=example_spark_sql/
+  task logs:                            $AIRFLOW_HOME/logs/dag_id=example_spark_sql/ and .../dag_id=example_spark_ctas/
   the Airflow UI (runs, logs, XCom):    source scripts/setup.sh && airflow standalone   # then http://localhost:8080
 MSG

@@ -26,7 +26,11 @@ def get_provider_info() -> dict[str, Any]:
         "operators": [
             {
                 "integration-name": "Spark Tables",
-                "python-modules": ["spark_tables.operators.spark_job", "spark_tables.operators.sql"],
+                "python-modules": [
+                    "spark_tables.operators.spark_job",
+                    "spark_tables.operators.sql",
+                    "spark_tables.operators.ctas",
+                ],
             }
         ],
         "hooks": [

@@ -38,6 +38,12 @@ class Deployment:
             [str(VENV_BIN / "airflow"), *args], env=self.env, capture_output=True, text=True, check=False
         )
 
+    def with_dags(self, folder: Path) -> Deployment:
+        """The same deployment, reading its DAGs from another folder."""
+        return Deployment(
+            home=self.home, catalog=self.catalog, env={**self.env, "AIRFLOW__CORE__DAGS_FOLDER": str(folder)}
+        )
+
     def xcom(self, dag_id: str, task_id: str) -> Any:
         import sqlite3
 
@@ -105,12 +111,10 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> Deployment:
     return Deployment(home=home, catalog=EmbeddedCatalog(home=str(home / "spark_tables")), env=env)
 
 
-@pytest.fixture(scope="session")
-def postgres(tmp_path_factory: pytest.TempPathFactory, metastore_database: str) -> Deployment:
-    home = tmp_path_factory.mktemp("airflow-postgres")
+def postgres_deployment(home: Path, metastore_database: str, warehouse: Path) -> Deployment:
     env = _base_env(home)
     catalog = PostgresMetastore(
-        host=PG_HOST, port=PG_PORT, user=PG_USER, database=metastore_database, warehouse=str(home / "warehouse")
+        host=PG_HOST, port=PG_PORT, user=PG_USER, database=metastore_database, warehouse=str(warehouse)
     )
     env["AIRFLOW_CONN_SPARK_TABLES_DEFAULT"] = json.dumps(
         {
@@ -124,6 +128,20 @@ def postgres(tmp_path_factory: pytest.TempPathFactory, metastore_database: str) 
     )
     _migrated(home, env)
     return Deployment(home=home, catalog=catalog, env=env)
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory: pytest.TempPathFactory, metastore_database: str) -> Deployment:
+    home = tmp_path_factory.mktemp("airflow-postgres")
+    return postgres_deployment(home, metastore_database, home / "warehouse")
+
+
+@pytest.fixture(scope="session")
+def postgres_twin(tmp_path_factory: pytest.TempPathFactory, postgres: Deployment) -> Deployment:
+    """A second Airflow (its own home and metadata DB) on the same PostgreSQL metastore and warehouse."""
+    assert isinstance(postgres.catalog, PostgresMetastore)
+    home = tmp_path_factory.mktemp("airflow-postgres-twin")
+    return postgres_deployment(home, postgres.catalog.database, Path(postgres.catalog.warehouse))
 
 
 @pytest.fixture(params=["embedded", "postgres"])

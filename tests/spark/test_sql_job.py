@@ -6,6 +6,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark_tables.core.sql_job import SqlJob
+from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.entry import run_job
 from spark_tables.jobs.sql import StatementFailed, run_sql
 
@@ -23,6 +24,7 @@ def test_reports_written_tables_with_their_row_counts(spark: SparkSession) -> No
                 "INSERT INTO sqljob.numbers SELECT id FROM range(5)",
             )
         ),
+        Cancellation(),
     )
     assert output["statements_run"] == 4
     assert output["tables_written"] == ["sqljob.numbers"]
@@ -40,6 +42,7 @@ def test_returns_the_last_querys_rows_capped_and_json_ready(spark: SparkSession)
             ),
             max_result_rows=3,
         ),
+        Cancellation(),
     )
     assert output["columns"] == ["id", "quarter", "day"]
     assert output["rows"] == [[0, "0.00", "2026-11-20"], [1, "0.25", "2026-11-20"], [2, "0.50", "2026-11-20"]]
@@ -48,7 +51,7 @@ def test_returns_the_last_querys_rows_capped_and_json_ready(spark: SparkSession)
 
 
 def test_only_the_last_query_is_collected(spark: SparkSession) -> None:
-    output = run_sql(spark, SqlJob(statements=("SELECT 1 AS a", "SELECT 2 AS b, 3 AS c")))
+    output = run_sql(spark, SqlJob(statements=("SELECT 1 AS a", "SELECT 2 AS b, 3 AS c")), Cancellation())
     assert output["columns"] == ["b", "c"]
     assert output["rows"] == [[2, 3]]
     assert output["rows_truncated"] is False
@@ -56,7 +59,7 @@ def test_only_the_last_query_is_collected(spark: SparkSession) -> None:
 
 def test_a_failing_statement_is_named_with_sparks_first_line(spark: SparkSession) -> None:
     with pytest.raises(StatementFailed) as failure:
-        run_sql(spark, SqlJob(statements=("SELECT 1", "SELECT * FROM sqljob.no_such_table")))
+        run_sql(spark, SqlJob(statements=("SELECT 1", "SELECT * FROM sqljob.no_such_table")), Cancellation())
     message = str(failure.value)
     assert message.startswith("statement 2/2 failed: [TABLE_OR_VIEW_NOT_FOUND]")
     assert "\n" not in message
@@ -76,3 +79,13 @@ def test_run_job_reports_output_and_where_it_ran(spark: SparkSession) -> None:
     assert result.output["rows"] == [[10]]
     assert result.spark_version == spark.version
     assert result.work_seconds is not None and result.work_seconds >= 0
+
+
+def test_run_job_with_a_cancellation_requested_before_it_runs_nothing(spark: SparkSession) -> None:
+    cancellation = Cancellation()
+    cancellation.request("the test asked to stop")
+    result = run_job(spark, SqlJob(statements=("CREATE DATABASE IF NOT EXISTS sqljob_cancelled",)), cancellation)
+    assert not result.succeeded
+    assert result.error.startswith("cancelled")
+    assert "the test asked to stop" in result.error
+    assert not spark.catalog.databaseExists("sqljob_cancelled")

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+from spark_tables.hooks.spark_job import SparkJobHook
 
 #: Connections and settings a developer's shell may carry; every test that reads them starts without them.
 _AMBIENT_VARIABLES = (
@@ -36,3 +40,20 @@ def set_connection(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
         monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(fields))
 
     return define
+
+
+@pytest.fixture
+def no_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if anything tries to start spark-submit or any other process."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        pytest.fail(f"a process was started: {args!r}")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    monkeypatch.setattr(SparkSubmitHook, "submit", refuse)
+
+
+@pytest.fixture
+def nothing_is_started(no_process: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As ``no_process``, and no Spark job may run either."""
+    monkeypatch.setattr(SparkJobHook, "run", lambda *args, **kwargs: pytest.fail("a Spark job was run"))

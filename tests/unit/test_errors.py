@@ -53,3 +53,40 @@ def test_an_empty_message_gives_the_type_name(error, line):
 )
 def test_the_providers_own_one_line_errors_pass_through_without_a_type_name(error):
     assert one_line(error) == str(error)
+
+
+class Py4JJavaError(Exception):
+    """Stands in for py4j.protocol.Py4JJavaError, whose message names the call, then gives the Java exception."""
+
+    def __init__(self, target: str, java_error: str) -> None:
+        super().__init__(f"An error occurred while calling {target}.\n: {java_error}")
+
+
+@pytest.mark.parametrize(
+    ("error", "line"),
+    [
+        (
+            Py4JJavaError(
+                "o123.sql",
+                "org.apache.spark.SparkException: Job aborted due to stage failure: task 0 lost\n"
+                "\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:2898)\n"
+                "\tat scala.collection.immutable.List.foreach(List.scala:334)\n",
+            ),
+            "Py4JJavaError: org.apache.spark.SparkException: Job aborted due to stage failure: task 0 lost",
+        ),
+        (
+            Py4JJavaError("o45.insertInto", "java.io.IOException: No space left on device\n\tat java.io.File.x"),
+            "Py4JJavaError: java.io.IOException: No space left on device",
+        ),
+    ],
+)
+def test_a_py4j_error_gives_the_java_exception_line_not_the_call(error, line):
+    assert one_line(error) == line
+    assert "An error occurred while calling" not in one_line(error)
+
+
+def test_a_py4j_error_without_a_java_exception_line_keeps_the_call_line():
+    error = Py4JJavaError("o7.collect", "")
+    error.args = ("An error occurred while calling o7.collect.",)
+
+    assert one_line(error) == "Py4JJavaError: An error occurred while calling o7.collect."

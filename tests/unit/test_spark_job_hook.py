@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+import threading
 
 import pytest
+from airflow.sdk import ObjectStoragePath
+from airflow.sdk.exceptions import AirflowTaskTimeout
 
 from spark_tables.core.catalog import EmbeddedCatalog, PostgresMetastore
 from spark_tables.core.errors import SpecError
@@ -222,3 +226,95 @@ def test_postgres_metastore_puts_its_jdbc_driver_on_the_driver_class_path():
     hook = SparkJobHook(spec=SPEC, catalog=metastore, driver_class_path="/jars/extra.jar")
 
     assert _option(_command(hook), "--driver-class-path") == "/jars/pg.jar:/jars/extra.jar"
+
+
+class _RunningProcess:
+    """Stands in for spark-submit's process: running until the test lets it end."""
+
+    pid = 0
+
+    def __init__(self) -> None:
+        self.waited = threading.Event()
+        self.ended = threading.Event()
+
+    def poll(self) -> int | None:
+        return 0 if self.ended.is_set() else None
+
+    def wait(self, timeout: float | None = None) -> int:
+        self.waited.set()
+        self.ended.wait(timeout)
+        return 0
+
+
+def test_on_kill_logs_nothing_in_the_thread_it_interrupts(catalog, tmp_path):
+    """Airflow calls on_kill from its SIGTERM handler: logging there deadlocks if that thread held the log lock."""
+    hook = SparkJobHook(spec=SPEC, catalog=catalog)
+    process, marker = _RunningProcess(), tmp_path / "r.cancel"
+    hook._submit_sp, hook._cancel_path = process, ObjectStoragePath(f"file://{marker}")
+    log_lock, logged_from = threading.Lock(), []
+
+    class LogWithAWriteLock:
+        def _write(self, *args: object) -> None:
+            logged_from.append(threading.get_ident())
+            if log_lock.acquire(timeout=5):  # not reentrant, as structlog's write lock: the same thread would hang
+                log_lock.release()
+
+        info = warning = _write
+
+    hook._log = LogWithAWriteLock()
+    try:
+        with log_lock:  # the interrupted thread was writing a log line
+            hook.on_kill()
+        assert process.waited.wait(10), "the stopping thread must write the marker, then wait for the job"
+    finally:
+        process.ended.set()
+
+    assert marker.read_text() == "stop"
+    assert logged_from and threading.get_ident() not in logged_from
+
+
+#: Stands in for spark-submit and its driver: waits for the cancel marker, writes a result, exits as a stopped job.
+_STOPPABLE_JOB = """
+import json, os, sys, time
+result, marker = sys.argv[1], sys.argv[2]
+print("job running", flush=True)
+while not os.path.exists(marker):
+    time.sleep(0.05)
+with open(result, "w") as handle:
+    json.dump({"kind": "ctas", "error": "cancelled: asked", "output": {"cleaned_up": True}}, handle)
+print("job undone and stopped", flush=True)
+sys.exit(143)
+"""
+
+
+def test_a_task_interrupted_while_its_job_runs_stops_the_job_in_order_first(catalog, tmp_path, monkeypatch):
+    """execution_timeout raises in the task process mid-wait: the job must stop and undo before the task goes on."""
+    result, marker = tmp_path / "r.json", tmp_path / "r.cancel"
+    spec = JobSpec(job=SqlJob(statements=("SELECT 1",)), result_uri=f"file://{result}")
+    hook = SparkJobHook(spec=spec, catalog=catalog)
+    logged: list[str] = []
+    monkeypatch.setattr(hook.log, "info", lambda message, *args: logged.append(message % args if args else message))
+
+    def submit_then_time_out(application: str, **popen_kwargs: object) -> None:
+        hook._submit_sp = subprocess.Popen(
+            [sys.executable, "-c", _STOPPABLE_JOB, str(result), str(marker)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        assert hook._submit_sp.stdout.readline() == "job running\n"
+        raise AirflowTaskTimeout("Timeout")  # as the SIGALRM handler raises it, while the job runs
+
+    monkeypatch.setattr(hook, "submit", submit_then_time_out)
+
+    try:
+        with pytest.raises(AirflowTaskTimeout):
+            hook.run()
+    finally:
+        if hook._submit_sp.poll() is None:  # run() gave up on it: never leave it behind
+            hook._submit_sp.kill()
+
+    assert hook._submit_sp.returncode == 143, "the job ended before run() gave up"
+    assert "job undone and stopped" in logged, "the job's log is still passed on while it stops"
+    assert hook.last_result is not None and hook.last_result.output == {"cleaned_up": True}
+    assert not result.exists() and not marker.exists(), "the result is read and the marker removed"

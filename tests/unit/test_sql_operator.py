@@ -1,17 +1,14 @@
 from __future__ import annotations
 
-import subprocess
 from types import SimpleNamespace
 
 import pytest
-from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.common.compat.sdk import AirflowFailException
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.exchange import result_uri
 from spark_tables.core.sql_job import SqlJob
 from spark_tables.hooks import settings
-from spark_tables.hooks.spark_job import SparkJobHook
 from spark_tables.operators.sql import SparkSqlJobOperator
 
 pytestmark = pytest.mark.usefixtures("spark_tables_home")
@@ -21,18 +18,6 @@ def _context(**ti_fields):
     ti = {"dag_id": "sales", "run_id": "manual__2026-01-01T00:00:00+00:00", "task_id": "load", "map_index": -1}
     ti.update({"try_number": 1, **ti_fields})
     return {"ti": SimpleNamespace(**ti)}
-
-
-@pytest.fixture
-def nothing_is_started(monkeypatch):
-    """Fail the test if anything tries to start spark-submit or any other process."""
-
-    def refuse(*args, **kwargs):
-        pytest.fail(f"a process was started: {args!r}")
-
-    monkeypatch.setattr(subprocess, "Popen", refuse)
-    monkeypatch.setattr(SparkSubmitHook, "submit", refuse)
-    monkeypatch.setattr(SparkJobHook, "run", refuse)
 
 
 class TestBuildJob:
@@ -85,7 +70,8 @@ class TestBuildJob:
 
 class TestPrepare:
     def test_the_hook_writes_the_result_of_this_try_under_the_exchange(self, spark_tables_home):
-        hook = SparkSqlJobOperator(task_id="load", sql="SELECT 1")._prepare(_context(try_number=3, map_index=2))
+        operator, context = SparkSqlJobOperator(task_id="load", sql="SELECT 1"), _context(try_number=3, map_index=2)
+        hook = operator.hook_for(context, operator.build_job(context))
 
         assert hook._spec.result_uri == result_uri(
             settings.exchange_uri(),
@@ -98,7 +84,8 @@ class TestPrepare:
         assert hook._spec.result_uri.startswith(f"file://{spark_tables_home}/exchange/")
 
     def test_the_application_is_named_after_dag_and_task_by_default(self):
-        hook = SparkSqlJobOperator(task_id="load", sql="SELECT 1")._prepare(_context())
+        operator, context = SparkSqlJobOperator(task_id="load", sql="SELECT 1"), _context()
+        hook = operator.hook_for(context, operator.build_job(context))
 
         assert hook._name == "sales.load"
 

@@ -9,16 +9,39 @@ from urllib.parse import unquote, urlparse
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
-def result_uri(exchange_root: str, *, dag_id: str, run_id: str, task_id: str, map_index: int, try_number: int) -> str:
-    """``<root>/<dag>__<run>__<task>__<map_index>__<try>__<hash>.json``, readable and unique.
+def result_uri(
+    exchange_root: str,
+    *,
+    dag_id: str,
+    run_id: str,
+    task_id: str,
+    map_index: int,
+    try_number: int,
+    purpose: str = "",
+) -> str:
+    """``<root>/<dag>__<run>__<task>__<map_index>__<try>[__<purpose>]__<hash>.json``, readable and unique.
 
-    One flat file a try, so that deleting it after reading leaves nothing behind, on object stores too. The
-    parts are reduced to path-safe characters for reading; the hash of the exact parts keeps names unique.
+    One flat file a try (and a ``purpose`` when one try runs more than one job), so that deleting it after
+    reading leaves nothing behind, on object stores too.
     """
-    parts = [dag_id, run_id, task_id, str(map_index), str(try_number)]
+    parts = [dag_id, run_id, task_id, str(map_index), str(try_number), *([purpose] if purpose else [])]
+    return f"{exchange_root.rstrip('/')}/{_flat_name(parts)}.json"
+
+
+def claim_uri(exchange_root: str, *, dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
+    """Where a task notes which table its tries may leave unfinished, until that is known not to be so."""
+    return f"{exchange_root.rstrip('/')}/{_flat_name([dag_id, run_id, task_id, str(map_index)])}.claim.json"
+
+
+def _flat_name(parts: list[str]) -> str:
+    """The parts reduced to path-safe characters for reading; a hash of the exact parts keeps names unique."""
     digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:12]
-    readable = "__".join(_UNSAFE.sub("_", p) for p in parts)
-    return f"{exchange_root.rstrip('/')}/{readable}__{digest}.json"
+    return "__".join(_UNSAFE.sub("_", p) for p in parts) + f"__{digest}"
+
+
+def cancel_uri(result_uri: str) -> str:
+    """Where the task asks its job to stop: a marker file beside the result, which the driver watches for."""
+    return result_uri.removesuffix(".json") + ".cancel"
 
 
 def local_path(uri: str) -> str | None:

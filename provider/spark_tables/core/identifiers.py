@@ -15,6 +15,11 @@ _WHOLE = re.compile(rf"\s*(?P<parts>{IDENTIFIER_PATTERN})\s*")
 _SPLIT = re.compile(rf"({_PART})")
 
 
+def quote_part(name: str) -> str:
+    """One name (a table, a database, a column) as safe SQL text: in backticks, a backtick doubled."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 @dataclass(frozen=True)
 class TableIdentifier:
     """``[catalog.][database.]table``; parts are kept unquoted."""
@@ -43,10 +48,10 @@ class TableIdentifier:
 
     def quoted(self) -> str:
         """The identifier as safe SQL text: every part in backticks."""
-        return ".".join("`" + part.replace("`", "``") + "`" for part in self.parts)
+        return ".".join(quote_part(part) for part in self.parts)
 
     def __str__(self) -> str:
-        return ".".join(p if _UNQUOTED.fullmatch(p) else "`" + p.replace("`", "``") + "`" for p in self.parts)
+        return ".".join(p if _UNQUOTED.fullmatch(p) else quote_part(p) for p in self.parts)
 
 
 def _unquote(part: str) -> str:

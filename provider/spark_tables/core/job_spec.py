@@ -7,15 +7,16 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from spark_tables.core.ctas_job import CtasCleanupJob, CtasJob
 from spark_tables.core.errors import SpecError
 from spark_tables.core.sql_job import SqlJob
 
 SPEC_VERSION = 1
 
 #: Every job kind the driver runs, by name. Each is a frozen dataclass that validates itself.
-JOB_KINDS: dict[str, type] = {SqlJob.kind: SqlJob}
+JOB_KINDS: dict[str, type] = {kind.kind: kind for kind in (SqlJob, CtasJob, CtasCleanupJob)}
 
-Job = SqlJob
+Job = SqlJob | CtasJob | CtasCleanupJob
 
 
 @dataclass(frozen=True)

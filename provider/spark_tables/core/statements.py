@@ -18,8 +18,17 @@ _DIRECTORY = re.compile(r"(?:LOCAL\s+)?DIRECTORY\b", re.IGNORECASE)
 _NAME = re.compile(rf"{IDENTIFIER_PATTERN}(?=\s|\(|;|\Z)")
 
 
+#: A statement's final semicolon, with the white space and line comments after it.
+_FINAL_SEMICOLON = re.compile(r";\s*(?:--[^\n]*(?:\n\s*|\Z))*\Z")
+
+
 def strip_leading_comments(statement: str) -> str:
     return _LEADING_COMMENTS.sub("", statement, count=1)
+
+
+def strip_final_semicolon(statement: str) -> str:
+    """The statement without a final ``;`` (and line comments after it), so that it can be nested."""
+    return _FINAL_SEMICOLON.sub("", statement.rstrip()).rstrip()
 
 
 def written_table(statement: str) -> TableIdentifier | None:

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +18,7 @@ from airflow.sdk import ObjectStoragePath
 
 from spark_tables.core.catalog import Catalog
 from spark_tables.core.errors import SpecError
+from spark_tables.core.exchange import cancel_uri
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import JobSpec
 from spark_tables.hooks import settings
@@ -26,7 +28,9 @@ from spark_tables.hooks.local_spark import java_binary, spark_binary_path
 
 DEFAULT_MASTER = "local[*]"
 DEPLOY_MODES = ("client", "cluster")
-#: Seconds between SIGTERM and SIGKILL when the task is stopped.
+#: Seconds a stopped job has to undo what it created and exit, before its process group is ended.
+CANCEL_GRACE_SECONDS = 60
+#: Seconds between SIGTERM and SIGKILL when the process group is ended.
 STOP_GRACE_SECONDS = 3
 #: Derby's words for a database another JVM has booted (XSDB6), or the failure to start it that wraps them (XJ040).
 _DERBY_BUSY = ("ERROR XSDB6", "ERROR XJ040", "Another instance of Derby may have already booted the database")
@@ -63,7 +67,10 @@ class SparkJobHook(SparkSubmitHook):
             **kwargs,
         )
         self._catalog = catalog
+        #: What the job of the last ``run`` wrote back, also when ``run`` raised; None if it wrote nothing.
+        self.last_result: JobResult | None = None
         self._derby_busy = False
+        self._cancel_path: ObjectStoragePath | None = None
         master, deploy_mode = self._connection["master"], self._connection["deploy_mode"]
         if deploy_mode not in (None, *DEPLOY_MODES):
             raise SpecError(
@@ -102,21 +109,38 @@ class SparkJobHook(SparkSubmitHook):
         return data
 
     def run(self) -> JobResult:
-        """Submit the job and wait for it; raise ``SparkJobFailed`` with the job's one-line error if it fails."""
+        """Submit the job and wait for it; raise ``SparkJobFailed`` with the job's one-line error if it fails.
+
+        If this process is interrupted meanwhile (``execution_timeout`` raises in the middle of the wait), the job
+        is first stopped in order, as ``on_kill`` does, so it undoes what it created before the task goes on.
+        """
         result_path = ObjectStoragePath(self._spec.result_uri)
-        result_path.unlink(missing_ok=True)  # what an earlier attempt of this try may have left
-        with exclusive_catalog(self._catalog, holder=self._name or "a Spark job"):
-            try:
-                self.submit(ENTRY_SCRIPT, start_new_session=True)
-            except AirflowException as err:
-                result = _take_result(result_path)
-                raise SparkJobFailed(self._failure_line(result)) from err
-        result = _take_result(result_path)
-        if result is None:
+        cancel_path = ObjectStoragePath(cancel_uri(self._spec.result_uri))
+        for stale in (result_path, cancel_path):  # what an earlier attempt of this try may have left
+            stale.unlink(missing_ok=True)
+        self._cancel_path = cancel_path
+        self.last_result = None
+        failure: AirflowException | None = None
+        try:
+            with exclusive_catalog(self._catalog, holder=self._name or "a Spark job"):
+                try:
+                    self.submit(ENTRY_SCRIPT, start_new_session=True)
+                except AirflowException as err:
+                    failure = err
+                except BaseException:
+                    self._stop_and_wait()
+                    raise
+        finally:
+            self._cancel_path = None
+            cancel_path.unlink(missing_ok=True)
+            self.last_result = _take_result(result_path)
+        if failure is not None:
+            raise SparkJobFailed(self._failure_line(self.last_result)) from failure
+        if self.last_result is None:
             raise SparkJobFailed(f"the Spark job ended without writing its result to {self._spec.result_uri}")
-        if not result.succeeded:
-            raise SparkJobFailed(result.error)
-        return result
+        if not self.last_result.succeeded:
+            raise SparkJobFailed(self.last_result.error)
+        return self.last_result
 
     def _failure_line(self, result: JobResult | None) -> str:
         if self._derby_busy:
@@ -141,12 +165,38 @@ class SparkJobHook(SparkSubmitHook):
             yield line
 
     def on_kill(self) -> None:
-        """Stop spark-submit and the Spark driver it started: the whole process group, not the JVM alone."""
-        process = self._submit_sp
+        """Ask the job to stop, so it interrupts its Spark jobs and undoes what it created, then exits.
+
+        Returns at once, having done nothing but start a thread: Airflow calls this from its SIGTERM handler, in
+        the middle of whatever the task's main thread was doing, and logging from there deadlocks when that was
+        writing a log line (structlog's write lock is not reentrant). The task keeps reading the driver's log
+        until it exits and fails with its result; a driver that has not exited ``CANCEL_GRACE_SECONDS`` later is
+        ended with its whole process group.
+        """
+        process, cancel_path = self._submit_sp, self._cancel_path
         if process is not None and process.poll() is None:
-            self.log.info("stopping spark-submit and its Spark driver (process group %d)", process.pid)
+            threading.Thread(target=self._stop_job, args=(process, cancel_path), daemon=True).start()
+
+    def _stop_and_wait(self) -> None:
+        """Stop the job as ``on_kill`` does, and wait for it, still passing its log on (a full pipe would block it)."""
+        process = self._submit_sp
+        if process is None or process.poll() is not None:
+            return
+        self.log.warning("the task was interrupted: asking the Spark job to stop and undo what it created")
+        self.on_kill()
+        self._process_spark_submit_log(iter(process.stdout))
+        process.wait()
+
+    def _stop_job(self, process: subprocess.Popen, cancel_path: ObjectStoragePath | None) -> None:
+        if cancel_path is not None:
+            self.log.info("asking the Spark job to stop and undo what it created (%s)", cancel_path)
+            cancel_path.write_text("stop")
+        try:
+            process.wait(timeout=CANCEL_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.log.warning("the job did not stop in %d s: ending process group %d", CANCEL_GRACE_SECONDS, process.pid)
             _stop_process_group(process)
-        super().on_kill()
+            super().on_kill()  # the Spark provider's kill: YARN application, standalone driver, Kubernetes pod
 
 
 def _spark_conf(catalog: Catalog, conf: dict[str, Any]) -> dict[str, Any]:

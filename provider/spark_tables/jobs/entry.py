@@ -13,22 +13,29 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from spark_tables.core.errors import one_line
+from spark_tables.core.errors import JobError, one_line
+from spark_tables.core.exchange import cancel_uri
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import Job, JobSpec
+from spark_tables.jobs.cancellation import Cancellation, watch
+from spark_tables.jobs.ctas import run_ctas, run_ctas_cleanup
 from spark_tables.jobs.result_file import write_result
 from spark_tables.jobs.sql import run_sql
-from spark_tables.jobs.watchdog import watch_parent
 
 log = logging.getLogger("spark_tables")
 
-#: The function that runs each job kind, given the session and the validated job.
-JOB_RUNNERS: dict[str, Callable[[SparkSession, Any], dict[str, Any]]] = {"sql": run_sql}
+#: The function that runs each job kind, given the session, the validated job and its cancellation.
+JOB_RUNNERS: dict[str, Callable[[SparkSession, Any, Cancellation], dict[str, Any]]] = {
+    "sql": run_sql,
+    "ctas": run_ctas,
+    "ctas_cleanup": run_ctas_cleanup,
+}
 
 
-def run_job(spark: SparkSession, job: Job) -> JobResult:
+def run_job(spark: SparkSession, job: Job, cancellation: Cancellation | None = None) -> JobResult:
     """Run one job on a session and describe how it went; a failure becomes the result's one-line error."""
     common: dict[str, Any] = {
         "kind": job.kind,
@@ -36,28 +43,38 @@ def run_job(spark: SparkSession, job: Job) -> JobResult:
         "spark_version": spark.version,
     }
     log.info("%s job started in application %s", job.kind, common["application_id"])
+    cancellation = cancellation or Cancellation()
     started = time.monotonic()
     try:
-        output = JOB_RUNNERS[job.kind](spark, job)
+        cancellation.check()
+        output = JOB_RUNNERS[job.kind](spark, job, cancellation)
     except Exception as err:
-        log.exception("%s job failed", job.kind)
-        return JobResult(error=one_line(err), **common)
+        error = one_line(err)
+        if isinstance(err, JobError | PySparkException):  # their first line says it; Java stacks would flood the log
+            log.error("%s job failed: %s", job.kind, error)
+        else:
+            log.exception("%s job failed", job.kind)
+        if cancellation.requested and not error.startswith("cancelled"):
+            error = f"cancelled: {cancellation.reason} ({error})"
+        return JobResult(error=error, output=getattr(err, "output", {}), **common)
     return JobResult(output=output, work_seconds=round(time.monotonic() - started, 3), **common)
 
 
 def main(argv: list[str]) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="spark_tables %(levelname)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)  # a second, 20 kB copy of each SQL error
     if len(argv) != 2:
         log.error("usage: entry.py '<job spec JSON>'")
         return 2
     spec = JobSpec.from_json(argv[1])
-    if spec.watch_pid:
-        watch_parent(spec.watch_pid)
+    cancellation = Cancellation()
+    watch(cancellation, parent_pid=spec.watch_pid, marker_uri=cancel_uri(spec.result_uri))
     started = time.monotonic()
     spark = SparkSession.builder.getOrCreate()
+    cancellation.interrupt_with(spark.interruptAll)
     session_seconds = round(time.monotonic() - started, 3)
-    result = run_job(spark, spec.job)
+    result = run_job(spark, spec.job, cancellation)
     write_result(spec.result_uri, dataclasses.replace(result, session_seconds=session_seconds).to_json())
     spark.stop()
     return 0 if result.succeeded else 1

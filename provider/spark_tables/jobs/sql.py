@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 from spark_tables.core.errors import JobError, one_line
 from spark_tables.core.sql_job import SqlJob
 from spark_tables.core.statements import summary, written_table
+from spark_tables.jobs.cancellation import Cancellation
 
 log = logging.getLogger(__name__)
 
@@ -20,11 +21,12 @@ class StatementFailed(JobError):
     """A statement failed; the message names which one and Spark's own first line."""
 
 
-def run_sql(spark: SparkSession, job: SqlJob) -> dict[str, Any]:
+def run_sql(spark: SparkSession, job: SqlJob, cancellation: Cancellation) -> dict[str, Any]:
     tables_written: list[str] = []
     frame = table = None
     total = len(job.statements)
     for number, statement in enumerate(job.statements, start=1):
+        cancellation.check()
         log.info("statement %d/%d: %s", number, total, summary(statement))
         try:
             frame = spark.sql(statement)  # commands run here; a query runs only if it is the last statement

@@ -90,35 +90,29 @@ class SparkJobOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         try:
-            self._hook = self._prepare(context)
+            job = self.build_job(context)
+            self._hook = self.hook_for(context, job)
         except SpecError as err:
             raise AirflowFailException(str(err)) from None
-        result = self._hook.run()
+        result = self.run_hook(self._hook)
+        self.log.info("job output: %s", _abridged(result.output))
+        return self.xcom_value(result)
+
+    def run_hook(self, hook: SparkJobHook) -> JobResult:
+        result = hook.run()
         self.log.info(
             "Spark application %s done: session started in %.1f s, job took %.1f s",
             result.application_id,
             result.session_seconds or 0.0,
             result.work_seconds or 0.0,
         )
-        self.log.info("job output: %s", _abridged(result.output))
-        return self.xcom_value(result)
+        return result
 
-    def _prepare(self, context: Any) -> SparkJobHook:
-        """Everything that can fail on bad input, before any Spark application starts."""
-        job = self.build_job(context)
+    def hook_for(self, context: Any, job: Job, purpose: str = "") -> SparkJobHook:
+        """A hook that runs ``job`` for this task try; everything that can fail on bad input fails here."""
         catalog = SparkTablesCatalogHook(catalog_conn_id=self.catalog_conn_id).get_catalog()
         ti = context["ti"]
-        spec = JobSpec(
-            job=job,
-            result_uri=result_uri(
-                settings.exchange_uri(),
-                dag_id=ti.dag_id,
-                run_id=ti.run_id,
-                task_id=ti.task_id,
-                map_index=ti.map_index,
-                try_number=ti.try_number,
-            ),
-        )
+        spec = JobSpec(job=job, result_uri=self.result_uri(context, purpose))
         spark_conf = dict(self.conf or {})
         if self.openlineage_inject_parent_job_info:
             spark_conf = inject_parent_job_information_into_spark_properties(spark_conf, context)
@@ -143,6 +137,19 @@ class SparkJobOperator(BaseOperator):
         if isinstance(catalog, PostgresMetastore):
             ensure_metastore_schema(catalog)  # the first write anywhere: after every check of the input
         return hook
+
+    def result_uri(self, context: Any, purpose: str = "") -> str:
+        """Where this try's job writes its result (and, beside it, where the task asks it to stop)."""
+        ti = context["ti"]
+        return result_uri(
+            settings.exchange_uri(),
+            dag_id=ti.dag_id,
+            run_id=ti.run_id,
+            task_id=ti.task_id,
+            map_index=ti.map_index,
+            try_number=ti.try_number,
+            purpose=purpose,
+        )
 
     def xcom_value(self, result: JobResult) -> dict[str, Any]:
         """What the task returns to XCom: the job's output and where it ran."""

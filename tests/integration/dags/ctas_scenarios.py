@@ -1,0 +1,67 @@
+"""DAGs the CTAS integration tests run with ``airflow dags test``; the table name comes from the run's conf."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pendulum
+from airflow.sdk import DAG
+
+from spark_tables.operators.ctas import SparkCtasOperator
+
+TABLE = "{{ dag_run.conf['table'] }}"
+#: Far more rows than two cores write in a test's lifetime: a job to stop from outside.
+ENDLESS = "SELECT id, sha2(CAST(id AS STRING), 256) AS h FROM range(0, 1000000000000, 1, 2)"
+#: A fill of several seconds, for what other processes see while it runs.
+SLOW = "SELECT id, sha2(CAST(id AS STRING), 256) AS h FROM range(0, {{ dag_run.conf.get('rows', 3000000) }}, 1, 2)"
+#: Fails at run time, after the table was created and while rows are written.
+FAILING = "SELECT IF(id < 5000, id, raise_error('row ' || id || ' is bad')) AS id FROM range(0, 100000, 1, 2)"
+_DAG = {"schedule": None, "start_date": pendulum.datetime(2026, 11, 1, tz="UTC"), "catchup": False}
+
+for atomicity in ("table", "staging"):
+    with DAG(dag_id=f"ctas_failing_{atomicity}", **_DAG):
+        SparkCtasOperator(task_id="ctas", table=TABLE, query=FAILING, atomicity=atomicity)
+
+with DAG(dag_id="ctas_endless", **_DAG):
+    SparkCtasOperator(task_id="ctas", table=TABLE, query=ENDLESS, atomicity="table")
+
+with DAG(dag_id="ctas_replace_endless", **_DAG):
+    base = SparkCtasOperator(task_id="base", table=TABLE, query="SELECT id, 'old' AS v FROM range(100)")
+    base >> SparkCtasOperator(task_id="replace", table=TABLE, query=ENDLESS, replace=True)
+
+for atomicity in ("table", "staging"):
+    with DAG(dag_id=f"ctas_slow_{atomicity}", **_DAG):
+        SparkCtasOperator(task_id="ctas", table=TABLE, query=SLOW, atomicity=atomicity)
+
+with DAG(dag_id="ctas_slow_replace", **_DAG):
+    SparkCtasOperator(task_id="ctas", table=TABLE, query=SLOW, replace=True)
+
+with DAG(dag_id="ctas_pre_existing", **_DAG):
+    create = SparkCtasOperator(task_id="create", table=TABLE, query="SELECT id, 'old' AS v FROM range(100)")
+    again = SparkCtasOperator(task_id="again", table=TABLE, query="SELECT 1 AS id", trigger_rule="all_done")
+    if_not_exists = SparkCtasOperator(
+        task_id="if_not_exists", table=TABLE, query="SELECT 1 AS id", if_not_exists=True, trigger_rule="all_done"
+    )
+    replace_fails = SparkCtasOperator(
+        task_id="replace_fails", table=TABLE, query=FAILING, replace=True, trigger_rule="all_done"
+    )
+    create >> again >> if_not_exists >> replace_fails
+
+with DAG(dag_id="ctas_retry", **_DAG):
+    # the first try fails at run time after creating the table; the retry succeeds
+    SparkCtasOperator(
+        task_id="ctas",
+        table=TABLE,
+        query="SELECT IF(id < 5000 OR {{ ti.try_number }} > 1, id, raise_error('first try')) AS id FROM range(100000)",
+        retries=1,
+        retry_delay=timedelta(seconds=0),
+    )
+
+with DAG(dag_id="ctas_quick", **_DAG):
+    SparkCtasOperator(task_id="ctas", table=TABLE, query="SELECT 1 AS id")
+
+with DAG(dag_id="ctas_timeout", **_DAG):
+    # execution_timeout fires while the job fills the table: the job must stop and drop it before the task ends
+    SparkCtasOperator(
+        task_id="ctas", table=TABLE, query=ENDLESS, atomicity="table", execution_timeout=timedelta(seconds=40)
+    )

@@ -1,0 +1,140 @@
+"""run_job and JOB_RUNNERS: every job kind has a runner, and a cancellation shapes the result, without Spark."""
+
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+
+import pytest
+from pyspark.errors import AnalysisException
+
+from spark_tables.core.errors import JobError
+from spark_tables.core.job_spec import JOB_KINDS
+from spark_tables.core.sql_job import SqlJob
+from spark_tables.jobs import entry
+from spark_tables.jobs.cancellation import Cancellation
+
+_SPARK = SimpleNamespace(sparkContext=SimpleNamespace(applicationId="local-1"), version="4.2.0")
+
+
+def test_every_job_kind_has_a_runner():
+    assert set(entry.JOB_RUNNERS) == set(JOB_KINDS)
+
+
+@pytest.fixture
+def runs(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    """The calls of the sql runner, which returns a small output, instead of running on Spark."""
+    calls: list[tuple] = []
+
+    def run(spark, job, cancellation):
+        calls.append((spark, job, cancellation))
+        return {"statements": len(job.statements)}
+
+    monkeypatch.setitem(entry.JOB_RUNNERS, "sql", run)
+    return calls
+
+
+def test_run_job_passes_the_cancellation_to_the_runner(runs):
+    stop = Cancellation()
+    job = SqlJob(statements=["SELECT 1"])
+
+    result = entry.run_job(_SPARK, job, stop)
+
+    assert result.succeeded
+    assert result.output == {"statements": 1}
+    assert runs == [(_SPARK, job, stop)]
+
+
+def test_run_job_without_a_cancellation_gives_the_runner_one(runs):
+    entry.run_job(_SPARK, SqlJob(statements=["SELECT 1"]))
+
+    assert isinstance(runs[0][2], Cancellation)
+
+
+def test_run_job_after_a_request_fails_cancelled_without_running(runs):
+    stop = Cancellation()
+    stop.request("the task was marked failed")
+
+    result = entry.run_job(_SPARK, SqlJob(statements=["SELECT 1"]), stop)
+
+    assert runs == []
+    assert result.error == "cancelled: the task was marked failed"
+
+
+def test_a_failure_after_a_request_is_reported_as_cancelled(monkeypatch):
+    stop = Cancellation()
+
+    def interrupted(spark, job, cancellation):
+        cancellation.request("the task timed out")
+        raise JobError("statement 1 failed: job interrupted")
+
+    monkeypatch.setitem(entry.JOB_RUNNERS, "sql", interrupted)
+
+    result = entry.run_job(_SPARK, SqlJob(statements=["SELECT 1"]), stop)
+
+    assert result.error == "cancelled: the task timed out (statement 1 failed: job interrupted)"
+
+
+def _failing_with(monkeypatch, error):
+    def fail(spark, job, cancellation):
+        raise error
+
+    monkeypatch.setitem(entry.JOB_RUNNERS, "sql", fail)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        JobError("statement 1 failed: [TABLE_OR_VIEW_NOT_FOUND] no table t"),
+        AnalysisException("[TABLE_OR_VIEW_NOT_FOUND] The table t cannot be found.\nJVM stacktrace: ..."),
+    ],
+    ids=["job-error", "pyspark-exception"],
+)
+def test_a_failure_the_job_can_name_is_logged_on_one_line(monkeypatch, caplog, error):
+    _failing_with(monkeypatch, error)
+
+    with caplog.at_level(logging.INFO, logger="spark_tables"):
+        result = entry.run_job(_SPARK, SqlJob(statements=["SELECT 1"]))
+
+    failures = [record for record in caplog.records if record.levelno == logging.ERROR]
+    assert len(failures) == 1
+    assert failures[0].exc_info is None
+    assert failures[0].getMessage() == f"sql job failed: {result.error}"
+    assert "\n" not in failures[0].getMessage()
+
+
+def test_any_other_failure_is_logged_with_its_traceback(monkeypatch, caplog):
+    _failing_with(monkeypatch, KeyError("columns"))
+
+    with caplog.at_level(logging.INFO, logger="spark_tables"):
+        result = entry.run_job(_SPARK, SqlJob(statements=["SELECT 1"]))
+
+    failures = [record for record in caplog.records if record.levelno == logging.ERROR]
+    assert len(failures) == 1
+    assert failures[0].getMessage() == "sql job failed"
+    assert failures[0].exc_info is not None
+    assert failures[0].exc_info[0] is KeyError  # logged with its traceback (records, not text: pyspark may format)
+    assert result.error == "KeyError: 'columns'"
+
+
+def test_a_failure_keeps_the_output_its_error_carries(monkeypatch):
+    error = JobError("table t already exists")
+    error.output = {"table": "t", "undone": [], "cleaned_up": True}
+    _failing_with(monkeypatch, error)
+
+    result = entry.run_job(_SPARK, SqlJob(statements=["SELECT 1"]))
+
+    assert result.error == "table t already exists"
+    assert result.output == {"table": "t", "undone": [], "cleaned_up": True}
+
+
+def test_a_failure_without_output_has_an_empty_output(monkeypatch):
+    _failing_with(monkeypatch, RuntimeError("lost executor"))
+
+    result = entry.run_job(_SPARK, SqlJob(statements=["SELECT 1"]))
+
+    assert result.output == {}
+    assert result.error == "RuntimeError: lost executor"
+    assert result.kind == "sql"
+    assert result.application_id == "local-1"
+    assert result.spark_version == "4.2.0"
