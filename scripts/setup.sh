@@ -37,5 +37,7 @@ export PATH="$ROOT/.venv/bin:$PATH"
 export AIRFLOW_HOME="$ROOT/.airflow"
 export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/dags"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
+# Cached tables are registered in the run's XComs through the provider's backend; other XComs work as before.
+export AIRFLOW__CORE__XCOM_BACKEND=spark_tables.xcom.cache_registry.CacheRegistryXComBackend
 mkdir -p "$AIRFLOW_HOME"
 airflow db migrate > "$AIRFLOW_HOME/db-migrate.log" 2>&1 || { cat "$AIRFLOW_HOME/db-migrate.log" >&2; exit 1; }

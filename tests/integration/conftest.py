@@ -77,6 +77,7 @@ def _base_env(home: Path) -> dict[str, str]:
         AIRFLOW_HOME=str(home),
         AIRFLOW__CORE__DAGS_FOLDER=str(REPO / "dags"),
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__CORE__XCOM_BACKEND="spark_tables.xcom.cache_registry.CacheRegistryXComBackend",
         AIRFLOW__SPARK_TABLES__HOME=str(home / "spark_tables"),
         PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
     )

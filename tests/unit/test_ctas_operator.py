@@ -107,9 +107,9 @@ def hooks_for(monkeypatch) -> list[tuple[Any, str]]:
     calls: list[tuple[Any, str]] = []
     real = SparkCtasOperator.hook_for
 
-    def record(self, context, job, purpose=""):
+    def record(self, context, job, caches=(), purpose=""):
         calls.append((job, purpose))
-        return real(self, context, job, purpose)
+        return real(self, context, job, caches, purpose)
 
     monkeypatch.setattr(SparkCtasOperator, "hook_for", record)
     return calls

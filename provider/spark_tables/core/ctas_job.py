@@ -9,14 +9,12 @@ from typing import ClassVar
 from spark_tables.core.errors import SpecError
 from spark_tables.core.identifiers import TableIdentifier
 from spark_tables.core.ownership import PREFIX, TableOwner
-from spark_tables.core.statements import strip_final_semicolon, strip_leading_comments
+from spark_tables.core.row_source import checked_query
 
 #: Atomicity levels: ``table`` (FLIP-218's: the table is visible from creation and dropped if the job fails) and
 #: ``staging`` (the rows go to a staging table that takes the final name only when complete).
 ATOMICITY_LEVELS = ("table", "staging")
 FORMATS = ("parquet", "orc", "json", "csv", "avro", "text")
-_QUERY_START = re.compile(r"(?:SELECT|WITH|FROM|VALUES|TABLE)\b|\(", re.IGNORECASE)
-_PRODUCER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
 _COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -79,19 +77,7 @@ class CtasJob:
         if isinstance(self.sweep, str) or not isinstance(self.sweep, list | tuple):
             raise SpecError("ctas job: sweep must be a list of {table, owner} objects")
         object.__setattr__(self, "sweep", tuple(_cleanup(entry) for entry in self.sweep))
-        if (self.query is None) == (self.producer is None):
-            raise SpecError("ctas job: give exactly one of query (a SELECT) or producer ('module:function')")
-        if self.query is not None and not (
-            isinstance(self.query, str) and _QUERY_START.match(strip_leading_comments(self.query))
-        ):
-            raise SpecError("ctas job: query must be a query (SELECT, WITH, FROM, VALUES or TABLE ...), not a command")
-        if self.query is not None:
-            object.__setattr__(self, "query", strip_final_semicolon(self.query))
-        if self.producer is not None and not (isinstance(self.producer, str) and _PRODUCER.fullmatch(self.producer)):
-            raise SpecError(
-                f"ctas job: producer {self.producer!r} is invalid: use 'package.module:function', a function of a "
-                "SparkSession that returns a DataFrame"
-            )
+        object.__setattr__(self, "query", checked_query(self.query, self.producer, "ctas job"))
         if not isinstance(self.format, str) or self.format.lower() not in FORMATS:
             raise SpecError(f"ctas job: format {self.format!r} is not supported: use one of {', '.join(FORMATS)}")
         object.__setattr__(self, "format", self.format.lower())

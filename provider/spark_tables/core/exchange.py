@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
-import re
 from urllib.parse import unquote, urlparse
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+from spark_tables.core.names import flat_name
 
 
 def result_uri(
@@ -25,18 +23,12 @@ def result_uri(
     reading leaves nothing behind, on object stores too.
     """
     parts = [dag_id, run_id, task_id, str(map_index), str(try_number), *([purpose] if purpose else [])]
-    return f"{exchange_root.rstrip('/')}/{_flat_name(parts)}.json"
+    return f"{exchange_root.rstrip('/')}/{flat_name(parts)}.json"
 
 
 def claim_uri(exchange_root: str, *, dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
     """Where a task notes which table its tries may leave unfinished, until that is known not to be so."""
-    return f"{exchange_root.rstrip('/')}/{_flat_name([dag_id, run_id, task_id, str(map_index)])}.claim.json"
-
-
-def _flat_name(parts: list[str]) -> str:
-    """The parts reduced to path-safe characters for reading; a hash of the exact parts keeps names unique."""
-    digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:12]
-    return "__".join(_UNSAFE.sub("_", p) for p in parts) + f"__{digest}"
+    return f"{exchange_root.rstrip('/')}/{flat_name([dag_id, run_id, task_id, str(map_index)])}.claim.json"
 
 
 def cancel_uri(result_uri: str) -> str:

@@ -9,10 +9,14 @@ from typing import Any
 
 @dataclass(frozen=True)
 class JobResult:
-    """``output`` is the job kind's own small summary; ``error`` is one line when the job failed."""
+    """``output`` is the job kind's own small summary; ``error`` is one line when the job failed.
+
+    ``caches`` reports, by name, how each cached table the job read was made ready (also when the job failed).
+    """
 
     kind: str
     output: dict[str, Any] = field(default_factory=dict)
+    caches: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     application_id: str | None = None
     spark_version: str | None = None

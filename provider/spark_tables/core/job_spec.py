@@ -7,6 +7,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from spark_tables.core.cache_descriptor import CacheDescriptor
+from spark_tables.core.cached_table import CachedTable
 from spark_tables.core.ctas_job import CtasCleanupJob, CtasJob
 from spark_tables.core.errors import SpecError
 from spark_tables.core.sql_job import SqlJob
@@ -20,8 +22,35 @@ Job = SqlJob | CtasJob | CtasCleanupJob
 
 
 @dataclass(frozen=True)
+class CacheUse:
+    """A cached table the job reads as a temporary view: the copies the run has registered of it, oldest first,
+    and the folder where the job writes a new copy if none of them is whole."""
+
+    table: CachedTable
+    registered: tuple[CacheDescriptor, ...]
+    location: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table.to_dict(),
+            "registered": [descriptor.to_dict() for descriptor in self.registered],
+            "location": self.location,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> CacheUse:
+        if not isinstance(data, dict) or set(data) != {"table", "registered", "location"}:
+            raise SpecError("job spec: each cache must be an object with table, registered and location")
+        return cls(
+            table=CachedTable.from_dict(data["table"]),
+            registered=tuple(CacheDescriptor.from_dict(d) for d in data["registered"]),
+            location=data["location"],
+        )
+
+
+@dataclass(frozen=True)
 class JobSpec:
-    """One job and where its result goes.
+    """One job, the cached tables it reads, and where its result goes.
 
     ``result_uri`` is a file URI both sides reach (local folder in client mode, shared storage in cluster
     mode). ``watch_pid`` is the Airflow task process in client mode: the driver stops itself if it dies.
@@ -30,6 +59,13 @@ class JobSpec:
     job: Job
     result_uri: str
     watch_pid: int | None = None
+    caches: tuple[CacheUse, ...] = ()
+
+    def __post_init__(self) -> None:
+        names = [use.table.name for use in self.caches]
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise SpecError(f"cached table(s) {repeated} given more than once: name each cached table once")
 
     def to_json(self) -> str:
         return json.dumps(
@@ -39,6 +75,7 @@ class JobSpec:
                 "job": dataclasses.asdict(self.job),
                 "result_uri": self.result_uri,
                 "watch_pid": self.watch_pid,
+                "caches": [use.to_dict() for use in self.caches],
             }
         )
 
@@ -58,6 +95,7 @@ class JobSpec:
             job=job_from_dict(data.get("kind"), data.get("job")),
             result_uri=data["result_uri"],
             watch_pid=data.get("watch_pid"),
+            caches=tuple(CacheUse.from_dict(use) for use in data.get("caches", [])),
         )
 
 

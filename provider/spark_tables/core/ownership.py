@@ -50,6 +50,13 @@ class TableOwner:
             raise SpecError("ctas job: owner must be an object with dag_id, run_id, task_id, map_index, try_number")
         return cls(**data)
 
+    @classmethod
+    def of_task_instance(cls, ti: Any) -> TableOwner:
+        """The try an Airflow task instance is running."""
+        return cls(
+            dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id, map_index=ti.map_index, try_number=ti.try_number
+        )
+
     def properties(self, state: str) -> dict[str, str]:
         """The marks written on a table this try creates."""
         marks = {PREFIX + name: str(getattr(self, name)) for name in _IDENTITY}

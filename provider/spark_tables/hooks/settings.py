@@ -6,6 +6,8 @@ import os
 
 from airflow.providers.common.compat.sdk import conf
 
+from spark_tables.core.sizes import parse_size
+
 SECTION = "spark_tables"
 
 
@@ -21,3 +23,17 @@ def home() -> str:
 def exchange_uri() -> str:
     """Root URI of job results (``[spark_tables] exchange_uri``); both Airflow and the driver must reach it."""
     return conf.get(SECTION, "exchange_uri", fallback=None) or "file://" + os.path.join(home(), "exchange")
+
+
+def cache_uri() -> str:
+    """Root URI of cached tables' copies (``[spark_tables] cache_uri``); Airflow and every Spark node reach it."""
+    return conf.get(SECTION, "cache_uri", fallback=None) or "file://" + os.path.join(home(), "cache")
+
+
+def cache_quota() -> int | None:
+    """Bytes the copies under the cache root may take together (``[spark_tables] cache_quota``); None: no limit.
+
+    Past it, the least recently used copies are evicted; a later reader of one computes it again.
+    """
+    configured = conf.get(SECTION, "cache_quota", fallback=None)
+    return parse_size(configured, "[spark_tables] cache_quota") if configured else None

@@ -12,7 +12,6 @@ Every try starts by undoing what earlier tries of the same task left unfinished,
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import logging
 from typing import Any
 
@@ -35,6 +34,7 @@ from spark_tables.core.ownership import (
 )
 from spark_tables.jobs import catalog_tables
 from spark_tables.jobs.cancellation import Cancellation
+from spark_tables.jobs.row_source import rows
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,8 @@ def run_ctas(spark: SparkSession, job: CtasJob, cancellation: Cancellation) -> d
                 f"table {target} already exists, and this task did not create it: use IF NOT EXISTS to skip, "
                 "REPLACE TABLE to replace it, or another name"
             )
-        frame = _rows(spark, job)  # analysed, not run: a query that does not analyse fails before anything exists
+        # Analysed, not run: a query that does not analyse fails before anything exists.
+        frame = rows(spark, job.query, job.producer)
         _check_before_creating(job, frame)
         cancellation.check()
         name = staging_table(target, owner) if job.atomicity == "staging" else target
@@ -153,21 +154,6 @@ def undo_unfinished(
     for line in done:
         log.warning("cleanup: %s", line)
     return done
-
-
-def _rows(spark: SparkSession, job: CtasJob) -> DataFrame:
-    if job.query is not None:
-        # As a subquery, so that only a query parses: a command (WITH ... INSERT ...) would run at once.
-        return spark.sql(f"SELECT * FROM ({job.query}\n)")
-    module_name, function_name = job.producer.split(":")
-    try:
-        produce = getattr(importlib.import_module(module_name), function_name)
-    except (ImportError, AttributeError) as err:
-        raise JobError(f"producer {job.producer} cannot be imported ({one_line(err)}): ship it with py_files") from err
-    frame = produce(spark)
-    if not isinstance(frame, DataFrame):
-        raise JobError(f"producer {job.producer} returned {type(frame).__name__}, not a DataFrame")
-    return frame
 
 
 def _check_before_creating(job: CtasJob, frame: DataFrame) -> None:

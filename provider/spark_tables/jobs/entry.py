@@ -19,7 +19,8 @@ from pyspark.sql import SparkSession
 from spark_tables.core.errors import JobError, one_line
 from spark_tables.core.exchange import cancel_uri
 from spark_tables.core.job_result import JobResult
-from spark_tables.core.job_spec import Job, JobSpec
+from spark_tables.core.job_spec import CacheUse, Job, JobSpec
+from spark_tables.jobs.cached_views import prepare_cached_views
 from spark_tables.jobs.cancellation import Cancellation, watch
 from spark_tables.jobs.ctas import run_ctas, run_ctas_cleanup
 from spark_tables.jobs.result_file import write_result
@@ -35,8 +36,13 @@ JOB_RUNNERS: dict[str, Callable[[SparkSession, Any, Cancellation], dict[str, Any
 }
 
 
-def run_job(spark: SparkSession, job: Job, cancellation: Cancellation | None = None) -> JobResult:
-    """Run one job on a session and describe how it went; a failure becomes the result's one-line error."""
+def run_job(
+    spark: SparkSession, job: Job, cancellation: Cancellation | None = None, caches: tuple[CacheUse, ...] = ()
+) -> JobResult:
+    """Make the cached tables views, then run one job on a session and describe how it went.
+
+    A failure becomes the result's one-line error.
+    """
     common: dict[str, Any] = {
         "kind": job.kind,
         "application_id": spark.sparkContext.applicationId,
@@ -44,9 +50,10 @@ def run_job(spark: SparkSession, job: Job, cancellation: Cancellation | None = N
     }
     log.info("%s job started in application %s", job.kind, common["application_id"])
     cancellation = cancellation or Cancellation()
-    started = time.monotonic()
+    started, cache_reports = time.monotonic(), {}
     try:
         cancellation.check()
+        prepare_cached_views(spark, caches, cancellation, cache_reports)
         output = JOB_RUNNERS[job.kind](spark, job, cancellation)
     except Exception as err:
         error = one_line(err)
@@ -56,8 +63,8 @@ def run_job(spark: SparkSession, job: Job, cancellation: Cancellation | None = N
             log.exception("%s job failed", job.kind)
         if cancellation.requested and not error.startswith("cancelled"):
             error = f"cancelled: {cancellation.reason} ({error})"
-        return JobResult(error=error, output=getattr(err, "output", {}), **common)
-    return JobResult(output=output, work_seconds=round(time.monotonic() - started, 3), **common)
+        return JobResult(error=error, output=getattr(err, "output", {}), caches=cache_reports, **common)
+    return JobResult(output=output, caches=cache_reports, work_seconds=round(time.monotonic() - started, 3), **common)
 
 
 def main(argv: list[str]) -> int:
@@ -74,7 +81,7 @@ def main(argv: list[str]) -> int:
     spark = SparkSession.builder.getOrCreate()
     cancellation.interrupt_with(spark.interruptAll)
     session_seconds = round(time.monotonic() - started, 3)
-    result = run_job(spark, spec.job, cancellation)
+    result = run_job(spark, spec.job, cancellation, spec.caches)
     write_result(spec.result_uri, dataclasses.replace(result, session_seconds=session_seconds).to_json())
     spark.stop()
     return 0 if result.succeeded else 1

@@ -9,6 +9,7 @@ from spark_tables.core.ctas_job import CtasCleanupJob, CtasJob
 from spark_tables.core.ctas_statement import parse_ctas
 from spark_tables.core.errors import SpecError
 from spark_tables.core.job_result import JobResult
+from spark_tables.core.job_spec import CacheUse
 from spark_tables.core.ownership import TableOwner
 from spark_tables.hooks import ctas_claims
 from spark_tables.operators.spark_job import SparkJobOperator
@@ -96,7 +97,7 @@ class SparkCtasOperator(SparkJobOperator):
         if self.atomicity is not None:
             given["atomicity"] = self.atomicity
         sweep = [CtasCleanupJob(table=c.table, owner=c.owner) for c in self._sweepable(context)]
-        return CtasJob(**given, owner=_owner(context["ti"]), sweep=sweep)
+        return CtasJob(**given, owner=TableOwner.of_task_instance(context["ti"]), sweep=sweep)
 
     def _sweepable(self, context: Any) -> list[ctas_claims.Claim]:
         try:
@@ -111,7 +112,7 @@ class SparkCtasOperator(SparkJobOperator):
         return claims
 
     def execute(self, context: Any) -> dict[str, Any]:
-        owner, output = _owner(context["ti"]), {}
+        owner, output = TableOwner.of_task_instance(context["ti"]), {}
         try:
             output = super().execute(context)
         except BaseException:
@@ -137,8 +138,8 @@ class SparkCtasOperator(SparkJobOperator):
         ctas_claims.release_claim(owner)
         return output
 
-    def hook_for(self, context: Any, job: Any, purpose: str = "") -> Any:
-        hook = super().hook_for(context, job, purpose)
+    def hook_for(self, context: Any, job: Any, caches: tuple[CacheUse, ...] = (), purpose: str = "") -> Any:
+        hook = super().hook_for(context, job, caches, purpose)
         if isinstance(job, CtasJob):  # last: only a job that will run claims its table
             ctas_claims.write_claim(ctas_claims.Claim(job.table, job.owner, self.catalog_conn_id))
         return hook
@@ -151,7 +152,7 @@ def clean_up_after_lost_try(context: Any) -> None:
     a try was lost (worker gone, driver killed outright), the DAG processor runs it once Airflow notices, and
     it runs a cleanup job for the claimed table.
     """
-    claim = ctas_claims.read_claim(_owner(context["ti"]))
+    claim = ctas_claims.read_claim(TableOwner.of_task_instance(context["ti"]))
     if claim is None or claim.owner.try_number != context["ti"].try_number:
         return  # released, or a later try's: that try is at work and cleans up after itself
     _run_cleanup(context["task"], context, claim)
@@ -163,7 +164,7 @@ def _run_cleanup(operator: SparkJobOperator, context: Any, claim: ctas_claims.Cl
         return
     operator.log.info("cleanup job for %s, after %s", claim.table, claim.owner.describe())
     cleanup = CtasCleanupJob(table=claim.table, owner=claim.owner)
-    result = operator.run_hook(operator.hook_for(context, cleanup, "cleanup"))
+    result = operator.run_hook(operator.hook_for(context, cleanup, purpose="cleanup"))
     operator.log.info("cleanup: %s", "; ".join(result.output.get("undone", [])) or "nothing was left")
     ctas_claims.release_claim(claim.owner)
 
@@ -176,12 +177,6 @@ def _release_swept(output: dict[str, Any]) -> None:
 
 def _cleaned_up(result: JobResult | None) -> bool:
     return result is not None and result.output.get("cleaned_up") is True
-
-
-def _owner(ti: Any) -> TableOwner:
-    return TableOwner(
-        dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id, map_index=ti.map_index, try_number=ti.try_number
-    )
 
 
 def _as_list(callbacks: Any) -> list[Any]:

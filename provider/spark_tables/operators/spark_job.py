@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -12,12 +13,13 @@ from airflow.providers.common.compat.openlineage.utils.spark import (
 )
 from airflow.providers.common.compat.sdk import AirflowFailException, BaseOperator, conf
 
+from spark_tables.core.cached_table import CachedTable
 from spark_tables.core.catalog import PostgresMetastore
 from spark_tables.core.errors import SpecError
 from spark_tables.core.exchange import result_uri
 from spark_tables.core.job_result import JobResult
-from spark_tables.core.job_spec import Job, JobSpec
-from spark_tables.hooks import settings
+from spark_tables.core.job_spec import CacheUse, Job, JobSpec
+from spark_tables.hooks import cache_uses, settings
 from spark_tables.hooks.catalog import SparkTablesCatalogHook
 from spark_tables.hooks.metastore_schema import ensure_metastore_schema
 from spark_tables.hooks.spark_job import SparkJobHook
@@ -38,6 +40,9 @@ class SparkJobOperator(BaseOperator):
     :param name: Spark application name, ``<dag_id>.<task_id>`` by default. (templated)
     :param py_files: more Python files for the driver and executors, comma-separated. (templated)
     :param jars: more jars for the driver and executors, comma-separated. (templated)
+    :param caches: cached tables the job reads as temporary views (``CachedTable``): read from the copy an
+        earlier task of the DAG run wrote, or computed and written once for the later ones. Their queries are
+        rendered with this task's context.
     """
 
     template_fields: Sequence[str] = ("conf", "name", "py_files", "jars")
@@ -59,6 +64,7 @@ class SparkJobOperator(BaseOperator):
         num_executors: int | None = None,
         deploy_mode: str | None = None,
         verbose: bool = False,
+        caches: Sequence[CachedTable] = (),
         openlineage_inject_parent_job_info: bool = conf.getboolean(
             "openlineage", "spark_inject_parent_job_info", fallback=False
         ),
@@ -80,6 +86,10 @@ class SparkJobOperator(BaseOperator):
         self.num_executors = num_executors
         self.deploy_mode = deploy_mode
         self.verbose = verbose
+        self.caches = tuple(caches)
+        for cache in self.caches:
+            if not isinstance(cache, CachedTable):
+                raise TypeError(f"caches must hold CachedTable declarations, not {type(cache).__name__}")
         self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
         self.openlineage_inject_transport_info = openlineage_inject_transport_info
         self._hook: SparkJobHook | None = None
@@ -88,15 +98,46 @@ class SparkJobOperator(BaseOperator):
         """The validated job this task runs; raise ``SpecError`` for bad input."""
         raise NotImplementedError
 
+    def cached_tables(self, context: Any, job: Job) -> tuple[CachedTable, ...]:
+        """The cached tables this task's job reads, their queries rendered for this task."""
+        return tuple(
+            dataclasses.replace(table, query=self.render_template(table.query, context))
+            if table.query is not None
+            else table
+            for table in self.caches
+        )
+
     def execute(self, context: Any) -> dict[str, Any]:
+        uses: tuple[CacheUse, ...] = ()
         try:
             job = self.build_job(context)
-            self._hook = self.hook_for(context, job)
+            tables = self.cached_tables(context, job)
+            if tables:
+                uses = cache_uses.cache_uses(context["ti"], tables, cache_writers(context))
+            self._hook = self.hook_for(context, job, uses)
         except SpecError as err:
             raise AirflowFailException(str(err)) from None
-        result = self.run_hook(self._hook)
+        try:
+            result = self.run_hook(self._hook)
+        except BaseException:
+            self._settle_caches(context, uses, failed=True)
+            raise
         self.log.info("job output: %s", _abridged(result.output))
-        return self.xcom_value(result)
+        return {**self.xcom_value(result), **self._settle_caches(context, uses)}
+
+    def _settle_caches(self, context: Any, uses: tuple[CacheUse, ...], failed: bool = False) -> dict[str, Any]:
+        """Register what the job did with its cached tables; after a failed job, never raise over its error."""
+        if not uses:
+            return {}
+        reports = self._hook.last_result.caches if self._hook and self._hook.last_result else {}
+        try:
+            summary = cache_uses.settle(context["ti"], uses, reports, cache_writers(context))
+            return {"caches": summary, "cache_evictions": cache_uses.evict_over_quota(summary)}
+        except Exception:
+            if not failed:
+                raise
+            self.log.exception("could not register what the failed job did with its cached tables")
+            return {}
 
     def run_hook(self, hook: SparkJobHook) -> JobResult:
         result = hook.run()
@@ -108,11 +149,11 @@ class SparkJobOperator(BaseOperator):
         )
         return result
 
-    def hook_for(self, context: Any, job: Job, purpose: str = "") -> SparkJobHook:
+    def hook_for(self, context: Any, job: Job, caches: tuple[CacheUse, ...] = (), purpose: str = "") -> SparkJobHook:
         """A hook that runs ``job`` for this task try; everything that can fail on bad input fails here."""
         catalog = SparkTablesCatalogHook(catalog_conn_id=self.catalog_conn_id).get_catalog()
         ti = context["ti"]
-        spec = JobSpec(job=job, result_uri=self.result_uri(context, purpose))
+        spec = JobSpec(job=job, result_uri=self.result_uri(context, purpose), caches=caches)
         spark_conf = dict(self.conf or {})
         if self.openlineage_inject_parent_job_info:
             spark_conf = inject_parent_job_information_into_spark_properties(spark_conf, context)
@@ -164,3 +205,8 @@ class SparkJobOperator(BaseOperator):
     def on_kill(self) -> None:
         if self._hook is not None:
             self._hook.on_kill()
+
+
+def cache_writers(context: Any) -> list[str]:
+    """The tasks of this DAG that can register a copy of a cached table: this provider's job operators."""
+    return [task.task_id for task in context["dag"].tasks if isinstance(task, SparkJobOperator)]

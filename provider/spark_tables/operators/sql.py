@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from airflow.providers.common.sql.hooks.sql import DbApiHook
 
+from spark_tables.core.cached_table import CachedTable, split_cached_views
 from spark_tables.core.errors import SpecError
 from spark_tables.core.sql_job import SqlJob
 from spark_tables.core.statements import written_table
@@ -20,7 +21,9 @@ class SparkSqlJobOperator(SparkJobOperator):
     and, when the last statement is a query, its ``columns`` and first ``max_result_rows`` ``rows``.
     Only the last statement's query is executed; commands (CREATE, INSERT, ...) run where they stand.
 
-    :param sql: a list of statements, or one string (or ``.sql`` file) split on ``;``. (templated)
+    :param sql: a list of statements, or one string (or ``.sql`` file) split on ``;``. (templated) A statement
+        ``CREATE TEMPORARY VIEW name CACHED AS query`` declares a cached table (as ``caches`` does) instead of
+        running: the first task of the DAG run that declares it computes and writes it, later ones read it.
     :param max_result_rows: how many rows of the last query come back in XCom.
     """
 
@@ -34,12 +37,20 @@ class SparkSqlJobOperator(SparkJobOperator):
         self.max_result_rows = max_result_rows
 
     def build_job(self, context: Any) -> SqlJob:
+        statements, _ = split_cached_views(self._statements())
+        job = SqlJob(statements=statements, max_result_rows=self.max_result_rows)
+        for statement in job.statements:
+            written_table(statement)  # rejects a written table whose name is not a valid identifier
+        return job
+
+    def cached_tables(self, context: Any, job: Any) -> tuple[CachedTable, ...]:
+        """The ``caches`` given, and those the SQL declares with ``CREATE TEMPORARY VIEW name CACHED AS``."""
+        return (*super().cached_tables(context, job), *split_cached_views(self._statements())[1])
+
+    def _statements(self) -> tuple[str, ...]:
         statements = (
             DbApiHook.split_sql_string(self.sql, strip_semicolon=True) if isinstance(self.sql, str) else self.sql
         )
         if not isinstance(statements, list | tuple):
             raise SpecError(f"sql must be a string or a list of strings, not {type(self.sql).__name__}")
-        job = SqlJob(statements=tuple(statements), max_result_rows=self.max_result_rows)
-        for statement in job.statements:
-            written_table(statement)  # rejects a written table whose name is not a valid identifier
-        return job
+        return tuple(statements)

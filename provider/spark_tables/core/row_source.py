@@ -1,0 +1,31 @@
+"""Where a job's rows come from: a query, or a PySpark producer function (``module:function``).
+
+A producer is a function of a SparkSession that returns a DataFrame, in a module the driver imports (shipped
+with ``py_files``). CTAS and cached tables take their rows this way.
+"""
+
+from __future__ import annotations
+
+import re
+
+from spark_tables.core.errors import SpecError
+from spark_tables.core.statements import strip_final_semicolon, strip_leading_comments
+
+_QUERY_START = re.compile(r"(?:SELECT|WITH|FROM|VALUES|TABLE)\b|\(", re.IGNORECASE)
+_PRODUCER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
+
+
+def checked_query(query: str | None, producer: str | None, what: str) -> str | None:
+    """Validate a query/producer pair for ``what`` (for messages); return the query ready to nest, or None."""
+    if (query is None) == (producer is None):
+        raise SpecError(f"{what}: give exactly one of query (a SELECT) or producer ('module:function')")
+    if producer is not None:
+        if not (isinstance(producer, str) and _PRODUCER.fullmatch(producer)):
+            raise SpecError(
+                f"{what}: producer {producer!r} is invalid: use 'package.module:function', a function of a "
+                "SparkSession that returns a DataFrame"
+            )
+        return None
+    if not (isinstance(query, str) and _QUERY_START.match(strip_leading_comments(query))):
+        raise SpecError(f"{what}: query must be a query (SELECT, WITH, FROM, VALUES or TABLE ...), not a command")
+    return strip_final_semicolon(query)

@@ -1,0 +1,122 @@
+"""Invalidating and releasing cached tables: FLIP-36's ``CachedTable.invalidateCache()`` and ``close()``.
+
+Neither runs Spark: they delete registry XComs (whose purge deletes the copies' files) and folders under the
+cache root. ``release_caches()``, as the last line of a DAG, adds the teardown that releases a run's caches
+whether its tasks succeeded or failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.providers.common.compat.sdk import AirflowFailException, BaseOperator
+
+from spark_tables.core.cache_layout import cache_name, run_folder
+from spark_tables.core.cached_table import CachedTable
+from spark_tables.core.errors import SpecError
+from spark_tables.hooks import cache_registry, cache_storage, settings
+from spark_tables.operators.spark_job import cache_writers
+
+#: Runs in these states may still read their caches; the sweep leaves their folders alone.
+_ACTIVE_RUN_STATES = ["queued", "running"]
+
+
+def invalidate(context: Any, name: str) -> list[str]:
+    """Delete every copy of cache ``name`` in this DAG run, files and registry entries; the locations removed."""
+    cache_registry.require_backend()
+    removed = []
+    for descriptor in cache_registry.registered(context["ti"], name, cache_writers(context)):
+        cache_registry.unregister(descriptor, f"invalidated by {context['ti'].task_id}")
+        removed.append(descriptor.location)
+    return removed
+
+
+class SparkCacheInvalidateOperator(BaseOperator):
+    """Invalidate cached tables in this DAG run at once; the next task that uses one computes it again.
+
+    XCom gets, by cache name, the copies removed.
+    """
+
+    ui_color = "#fbeee0"
+
+    def __init__(self, *, caches: Sequence[CachedTable], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.caches = tuple(caches)
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        try:
+            return {"invalidated": {table.name: invalidate(context, table.name) for table in self.caches}}
+        except SpecError as err:
+            raise AirflowFailException(str(err)) from None
+
+
+class SparkCacheReleaseOperator(BaseOperator):
+    """Release every cached table of this DAG run, and sweep what runs of this DAG that ended left behind.
+
+    Meant as the run's teardown (see ``release_caches``). XCom gets ``released`` (cache name: copies removed),
+    ``swept_runs`` (run ids of ended or deleted runs whose folders were removed) and ``usage``: each cache's
+    hits, misses, fallbacks and bytes read and written over the run's tasks.
+    """
+
+    ui_color = "#fbeee0"
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        try:
+            cache_registry.require_backend()
+        except SpecError as err:
+            raise AirflowFailException(str(err)) from None
+        ti = context["ti"]
+        run = run_folder(settings.cache_uri(), ti.dag_id, ti.run_id)
+        names = {cache_name(folder) for folder in cache_storage.folder_names(run)}
+        released = {name: invalidate(context, name) for name in sorted(names)}
+        cache_storage.remove(run)  # with copies no registry entry names (a writer that died before registering)
+        self.log.info("released the caches of run %s: %s", ti.run_id, released or "none were used")
+        return {"released": released, "swept_runs": sweep(ti, ti.dag_id), "usage": _usage(context)}
+
+
+def sweep(ti: Any, dag_id: str | None = None) -> list[str]:
+    """Remove the cache folders of runs (of ``dag_id``, or of every DAG) that have ended or no longer exist.
+
+    Deleting a DAG run, or ``airflow db clean``, removes its registry XComs without purging them: this is what
+    frees the files then. A run that is cleared later computes its caches again.
+    """
+    swept = []
+    for run_dag_id, run_id, folder in cache_storage.runs(settings.cache_uri(), dag_id):
+        if (run_dag_id, run_id) == (ti.dag_id, ti.run_id):
+            continue
+        if ti.get_dr_count(dag_id=run_dag_id, run_ids=[run_id], states=_ACTIVE_RUN_STATES) == 0:
+            cache_storage.remove(folder)
+            swept.append(run_id)
+    return swept
+
+
+class SparkCacheSweepOperator(BaseOperator):
+    """Remove the cache folders of every DAG's runs that have ended or no longer exist: for a maintenance DAG."""
+
+    ui_color = "#fbeee0"
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        return {"swept_runs": sweep(context["ti"])}
+
+
+def release_caches(task_id: str = "release_caches", **kwargs: Any) -> SparkCacheReleaseOperator:
+    """Add, inside ``with DAG(...)``, the teardown that releases the run's caches after every task so far."""
+    release = SparkCacheReleaseOperator(task_id=task_id, **kwargs)
+    if not release.has_dag():
+        raise SpecError("release_caches() must be called inside a `with DAG(...)` block, after the DAG's tasks")
+    leaves = [task for task in release.dag.tasks if task is not release and not task.downstream_list]
+    release.set_upstream(leaves)
+    return release.as_teardown()
+
+
+def _usage(context: Any) -> dict[str, dict[str, int]]:
+    """Each cache's counts over this run's tasks, from the cache summaries in their XComs."""
+    totals: dict[str, dict[str, int]] = {}
+    counters = ("hits", "misses", "fallbacks", "bytes_read", "bytes_written")
+    for value in context["ti"].xcom_pull(task_ids=cache_writers(context)):
+        for name, summary in (value.get("caches") or {}).items() if isinstance(value, dict) else ():
+            total = totals.setdefault(name, dict.fromkeys(counters, 0))
+            for counter in counters:
+                total[counter] += summary[counter]
+    return totals

@@ -1,0 +1,305 @@
+"""The Airflow side of cached tables: the XCom backend, the files under the cache root, and what a task records.
+
+The XComs live in memory here (``InMemoryXCom``: Airflow's set/get_all/delete semantics, purge included); the
+files are real, in a temporary cache root. The real XCom channel is exercised by the integration tests.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, ClassVar
+
+import pendulum
+import pytest
+from airflow.sdk.bases.xcom import BaseXCom
+
+from spark_tables.core.cache_descriptor import CacheDescriptor, CachePartition, descriptor_of_copy
+from spark_tables.core.cache_layout import LAST_USED, RUN_MARKER, run_folder
+from spark_tables.core.cached_table import CachedTable
+from spark_tables.core.errors import SpecError
+from spark_tables.core.ownership import TableOwner
+from spark_tables.hooks import cache_registry, cache_storage, cache_uses, settings
+from spark_tables.xcom.cache_registry import CacheRegistryXComBackend
+
+pytestmark = pytest.mark.usefixtures("spark_tables_home")
+
+B = CachedTable("b", query="SELECT k, max(h) AS h FROM a GROUP BY k")
+RUN = "manual__2026-11-22T10:00:00+00:00"
+TASKS = ["max_b", "min_b", "count_b"]
+
+
+class InMemoryXCom(CacheRegistryXComBackend):
+    """XCom rows in a dict, with BaseXCom's semantics: values pass through the backend's (de)serialization, and
+    ``delete`` purges before it removes the row."""
+
+    rows: ClassVar[dict[tuple[str, str, str, int, str], Any]] = {}
+
+    @classmethod
+    def set(cls, key: str, value: Any, *, dag_id: str, task_id: str, run_id: str, map_index: int = -1) -> None:
+        stored = cls.serialize_value(value, key=key, task_id=task_id, dag_id=dag_id, run_id=run_id)
+        cls.rows[(dag_id, run_id, task_id, map_index, key)] = json.loads(json.dumps(stored))
+
+    @classmethod
+    def get_all(cls, *, key: str, dag_id: str, task_id: str, run_id: str) -> list[Any] | None:
+        found = [
+            cls.deserialize_value(SimpleNamespace(value=value))
+            for (d, r, t, _, k), value in sorted(cls.rows.items())
+            if (d, r, t, k) == (dag_id, run_id, task_id, key)
+        ]
+        return found or None
+
+    @classmethod
+    def delete(cls, key: str, task_id: str, dag_id: str, run_id: str, map_index: int | None = None) -> None:
+        value = cls.rows.pop((dag_id, run_id, task_id, -1 if map_index is None else map_index, key), None)
+        cls.purge(SimpleNamespace(value=value))
+
+
+@pytest.fixture(autouse=True)
+def xcom(monkeypatch) -> type[InMemoryXCom]:
+    monkeypatch.setattr(InMemoryXCom, "rows", {})
+    monkeypatch.setattr(cache_registry, "XCom", InMemoryXCom)
+    return InMemoryXCom
+
+
+def ti(task_id: str = "max_b", try_number: int = 1) -> SimpleNamespace:
+    return SimpleNamespace(dag_id="flip36", run_id=RUN, task_id=task_id, map_index=-1, try_number=try_number)
+
+
+def a_copy(location: str, files: dict[str, bytes]) -> list[CachePartition]:
+    """Part files under a local ``file://`` location, described as a job would describe them."""
+    folder = Path(location.removeprefix("file://"))
+    folder.mkdir(parents=True)
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    return [CachePartition(name, 1, len(data), 0) for name, data in files.items()]
+
+
+def written_report(location: str, files: dict[str, bytes] | None = None, damaged: list | None = None) -> dict:
+    partitions = a_copy(location, files or {"part-0.parquet": b"x" * 10})
+    return {
+        "status": "fallback" if damaged else "miss",
+        "location": location,
+        "damaged": damaged or [],
+        "bytes_read": 0,
+        "bytes_written": sum(p.bytes for p in partitions),
+        "seconds": 1.0,
+        "written": {"schema": "{}", "partitions": [vars(p) for p in partitions]},
+    }
+
+
+def registered_copy(task_id: str, table: CachedTable = B) -> CacheDescriptor:
+    """A copy of ``table`` written by task ``task_id`` and registered on it, as after that task's miss."""
+    [use] = cache_uses.cache_uses(ti(task_id), [table], TASKS)
+    descriptor = descriptor_of_copy(
+        table.name,
+        table.fingerprint,
+        written_report(use.location),
+        TableOwner.of_task_instance(ti(task_id)),
+        pendulum.now("UTC").isoformat(),
+    )
+    cache_registry.register(ti(task_id), descriptor)
+    return descriptor
+
+
+def local(location: str) -> Path:
+    return Path(location.removeprefix("file://"))
+
+
+class TestBackend:
+    @pytest.mark.parametrize(
+        "value",
+        [
+            {"rows": [[1, "a"]], "nested": {"x": [1.5, None, True]}},
+            [1, 2, 3],
+            "text",
+            42,
+            None,
+            datetime.datetime(2026, 11, 22, 10, 0, tzinfo=datetime.UTC),
+            (1, "tuple"),
+            {"type": "not a descriptor"},
+        ],
+    )
+    def test_every_other_value_round_trips_as_with_airflow_s_default(self, value):
+        stored = CacheRegistryXComBackend.serialize_value(value, key="k", task_id="t", dag_id="d", run_id="r")
+
+        assert stored == BaseXCom.serialize_value(value, key="k", task_id="t", dag_id="d", run_id="r")
+        assert CacheRegistryXComBackend.deserialize_value(SimpleNamespace(value=stored)) == value
+
+    def test_a_descriptor_is_stored_as_a_tagged_json_object_and_read_back_as_a_descriptor(self):
+        descriptor = registered_copy("max_b")
+
+        stored = CacheRegistryXComBackend.serialize_value(descriptor)
+
+        assert json.loads(json.dumps(stored)) == stored and stored["type"].startswith("spark_tables.cache")
+        assert CacheRegistryXComBackend.deserialize_value(SimpleNamespace(value=stored)) == descriptor
+
+    def test_purging_a_descriptor_deletes_its_copy_and_nothing_else(self):
+        descriptor, other = registered_copy("max_b"), registered_copy("min_b")
+
+        CacheRegistryXComBackend.purge(SimpleNamespace(value=descriptor.to_dict()))
+
+        assert not local(descriptor.location).exists()
+        assert local(other.location).exists()
+
+    @pytest.mark.parametrize("value", [None, {"rows": []}, "file:///tmp"])
+    def test_purging_any_other_value_deletes_nothing(self, value, tmp_path):
+        (tmp_path / "keep").write_text("x")
+        CacheRegistryXComBackend.purge(SimpleNamespace(value=value))
+        assert (tmp_path / "keep").exists()
+
+
+class TestRequireBackend:
+    def test_without_the_backend_the_task_is_told_what_to_set(self, monkeypatch):
+        monkeypatch.setattr(cache_registry, "XCom", BaseXCom)
+
+        with pytest.raises(SpecError) as caught:
+            cache_uses.cache_uses(ti(), [B], TASKS)
+
+        message = str(caught.value)
+        assert "[core] xcom_backend" in message and cache_registry.BACKEND_PATH in message and "\n" not in message
+
+    def test_without_cached_tables_no_backend_is_needed(self, monkeypatch):
+        monkeypatch.setattr(cache_registry, "XCom", BaseXCom)
+        assert cache_uses.cache_uses(ti(), [], TASKS) == ()
+
+
+class TestCacheUses:
+    def test_a_first_use_finds_nothing_and_gets_a_new_folder_in_its_run(self):
+        [use] = cache_uses.cache_uses(ti(), [B], TASKS)
+
+        run = run_folder(settings.cache_uri(), "flip36", RUN)
+        assert use.registered == () and use.location.startswith(f"{run}/b-{B.fingerprint}/max_b__")
+        assert json.loads((local(run) / RUN_MARKER).read_text()) == {"dag_id": "flip36", "run_id": RUN}
+        assert not local(use.location).exists(), "nothing is written before the job computes the table"
+
+    def test_later_uses_find_the_registered_copies_of_the_same_definition_oldest_first(self, monkeypatch):
+        first = registered_copy("max_b")
+        monkeypatch.setattr(pendulum, "now", lambda tz=None: pendulum.datetime(2030, 1, 1, tz="UTC"))
+        second = registered_copy("min_b")
+        registered_copy("count_b", CachedTable("b", query="SELECT 1 AS other_definition"))
+
+        [use] = cache_uses.cache_uses(ti("count_b"), [B], TASKS)
+
+        assert use.registered == (first, second)
+
+    def test_copies_of_other_tasks_are_not_looked_for(self):
+        registered_copy("max_b")
+        assert cache_uses.cache_uses(ti("count_b"), [B], ["min_b", "count_b"])[0].registered == ()
+
+
+class TestSettle:
+    def test_a_written_copy_is_registered_on_this_task_and_summarised(self, xcom):
+        [use] = cache_uses.cache_uses(ti(), [B], TASKS)
+
+        summary = cache_uses.settle(ti(), (use,), {"b": written_report(use.location)}, TASKS)
+
+        [descriptor] = cache_registry.registered(ti(), "b", TASKS)
+        assert descriptor.location == use.location and descriptor.owner == TableOwner.of_task_instance(ti())
+        assert ("flip36", RUN, "max_b", -1, B.registry_key) in xcom.rows
+        assert summary["b"] == {
+            "status": "miss",
+            "hits": 0,
+            "misses": 1,
+            "fallbacks": 0,
+            "bytes_read": 0,
+            "bytes_written": 10,
+            "seconds": 1.0,
+            "location": use.location,
+            "damaged": [],
+        }
+
+    def test_a_hit_registers_nothing_and_marks_the_copy_used(self, xcom):
+        copy = registered_copy("max_b")
+        [use] = cache_uses.cache_uses(ti("min_b"), [B], TASKS)
+        report = {"status": "hit", "location": copy.location, "damaged": [], "bytes_read": 10, "bytes_written": 0}
+
+        summary = cache_uses.settle(ti("min_b"), (use,), {"b": {**report, "seconds": 0.2}}, TASKS)
+
+        assert (summary["b"]["hits"], summary["b"]["misses"]) == (1, 0)
+        assert cache_registry.registered(ti(), "b", TASKS) == [copy]
+        assert (local(copy.location) / LAST_USED).exists()
+
+    def test_a_damaged_copy_is_unregistered_with_its_files_and_the_new_one_registered(self):
+        damaged = registered_copy("max_b")
+        [use] = cache_uses.cache_uses(ti("min_b"), [B], TASKS)
+        problem = [{"location": damaged.location, "problem": "partition part-0.parquet is missing"}]
+
+        summary = cache_uses.settle(ti("min_b"), (use,), {"b": written_report(use.location, damaged=problem)}, TASKS)
+
+        assert [d.location for d in cache_registry.registered(ti(), "b", TASKS)] == [use.location]
+        assert not local(damaged.location).exists()
+        assert (summary["b"]["fallbacks"], summary["b"]["damaged"]) == (1, problem)
+
+    def test_of_two_tasks_that_missed_at_once_the_first_registered_keeps_its_copy(self):
+        [slow] = cache_uses.cache_uses(ti("min_b"), [B], TASKS)  # looked up before the other registered
+        first = registered_copy("max_b")
+
+        cache_uses.settle(ti("min_b"), (slow,), {"b": written_report(slow.location)}, TASKS)
+
+        assert cache_registry.registered(ti(), "b", TASKS) == [first]
+        assert not local(slow.location).exists(), "the second copy is withdrawn with its files"
+
+    def test_a_table_the_job_never_got_to_is_left_out(self):
+        uses = cache_uses.cache_uses(ti(), [B, CachedTable("c", query="SELECT 1 AS c")], TASKS)
+
+        summary = cache_uses.settle(ti(), uses, {"b": written_report(uses[0].location)}, TASKS)
+
+        assert list(summary) == ["b"]
+
+
+class TestStorage:
+    def test_runs_are_found_by_their_markers(self):
+        root = settings.cache_uri()
+        for dag, run in (("flip36", RUN), ("flip36", "other"), ("etl", RUN)):
+            cache_storage.mark_run(run_folder(root, dag, run), dag, run)
+
+        assert sorted(r[:2] for r in cache_storage.runs(root, "flip36")) == [("flip36", RUN), ("flip36", "other")]
+        assert len(cache_storage.runs(root)) == 3
+        assert cache_storage.runs(root, "never_ran") == []
+
+    def test_copies_are_sized_and_dated_by_their_last_use(self):
+        used, unused = registered_copy("max_b"), registered_copy("min_b")
+        cache_storage.mark_used(used.location)
+
+        found = {copy.location: copy for copy in cache_storage.copies(settings.cache_uri())}
+
+        assert set(found) == {used.location, unused.location}
+        assert found[unused.location].bytes == 10 and found[used.location].bytes > 10  # the mark takes bytes too
+        assert found[used.location].last_used > found[unused.location].last_used
+
+    def test_eviction_removes_the_least_recently_used_until_under_the_quota_never_a_kept_one(self, monkeypatch):
+        oldest, middle, newest = (registered_copy(task) for task in TASKS)
+        for minute, copy in enumerate((oldest, middle, newest)):
+            monkeypatch.setattr(
+                pendulum, "now", lambda tz=None, m=minute: pendulum.datetime(2030, 1, 1, 0, m, tz="UTC")
+            )
+            cache_storage.mark_used(copy.location)
+
+        sizes = {copy.location: copy.bytes for copy in cache_storage.copies(settings.cache_uri())}
+        quota = sum(sizes.values()) - sizes[middle.location]  # one copy must go: the oldest is kept
+
+        evicted = cache_storage.evict(settings.cache_uri(), quota=quota, keep={oldest.location})
+
+        assert [copy.location for copy in evicted] == [middle.location]
+        assert local(oldest.location).exists() and local(newest.location).exists()
+
+    def test_nothing_is_evicted_under_the_quota(self):
+        registered_copy("max_b")
+        assert cache_storage.evict(settings.cache_uri(), quota=10_000, keep=set()) == []
+
+    def test_evict_over_quota_follows_the_setting_and_keeps_what_the_task_used(self, monkeypatch):
+        old, mine = registered_copy("max_b"), registered_copy("min_b")
+        monkeypatch.setenv("AIRFLOW__SPARK_TABLES__CACHE_QUOTA", "15 B")  # one 10-byte copy fits
+
+        assert cache_uses.evict_over_quota({"b": {"location": mine.location}}) == [old.location]
+        monkeypatch.delenv("AIRFLOW__SPARK_TABLES__CACHE_QUOTA")
+        assert cache_uses.evict_over_quota({"b": {"location": mine.location}}) == []
+
+    def test_removing_twice_is_removing_once(self):
+        copy = registered_copy("max_b")
+        cache_storage.remove(copy.location)
+        cache_storage.remove(copy.location)
+        assert not local(copy.location).exists()
