@@ -25,22 +25,19 @@ import argparse
 import json
 import os
 import shlex
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
-import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from harness import fmt, fresh_airflow, med, run_dag, working_in
 
 DAG_ID = "spark_tables_overhead"
 DATABASE = "bench_overhead"
 TABLE = f"{DATABASE}.buckets"
 TARGET_FRACTION = 0.05
 TARGET_SECONDS = 0.5
-VENV_BIN = os.path.dirname(sys.executable)  # not resolved: the venv's bin, where airflow and spark-submit are
 
 #: The plain side's Spark application: the same statements, run as the provider's driver runs them (commands
 #: where they stand, the last statement's query collected), timed the same way as the provider's driver
@@ -127,57 +124,24 @@ def expected_rows(rows: int) -> list[list[int]]:
 
 
 def prepare_environment(args: argparse.Namespace) -> Folders:
-    """Fresh folders and every environment variable Airflow and the provider read, before Airflow is imported."""
-    if "airflow" in sys.modules:
-        raise RuntimeError("airflow was imported before its environment was set")
-    root = tempfile.mkdtemp(prefix="spark_tables_bench_", dir="/tmp")
+    """Fresh folders and every environment variable Airflow and the provider read, before Airflow is imported.
+
+    The drivers' class-data archive is off: the plain side has none, and this compares like with like
+    (``bench/class_archive.py`` measures what the archive saves).
+    """
+    root = fresh_airflow("spark_tables_bench_", args.airflow_home, AIRFLOW__SPARK_TABLES__JVM_CLASS_ARCHIVE="off")
     folders = Folders(
         root=root,
-        airflow_home=os.path.abspath(args.airflow_home) if args.airflow_home else os.path.join(root, "airflow"),
-        dags=os.path.join(root, "dags"),
-        spark_tables_home=os.path.join(root, "spark_tables"),
+        airflow_home=os.environ["AIRFLOW_HOME"],
+        dags=os.environ["AIRFLOW__CORE__DAGS_FOLDER"],
+        spark_tables_home=os.environ["AIRFLOW__SPARK_TABLES__HOME"],
         plain_job=os.path.join(root, "plain_job.py"),
         plain_timings=os.path.join(root, "plain_timings"),
     )
-    for folder in (folders.airflow_home, folders.dags, folders.spark_tables_home, folders.plain_timings):
-        os.makedirs(folder, exist_ok=True)
+    os.makedirs(folders.plain_timings, exist_ok=True)
     with open(folders.plain_job, "w", encoding="utf-8") as handle:
         handle.write(PLAIN_JOB)
-
-    os.environ.update(
-        {
-            "AIRFLOW_HOME": folders.airflow_home,
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "sqlite:///" + os.path.join(folders.airflow_home, "airflow.db"),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__DAGS_FOLDER": folders.dags,
-            "AIRFLOW__SPARK_TABLES__HOME": folders.spark_tables_home,
-            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]"}),
-            # The same PATH for both sides, with this venv's spark-submit first.
-            "PATH": VENV_BIN + os.pathsep + os.environ.get("PATH", ""),
-        }
-    )
-    # Whatever would send the provider elsewhere than the embedded catalog under our own home.
-    for name in ("AIRFLOW_CONN_SPARK_TABLES_DEFAULT", "AIRFLOW__SPARK_TABLES__EXCHANGE_URI"):
-        os.environ.pop(name, None)
     return folders
-
-
-def check_tools() -> None:
-    spark_submit = shutil.which("spark-submit")
-    if spark_submit != os.path.join(VENV_BIN, "spark-submit"):
-        raise SystemExit(f"spark-submit on PATH is {spark_submit!r}, not the venv's: run with the venv's python")
-    java_home = os.environ.get("JAVA_HOME")
-    if not (java_home and os.access(os.path.join(java_home, "bin", "java"), os.X_OK)) and not shutil.which("java"):
-        raise SystemExit("java not found: install Java 17 or set JAVA_HOME")
-
-
-def migrate_db() -> None:
-    result = subprocess.run(
-        [os.path.join(VENV_BIN, "airflow"), "db", "migrate"], capture_output=True, text=True, check=False
-    )
-    if result.returncode:
-        sys.stderr.write(result.stdout + result.stderr)
-        raise SystemExit(f"airflow db migrate failed with exit code {result.returncode}")
 
 
 def spark_confs(spark_tables_home: str) -> tuple[dict[str, str], dict[str, str]]:
@@ -241,20 +205,6 @@ def build_dag(args: argparse.Namespace, folders: Folders) -> Any:
     return dag
 
 
-def register_dag(dag: Any) -> None:
-    """Write the serialized DAG to the metadata DB, as the DAG processor would; dag.test() needs it there."""
-    from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.dag_processing.collection import update_dag_parsing_results_in_db
-    from airflow.serialization.serialized_objects import LazyDeserializedDAG
-    from airflow.utils.session import create_session
-
-    DagBundlesManager().sync_bundles_to_db()
-    with create_session() as session:
-        update_dag_parsing_results_in_db(
-            "dags-folder", None, [LazyDeserializedDAG.from_dag(dag)], {}, None, set(), session=session
-        )
-
-
 def collect(dag_run: Any, folders: Folders) -> dict[str, TaskTiming]:
     """Every task's timing; raises SystemExit naming the tasks that did not succeed."""
     task_instances = {ti.task_id: ti for ti in dag_run.get_task_instances()}
@@ -275,29 +225,6 @@ def collect(dag_run: Any, folders: Folders) -> dict[str, TaskTiming]:
             timing.rows = reported["rows"]
         timings[task_id] = timing
     return timings
-
-
-def other_spark_applications() -> int:
-    """Spark JVMs on this machine not started by this benchmark (they share the 2 cores and skew the timings)."""
-    count = 0
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                cmdline = handle.read().decode(errors="replace")
-        except OSError:
-            continue
-        if "org.apache.spark.deploy.SparkSubmit" in cmdline and DAG_ID not in cmdline:
-            count += 1
-    return count
-
-
-def med(values: list[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return statistics.median(present) if present else None
-
-
-def fmt(value: float | None) -> str:
-    return "    -" if value is None else f"{value:6.2f}"
 
 
 def report(args: argparse.Namespace, timings: dict[str, TaskTiming], wall_seconds: float, notes: list[str]) -> bool:
@@ -369,31 +296,11 @@ def main(argv: list[str]) -> int:
     print(f"reproduce: cd {shlex.quote(os.getcwd())} && {command}", flush=True)
     folders = prepare_environment(args)
     print(f"working folder: {folders.root} (AIRFLOW_HOME {folders.airflow_home})", flush=True)
-    os.chdir(folders.root)  # whatever Spark or Derby drop in the working directory lands here
-    try:
-        check_tools()
-        migrate_db()
-        dag = build_dag(args, folders)
-        register_dag(dag)
-        notes = [
-            f"load average before: {os.getloadavg()[0]:.2f}; other Spark applications running: "
-            f"{other_spark_applications()}"
-        ]
-        started = time.monotonic()
-        dag_run = dag.test()
-        wall_seconds = time.monotonic() - started
-        notes.append(
-            f"load average after: {os.getloadavg()[0]:.2f}; other Spark applications running: "
-            f"{other_spark_applications()}"
-        )
+    with working_in(folders.root, args.keep):
+        dag_run, wall_seconds, notes = run_dag(build_dag(args, folders))
         report(args, collect(dag_run, folders), wall_seconds, notes)
         print(f"reproduce: {command}")
-        return 0
-    finally:
-        if args.keep:
-            print(f"kept {folders.root}")
-        else:
-            shutil.rmtree(folders.root, ignore_errors=True)
+    return 0
 
 
 if __name__ == "__main__":

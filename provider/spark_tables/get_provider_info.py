@@ -30,6 +30,7 @@ def get_provider_info() -> dict[str, Any]:
                     "spark_tables.operators.spark_job",
                     "spark_tables.operators.sql",
                     "spark_tables.operators.ctas",
+                    "spark_tables.operators.cache",
                 ],
             }
         ],
@@ -61,7 +62,10 @@ def get_provider_info() -> dict[str, Any]:
         ],
         "config": {
             "spark_tables": {
-                "description": "Where the Spark Tables provider keeps its embedded catalog, job code and job results.",
+                "description": (
+                    "Where the Spark Tables provider keeps its embedded catalog, job code, job results and "
+                    "cached tables."
+                ),
                 "options": {
                     "home": {
                         "description": (
@@ -71,6 +75,36 @@ def get_provider_info() -> dict[str, Any]:
                         "version_added": "0.1.0",
                         "type": "string",
                         "example": "/data/spark_tables",
+                        "default": None,
+                    },
+                    "cache_uri": {
+                        "description": (
+                            "URI under which cached tables' copies are written, a folder per DAG run. Airflow and "
+                            "every Spark node must reach it (hdfs://, s3a://). Default: cache under home."
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "s3a://bucket/spark_tables/cache",
+                        "default": None,
+                    },
+                    "cache_quota": {
+                        "description": (
+                            "Bytes all copies under cache_uri may take (800 MB, 10 GiB); past it the least recently "
+                            "used copies are evicted, and computed again by their next reader. Default: no limit."
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "50 GiB",
+                        "default": None,
+                    },
+                    "jvm_class_archive": {
+                        "description": (
+                            "Folder of the class-data archive local Spark drivers share to start faster (Java "
+                            "AppCDS), or off. Default: jvm under home."
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "off",
                         "default": None,
                     },
                     "exchange_uri": {

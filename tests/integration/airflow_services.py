@@ -79,15 +79,19 @@ class AirflowServices:
             headers={"Authorization": f"Bearer {self._token}", "Content-Type": "application/json"},
         )
         with urllib.request.urlopen(request) as response:
-            return json.loads(response.read())
+            body = response.read()
+        return json.loads(body) if body else None
 
     def trigger(self, dag_id: str, conf: dict[str, Any]) -> str:
         wait_for(f"{dag_id} to be parsed", lambda: self._exists(f"/dags/{dag_id}"))
         self.api("PATCH", f"/dags/{dag_id}", {"is_paused": False})
         return self.api("POST", f"/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf})["dag_run_id"]
 
+    def task_instance(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
+        return self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}")
+
     def task_state(self, dag_id: str, run_id: str, task_id: str) -> str | None:
-        return self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}")["state"]
+        return self.task_instance(dag_id, run_id, task_id)["state"]
 
     def run_state(self, dag_id: str, run_id: str) -> str:
         return self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}")["state"]

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,10 +15,15 @@ import psycopg
 import pytest
 
 from spark_tables.core.catalog import Catalog, EmbeddedCatalog, PostgresMetastore
+from spark_tables.hooks.class_archive import ClassArchive
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 READ_BACK_SCRIPT = Path(__file__).with_name("read_back.py")
+#: DAGs of the scenarios the integration tests run.
+SCENARIOS = Path(__file__).with_name("dags")
+#: One class-data archive for every deployment's drivers: only the first driver of a test session writes it.
+JVM_CLASS_ARCHIVE = REPO / ".spark_tables" / "jvm"
 #: PostgreSQL for the metastore tests; .ci/run starts it and creates the database.
 PG_HOST = os.environ.get("SPARK_TABLES_TEST_PG_HOST", "127.0.0.1")
 PG_PORT = int(os.environ.get("SPARK_TABLES_TEST_PG_PORT", "5432"))
@@ -61,11 +67,15 @@ class Deployment:
         if self.catalog.driver_class_path:
             command += ["--driver-class-path", self.catalog.driver_class_path]
         conf = {**self.catalog.spark_conf(), "spark.log.level": "WARN", "spark.pyspark.python": sys.executable}
+        archive = ClassArchive(str(JVM_CLASS_ARCHIVE), self.catalog.driver_class_path)
+        java_options = conf.get("spark.driver.extraJavaOptions", "")
+        conf["spark.driver.extraJavaOptions"] = f"{java_options} {archive.java_option(java_options)}".strip()
         for key, value in conf.items():
             command += ["--conf", f"{key}={value}"]
         done = subprocess.run(
             [*command, str(READ_BACK_SCRIPT), sql], env=self.env, capture_output=True, text=True, check=False
         )
+        archive.keep()
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         marked = [line for line in done.stdout.splitlines() if line.startswith("ROWS ")]
         return json.loads(marked[-1][len("ROWS ") :])
@@ -79,6 +89,7 @@ def _base_env(home: Path) -> dict[str, str]:
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
         AIRFLOW__CORE__XCOM_BACKEND="spark_tables.xcom.cache_registry.CacheRegistryXComBackend",
         AIRFLOW__SPARK_TABLES__HOME=str(home / "spark_tables"),
+        AIRFLOW__SPARK_TABLES__JVM_CLASS_ARCHIVE=str(JVM_CLASS_ARCHIVE),
         PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
     )
     return env
@@ -148,3 +159,21 @@ def postgres_twin(tmp_path_factory: pytest.TempPathFactory, postgres: Deployment
 @pytest.fixture(params=["embedded", "postgres"])
 def deployment(request: pytest.FixtureRequest) -> Deployment:
     return request.getfixturevalue(request.param)
+
+
+@pytest.fixture(scope="session")
+def airflow(tmp_path_factory: pytest.TempPathFactory, postgres: Deployment) -> Iterator[Any]:
+    """A running Airflow (API server, scheduler, DAG processor) of the scenario DAGs, on the PostgreSQL metastore."""
+    from tests.integration.airflow_services import running_airflow
+
+    assert isinstance(postgres.catalog, PostgresMetastore)
+    home = tmp_path_factory.mktemp("airflow-scheduler")
+    deployment = postgres_deployment(home, postgres.catalog.database, Path(postgres.catalog.warehouse))
+    with running_airflow(deployment, SCENARIOS) as services:
+        yield services
+
+
+@pytest.fixture(autouse=True)
+def shared_class_archive(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Drivers a test starts from this process use the session's class-data archive as well."""
+    monkeypatch.setenv("AIRFLOW__SPARK_TABLES__JVM_CLASS_ARCHIVE", str(JVM_CLASS_ARCHIVE))

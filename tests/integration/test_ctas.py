@@ -20,11 +20,10 @@ import psycopg
 import pytest
 
 from spark_tables.core.catalog import PostgresMetastore
-from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, VENV_BIN, Deployment
+from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, SCENARIOS, VENV_BIN, Deployment
 
 pytestmark = pytest.mark.integration
 
-SCENARIOS = Path(__file__).with_name("dags")
 STATE = "spark_tables.ctas.state"
 
 

@@ -4,28 +4,16 @@ job runs, and a worker is lost with its Spark driver. Neither leaves a table beh
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
-from spark_tables.core.catalog import PostgresMetastore
-from tests.integration.airflow_services import AirflowServices, running_airflow, wait_for
-from tests.integration.conftest import Deployment, postgres_deployment
-from tests.integration.test_ctas import SCENARIOS, _assert_gone, _tables
+from tests.integration.airflow_services import AirflowServices, wait_for
+from tests.integration.conftest import Deployment
+from tests.integration.test_ctas import _assert_gone, _tables
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def airflow(tmp_path_factory: pytest.TempPathFactory, postgres: Deployment) -> Iterator[AirflowServices]:
-    """A running Airflow of its own, on the same PostgreSQL metastore as the ``postgres`` deployment."""
-    assert isinstance(postgres.catalog, PostgresMetastore)
-    home = tmp_path_factory.mktemp("airflow-scheduler")
-    deployment = postgres_deployment(home, postgres.catalog.database, Path(postgres.catalog.warehouse))
-    with running_airflow(deployment, SCENARIOS) as services:
-        yield services
 
 
 def _spark_processes(table: str) -> list[psutil.Process]:

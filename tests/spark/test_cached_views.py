@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,13 @@ B = CachedTable(
 #: The same name and a definition that fails if it is ever computed.
 B_NEVER_COMPUTED = CachedTable(name="b", query="SELECT raise_error('b was computed') AS k")
 OWNER = TableOwner(dag_id="flip36", run_id="manual__1", task_id="max_b", try_number=1)
+
+
+@pytest.fixture(autouse=True)
+def no_view_left(spark: SparkSession) -> Iterator[None]:
+    """The session is shared: the views these tests make must not outlive them."""
+    yield
+    spark.catalog.dropTempView("b")
 
 
 def prepare(spark: SparkSession, use: CacheUse) -> dict[str, Any]:

@@ -37,3 +37,12 @@ def cache_quota() -> int | None:
     """
     configured = conf.get(SECTION, "cache_quota", fallback=None)
     return parse_size(configured, "[spark_tables] cache_quota") if configured else None
+
+
+def jvm_class_archive() -> str | None:
+    """Folder of the local Spark drivers' class-data archive (``[spark_tables] jvm_class_archive``, default
+    ``<home>/jvm``); None when it is ``off``."""
+    configured = (conf.get(SECTION, "jvm_class_archive", fallback=None) or "").strip()
+    if configured.lower() in ("off", "false", "no", "0"):
+        return None
+    return os.path.abspath(os.path.expanduser(configured)) if configured else os.path.join(home(), "jvm")

@@ -23,6 +23,7 @@ from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import JobSpec
 from spark_tables.hooks import settings
 from spark_tables.hooks.catalog_lock import exclusive_catalog
+from spark_tables.hooks.class_archive import ClassArchive
 from spark_tables.hooks.job_package import ENTRY_SCRIPT, job_package
 from spark_tables.hooks.local_spark import java_binary, spark_binary_path
 
@@ -81,6 +82,8 @@ class SparkJobHook(SparkSubmitHook):
             self._conf.setdefault("spark.pyspark.python", sys.executable)
             self._conf.setdefault("spark.pyspark.driver.python", sys.executable)
         self._spec = dataclasses.replace(spec, watch_pid=os.getpid() if deploy_mode != "cluster" else None)
+        archive_folder = settings.jvm_class_archive() if deploy_mode != "cluster" else None
+        self._class_archive = ClassArchive(archive_folder, self._driver_class_path) if archive_folder else None
         self._application_args = [self._spec.to_json()]
         java_binary()  # spark-submit is a JVM: fail here, with what to do, rather than in its output
         self._spark_binary_path = spark_binary_path(self._connection["spark_binary"])
@@ -123,6 +126,7 @@ class SparkJobHook(SparkSubmitHook):
         failure: AirflowException | None = None
         try:
             with exclusive_catalog(self._catalog, holder=self._name or "a Spark job"):
+                self._use_class_archive()
                 try:
                     self.submit(ENTRY_SCRIPT, start_new_session=True)
                 except AirflowException as err:
@@ -134,6 +138,8 @@ class SparkJobHook(SparkSubmitHook):
             self._cancel_path = None
             cancel_path.unlink(missing_ok=True)
             self.last_result = _take_result(result_path)
+            if self._class_archive is not None:
+                self._class_archive.keep()
         if failure is not None:
             raise SparkJobFailed(self._failure_line(self.last_result)) from failure
         if self.last_result is None:
@@ -141,6 +147,20 @@ class SparkJobHook(SparkSubmitHook):
         if not self.last_result.succeeded:
             raise SparkJobFailed(self.last_result.error)
         return self.last_result
+
+    def _use_class_archive(self) -> None:
+        """Start the driver from the shared class-data archive, or have it write one (decided now: another task
+        may have written it while this one waited for the catalog)."""
+        if self._class_archive is None:
+            return
+        options = self._conf.get("spark.driver.extraJavaOptions", "")
+        try:
+            option = self._class_archive.java_option(options)
+        except OSError as err:  # an optimisation only: never the reason a task fails
+            self.log.warning("not using a class-data archive for the driver: %s", err)
+            return
+        if option is not None:
+            self._conf["spark.driver.extraJavaOptions"] = f"{options} {option}".strip()
 
     def _failure_line(self, result: JobResult | None) -> str:
         if self._derby_busy:

@@ -1,0 +1,134 @@
+"""What every benchmark here shares: a fresh Airflow of its own under /tmp, an in-script DAG run by
+``dag.test()`` through real spark-submit, and a note of what else was running on the machine."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from typing import Any
+
+VENV_BIN = os.path.dirname(sys.executable)  # not resolved: the venv's bin, where airflow and spark-submit are
+
+
+def fresh_airflow(prefix: str, airflow_home: str | None = None, **settings: str) -> str:
+    """A new folder under /tmp with AIRFLOW_HOME (SQLite), an empty DAGs folder and the provider's home, and the
+    environment pointing there (``settings``: more variables); set before Airflow is imported. Its path."""
+    if "airflow" in sys.modules:
+        raise RuntimeError("airflow was imported before its environment was set")
+    root = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
+    home = os.path.abspath(airflow_home) if airflow_home else os.path.join(root, "airflow")
+    for folder in (home, os.path.join(root, "dags"), os.path.join(root, "spark_tables")):
+        os.makedirs(folder, exist_ok=True)
+    os.environ.update(
+        {
+            "AIRFLOW_HOME": home,
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": "sqlite:///" + os.path.join(home, "airflow.db"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__DAGS_FOLDER": os.path.join(root, "dags"),
+            "AIRFLOW__SPARK_TABLES__HOME": os.path.join(root, "spark_tables"),
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]"}),
+            # The same PATH for every task, with this venv's spark-submit first.
+            "PATH": VENV_BIN + os.pathsep + os.environ.get("PATH", ""),
+            **settings,
+        }
+    )
+    # Whatever would send the provider elsewhere than the embedded catalog under this home.
+    for name in ("AIRFLOW_CONN_SPARK_TABLES_DEFAULT", "AIRFLOW__SPARK_TABLES__EXCHANGE_URI"):
+        os.environ.pop(name, None)
+    check_tools()
+    migrate_db()
+    return root
+
+
+def check_tools() -> None:
+    spark_submit = shutil.which("spark-submit")
+    if spark_submit != os.path.join(VENV_BIN, "spark-submit"):
+        raise SystemExit(f"spark-submit on PATH is {spark_submit!r}, not the venv's: run with the venv's python")
+    java_home = os.environ.get("JAVA_HOME")
+    if not (java_home and os.access(os.path.join(java_home, "bin", "java"), os.X_OK)) and not shutil.which("java"):
+        raise SystemExit("java not found: install Java 17 or set JAVA_HOME")
+
+
+def migrate_db() -> None:
+    result = subprocess.run(
+        [os.path.join(VENV_BIN, "airflow"), "db", "migrate"], capture_output=True, text=True, check=False
+    )
+    if result.returncode:
+        sys.stderr.write(result.stdout + result.stderr)
+        raise SystemExit(f"airflow db migrate failed with exit code {result.returncode}")
+
+
+def register_dag(dag: Any) -> None:
+    """Write the serialized DAG to the metadata DB, as the DAG processor would; dag.test() needs it there."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.collection import update_dag_parsing_results_in_db
+    from airflow.serialization.serialized_objects import LazyDeserializedDAG
+    from airflow.utils.session import create_session
+
+    DagBundlesManager().sync_bundles_to_db()
+    with create_session() as session:
+        update_dag_parsing_results_in_db(
+            "dags-folder", None, [LazyDeserializedDAG.from_dag(dag)], {}, None, set(), session=session
+        )
+
+
+@contextlib.contextmanager
+def working_in(root: str, keep: bool) -> Iterator[None]:
+    """Work in ``root`` (whatever Spark or Derby drop in the working directory lands there); remove it after."""
+    os.chdir(root)
+    try:
+        yield
+    finally:
+        if keep:
+            print(f"kept {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def run_dag(dag: Any) -> tuple[Any, float, list[str]]:
+    """Register and run ``dag`` with ``dag.test()``: the DAG run, its wall seconds, notes on the machine."""
+    register_dag(dag)
+    notes = [machine_note("before", dag.dag_id)]
+    started = time.monotonic()
+    dag_run = dag.test()
+    wall_seconds = time.monotonic() - started
+    notes.append(machine_note("after", dag.dag_id))
+    return dag_run, wall_seconds, notes
+
+
+def other_spark_applications(mine: str) -> int:
+    """Spark JVMs on this machine whose command line does not name ``mine`` (they share the cores)."""
+    count = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                cmdline = handle.read().decode(errors="replace")
+        except OSError:
+            continue
+        if "org.apache.spark.deploy.SparkSubmit" in cmdline and mine not in cmdline:
+            count += 1
+    return count
+
+
+def machine_note(when: str, mine: str) -> str:
+    return (
+        f"load average {when}: {os.getloadavg()[0]:.2f}; other Spark applications running: "
+        f"{other_spark_applications(mine)}"
+    )
+
+
+def med(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def fmt(value: float | None) -> str:
+    return "    -" if value is None else f"{value:6.2f}"

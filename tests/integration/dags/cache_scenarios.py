@@ -1,0 +1,109 @@
+"""DAGs the cached-table integration tests run: one cached table b, used, damaged, invalidated and released."""
+
+from __future__ import annotations
+
+import datetime
+import os
+from typing import Any
+
+import pendulum
+from airflow.sdk import DAG, task
+
+from spark_tables.core.cache_layout import run_folder
+from spark_tables.core.cached_table import CachedTable
+from spark_tables.hooks import settings
+from spark_tables.operators.cache import SparkCacheInvalidateOperator, SparkCacheSweepOperator, release_caches
+from spark_tables.operators.sql import SparkSqlJobOperator
+
+#: An expensive column (a SHA-256 per row) aggregated to 100 keys, over 4 partitions.
+B = CachedTable(
+    "b",
+    query="""SELECT id % 100 AS k, count(*) AS n, max(sha2(CAST(id AS STRING), 256)) AS h
+             FROM range(0, 200000, 1, 4) GROUP BY id % 100""",
+)
+C = CachedTable("c", query="SELECT id AS k, sha2(CAST(id AS STRING), 256) AS h FROM range(0, 50000, 1, 2)")
+_DAG = {"schedule": None, "start_date": pendulum.datetime(2026, 11, 1, tz="UTC"), "catchup": False}
+#: Values of every kind Airflow's own XCom serialization handles, to round-trip through the provider's backend.
+ORDINARY_VALUES: dict[str, Any] = {
+    "nested": {"rows": [[1, "a", None, 2.5, True]], "empty": {}},
+    "when": datetime.datetime(2026, 11, 22, 10, 30, tzinfo=datetime.UTC),
+    "pair": (1, "two"),
+    "text": "spark_tables.cache.b",
+    "looks_like_a_descriptor_but_is_not": {"type": "other", "location": "/tmp"},
+}
+
+
+def _consumer(task_id: str, table: CachedTable = B) -> SparkSqlJobOperator:
+    """A task that reads every column of a cached table, the expensive one included."""
+    sql = f"SELECT count(*) AS keys, max(h) AS h FROM {table.name}"
+    return SparkSqlJobOperator(task_id=task_id, sql=sql, caches=[table])
+
+
+def _files_of_this_run(ti: Any) -> list[str]:
+    """Every file under this run's cache folder, but the run marker."""
+    folder = run_folder(settings.cache_uri(), ti.dag_id, ti.run_id).removeprefix("file://")
+    return sorted(
+        os.path.relpath(os.path.join(root, name), folder)
+        for root, _, names in os.walk(folder)
+        for name in names
+        if name != "_run.json"
+    )
+
+
+with DAG(dag_id="cache_lifecycle", **_DAG):
+
+    @task
+    def nothing_yet(ti: Any = None) -> list[str]:
+        return _files_of_this_run(ti)
+
+    @task
+    def lose_a_partition(ti: Any = None) -> str:
+        copy = ti.xcom_pull(task_ids="first", key=B.registry_key)  # read back as a descriptor by the backend
+        lost = copy.partitions[0].file
+        os.remove(os.path.join(copy.location.removeprefix("file://"), lost))
+        return lost
+
+    @task
+    def after_invalidating(ti: Any = None) -> list[str]:
+        return _files_of_this_run(ti)
+
+    @task
+    def push_ordinary_values(ti: Any = None) -> dict[str, Any]:
+        ti.xcom_push(key="pushed", value=ORDINARY_VALUES)
+        return ORDINARY_VALUES
+
+    @task
+    def pull_ordinary_values(ti: Any = None) -> bool:
+        returned = ti.xcom_pull(task_ids="push_ordinary_values")
+        pushed = ti.xcom_pull(task_ids="push_ordinary_values", key="pushed")
+        assert returned == ORDINARY_VALUES, returned
+        assert pushed == ORDINARY_VALUES, pushed
+        return True
+
+    (
+        nothing_yet()
+        >> _consumer("first")
+        >> _consumer("second")
+        >> lose_a_partition()
+        >> _consumer("third")
+        >> SparkCacheInvalidateOperator(task_id="forget_b", caches=[B])
+        >> after_invalidating()
+        >> _consumer("fourth")
+        >> push_ordinary_values()
+        >> pull_ordinary_values()
+    )
+    release_caches()
+
+with DAG(dag_id="cache_quota", **_DAG):
+    # Run with a quota one copy exceeds: writing c evicts b, which b's next user computes again.
+    _consumer("use_b") >> _consumer("use_c", C) >> _consumer("use_b_again")
+    release_caches()
+
+with DAG(dag_id="cache_clear", **_DAG):
+    _consumer("writer")
+
+with DAG(dag_id="cache_concurrent", max_active_runs=2, **_DAG):
+    [_consumer("one"), _consumer("other")] >> _consumer("reader")
+
+with DAG(dag_id="cache_sweep", **_DAG):
+    SparkCacheSweepOperator(task_id="sweep")

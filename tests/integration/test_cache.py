@@ -1,0 +1,107 @@
+"""Cached tables through `airflow dags test` on the embedded default: one DAG run from the first use of b to its
+release, and eviction under a small quota. What a task did is read from its XComs (its job's own report of hits,
+misses and fallbacks, not its time); what lies on disk is read from the cache root."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import SCENARIOS, Deployment
+
+pytestmark = pytest.mark.integration
+
+REGISTRY_KEY = "spark_tables.cache.b"
+
+
+def _run(deployment: Deployment, dag_id: str) -> str:
+    done = deployment.with_dags(SCENARIOS).airflow("dags", "test", dag_id)
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+    with sqlite3.connect(deployment.home / "airflow.db") as db:
+        return db.execute("SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC", (dag_id,)).fetchone()[0]
+
+
+def _xcoms(deployment: Deployment, dag_id: str, run_id: str, key: str = "return_value") -> dict[str, Any]:
+    """The run's XCom values under ``key``, by task, as stored (no backend involved)."""
+    with sqlite3.connect(deployment.home / "airflow.db") as db:
+        rows = db.execute(
+            "SELECT task_id, value FROM xcom WHERE dag_id = ? AND run_id = ? AND key = ?", (dag_id, run_id, key)
+        ).fetchall()
+    return {task: json.loads(value) for task, value in rows}
+
+
+def _copies(deployment: Deployment) -> list[str]:
+    """Every part file under the cache root, of any run."""
+    root = deployment.home / "spark_tables" / "cache"
+    return sorted(
+        os.path.join(folder, name) for folder, _, names in os.walk(root) for name in names if name.startswith("part-")
+    )
+
+
+@pytest.fixture(scope="module")
+def lifecycle(embedded: Deployment) -> str:
+    """One run of cache_lifecycle: its run id."""
+    return _run(embedded, "cache_lifecycle")
+
+
+def test_a_run_computes_b_once_reads_it_after_falls_back_when_it_is_damaged_and_releases_it(
+    embedded: Deployment, lifecycle: str
+):
+    run_id = lifecycle
+    out = _xcoms(embedded, "cache_lifecycle", run_id)
+    b = {task: out[task]["caches"]["b"] for task in ("first", "second", "third", "fourth")}
+
+    assert out["nothing_yet"] == [], "declaring b wrote nothing: the first user computes it"
+    assert [b[t]["status"] for t in b] == ["miss", "hit", "fallback", "miss"]
+    assert (b["first"]["misses"], b["second"]["hits"], b["third"]["fallbacks"]) == (1, 1, 1)
+    assert b["second"]["location"] == b["first"]["location"] and b["second"]["bytes_written"] == 0
+    assert b["second"]["bytes_read"] == b["first"]["bytes_written"] > 0
+    assert out["first"]["rows"] == out["second"]["rows"] == out["third"]["rows"] == out["fourth"]["rows"]
+    assert out["first"]["rows"][0][0] == 100
+
+    lost = out["lose_a_partition"]
+    assert b["third"]["damaged"] == [{"location": b["first"]["location"], "problem": f"partition {lost} is missing"}]
+    assert out["forget_b"] == {"invalidated": {"b": [b["third"]["location"]]}}
+    assert out["after_invalidating"] == [], "invalidation deleted the copy's files at once"
+    assert b["fourth"]["location"] not in (b["first"]["location"], b["third"]["location"])
+
+    assert out["release_caches"]["usage"]["b"] == {
+        "hits": 1,
+        "misses": 2,
+        "fallbacks": 1,
+        "bytes_read": b["second"]["bytes_read"],
+        "bytes_written": b["first"]["bytes_written"] + b["third"]["bytes_written"] + b["fourth"]["bytes_written"],
+    }
+    assert out["release_caches"]["released"] == {"b": [b["fourth"]["location"]]}
+    assert _xcoms(embedded, "cache_lifecycle", run_id, REGISTRY_KEY) == {}, "no registry entry is left"
+    assert _copies(embedded) == [], "nothing of the run is left under the cache root"
+
+
+def test_ordinary_xcoms_round_trip_unchanged_through_the_cache_registry_backend(embedded: Deployment, lifecycle: str):
+    run_id = lifecycle
+
+    assert _xcoms(embedded, "cache_lifecycle", run_id)["pull_ordinary_values"] is True  # compared in the task
+    stored = _xcoms(embedded, "cache_lifecycle", run_id, "pushed")["push_ordinary_values"]
+    assert stored["text"] == "spark_tables.cache.b" and stored["nested"]["rows"] == [[1, "a", None, 2.5, True]]
+
+
+def test_past_the_quota_the_least_recently_used_copy_is_evicted_and_computed_again(embedded: Deployment):
+    one_copy_too_many = Deployment(
+        home=embedded.home, catalog=embedded.catalog, env={**embedded.env, "AIRFLOW__SPARK_TABLES__CACHE_QUOTA": "1 B"}
+    )
+    run_id = _run(one_copy_too_many, "cache_quota")
+    out = _xcoms(embedded, "cache_quota", run_id)
+
+    first_b = out["use_b"]["caches"]["b"]
+    assert out["use_b"]["cache_evictions"] == [], "the copy a task has just used is never evicted"
+    assert out["use_c"]["caches"]["c"]["status"] == "miss"
+    assert out["use_c"]["cache_evictions"] == [first_b["location"]]
+    again = out["use_b_again"]["caches"]["b"]
+    assert again["status"] == "fallback"
+    assert again["damaged"] == [{"location": first_b["location"], "problem": "its folder is gone"}]
+    assert out["use_b_again"]["rows"] == out["use_b"]["rows"]
+    assert _copies(embedded) == []
