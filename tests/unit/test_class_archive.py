@@ -20,7 +20,7 @@ pytestmark = pytest.mark.usefixtures("spark_tables_home")
 
 def dumped_by_the_driver(option: str) -> None:
     """What the JVM does at exit with -XX:ArchiveClassesAtExit: write the archive."""
-    path = option.split("=", 1)[1]
+    path = option.split()[0].split("=", 1)[1]
     with open(path, "wb") as handle:
         handle.write(b"classes")
 

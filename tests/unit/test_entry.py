@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from pyspark.errors import AnalysisException
 
 from spark_tables.core.errors import JobError
-from spark_tables.core.job_spec import JOB_KINDS
+from spark_tables.core.job_result import JobResult
+from spark_tables.core.job_spec import JOB_KINDS, JobSpec
 from spark_tables.core.sql_job import SqlJob
 from spark_tables.jobs import entry
 from spark_tables.jobs.cancellation import Cancellation
@@ -138,3 +140,25 @@ def test_a_failure_without_output_has_an_empty_output(monkeypatch):
     assert result.kind == "sql"
     assert result.application_id == "local-1"
     assert result.spark_version == "4.2.0"
+
+
+def test_main_reads_a_spec_given_as_a_file(tmp_path, monkeypatch):
+    """``entry.py @<uri>``: the driver reads the spec the task left in the exchange."""
+    spec = JobSpec(job=SqlJob(statements=("SELECT 1",)), result_uri=f"file://{tmp_path}/r.json")
+    (tmp_path / "r.spec.json").write_text(spec.to_json())
+    ran: list[Any] = []
+
+    class Session:
+        def interruptAll(self) -> list[str]:
+            return []
+
+        def stop(self) -> None:
+            ran.append("stopped")
+
+    monkeypatch.setattr(entry, "watch", lambda *args, **kwargs: None)
+    monkeypatch.setattr(entry.SparkSession, "builder", SimpleNamespace(getOrCreate=Session))
+    monkeypatch.setattr(entry, "run_job", lambda spark, job, cancellation, caches: ran.append(job) or JobResult("sql"))
+
+    assert entry.main(["entry.py", f"@file://{tmp_path}/r.spec.json"]) == 0
+    assert ran == [spec.job, "stopped"]
+    assert JobResult.from_json((tmp_path / "r.json").read_text()).kind == "sql"

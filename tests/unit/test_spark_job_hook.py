@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 from airflow.sdk import ObjectStoragePath
@@ -318,3 +319,26 @@ def test_a_task_interrupted_while_its_job_runs_stops_the_job_in_order_first(cata
     assert "job undone and stopped" in logged, "the job's log is still passed on while it stops"
     assert hook.last_result is not None and hook.last_result.output == {"cleaned_up": True}
     assert not result.exists() and not marker.exists(), "the result is read and the marker removed"
+
+
+def test_a_spec_too_long_for_a_command_line_goes_through_a_file_beside_the_result(catalog, tmp_path, monkeypatch):
+    statements = tuple(f"SELECT {n} AS a_long_statement_{'x' * 200}" for n in range(400))  # about 90 kB
+    spec = JobSpec(job=SqlJob(statements=statements), result_uri=f"file://{tmp_path}/r.json")
+    hook = SparkJobHook(spec=spec, catalog=catalog)
+    seen: list[str] = []
+
+    def submit(application: str, **popen_kwargs: object) -> None:
+        seen.append(Path(hook._application_args[0].removeprefix("@file://")).read_text())
+        (tmp_path / "r.json").write_text(json.dumps({"kind": "sql", "output": {}}))
+
+    monkeypatch.setattr(hook, "submit", submit)
+    hook.run()
+
+    argument = _command(hook)[-1]
+    assert argument == f"@file://{tmp_path}/r.spec.json" and len(argument) < 200
+    assert JobSpec.from_json(seen[0]).job.statements == statements
+    assert not (tmp_path / "r.spec.json").exists(), "the spec file is removed once the job ended"
+
+
+def test_a_short_spec_stays_on_the_command_line(catalog):
+    assert _spec_argument(_command(SparkJobHook(spec=SPEC, catalog=catalog))).job == SPEC.job

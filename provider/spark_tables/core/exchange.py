@@ -31,6 +31,11 @@ def claim_uri(exchange_root: str, *, dag_id: str, run_id: str, task_id: str, map
     return f"{exchange_root.rstrip('/')}/{flat_name([dag_id, run_id, task_id, str(map_index)])}.claim.json"
 
 
+def spec_uri(result_uri: str) -> str:
+    """Where the task leaves a job spec too long for a command line, beside the result; the driver reads it."""
+    return result_uri.removesuffix(".json") + ".spec.json"
+
+
 def cancel_uri(result_uri: str) -> str:
     """Where the task asks its job to stop: a marker file beside the result, which the driver watches for."""
     return result_uri.removesuffix(".json") + ".cancel"

@@ -61,8 +61,8 @@ def settle(ti: Any, uses: tuple[CacheUse, ...], reports: dict[str, dict[str, Any
         descriptor = descriptor_of_copy(use.table.name, use.table.fingerprint, report, writer, written_at)
         if descriptor is not None:
             cache_registry.register(ti, descriptor)
-            _keep_the_first_copy(ti, use.table, descriptor.location, task_ids)
-        cache_storage.mark_used(report["location"])
+        if descriptor is None or _first_copy(ti, use.table, descriptor.location, task_ids):
+            cache_storage.mark_used(report["location"])
         summary[use.table.name] = _summary(report)
         _emit_metrics(ti, use.table.name, summary[use.table.name])
     return summary
@@ -77,12 +77,15 @@ def evict_over_quota(summary: dict[str, Any]) -> list[str]:
     return [copy.location for copy in cache_storage.evict(settings.cache_uri(), quota, keep=used)]
 
 
-def _keep_the_first_copy(ti: Any, table: CachedTable, written: str, task_ids: list[str]) -> None:
-    """Two tasks that missed at once both wrote a copy: the one registered first stays, the other withdraws."""
+def _first_copy(ti: Any, table: CachedTable, written: str, task_ids: list[str]) -> bool:
+    """Whether the copy just written is the run's first; if two tasks missed at once and both wrote one, the copy
+    registered first stays and the other is withdrawn."""
     copies = cache_registry.registered(ti, table.name, task_ids, table.fingerprint)
-    if copies and copies[0].location != written:
-        mine = next(d for d in copies if d.location == written)
-        cache_registry.unregister(mine, f"{copies[0].owner.describe()} registered a copy first")
+    if copies[0].location == written:
+        return True
+    mine = next(d for d in copies if d.location == written)
+    cache_registry.unregister(mine, f"{copies[0].owner.describe()} registered a copy first")
+    return False
 
 
 def _summary(report: dict[str, Any]) -> dict[str, Any]:

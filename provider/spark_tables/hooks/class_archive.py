@@ -46,7 +46,8 @@ class ClassArchive:
         os.makedirs(self.folder, exist_ok=True)
         self._dumping = f"{self.path}.{os.getpid()}.tmp"
         log.info("this driver archives the classes it loads, for later tasks' drivers to start sooner: %s", self.path)
-        return f"-XX:ArchiveClassesAtExit={self._dumping}"
+        # Its notes on each class it cannot archive (hundreds of lines) would flood the task log.
+        return f"-XX:ArchiveClassesAtExit={self._dumping} -Xlog:cds=off -Xlog:cds+dynamic=off"
 
     def keep(self) -> None:
         """After the driver exited: publish the archive it wrote, if any, and remove stale archives of other keys."""

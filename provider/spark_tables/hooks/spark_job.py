@@ -18,7 +18,7 @@ from airflow.sdk import ObjectStoragePath
 
 from spark_tables.core.catalog import Catalog
 from spark_tables.core.errors import SpecError
-from spark_tables.core.exchange import cancel_uri
+from spark_tables.core.exchange import cancel_uri, spec_uri
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import JobSpec
 from spark_tables.hooks import settings
@@ -33,6 +33,9 @@ DEPLOY_MODES = ("client", "cluster")
 CANCEL_GRACE_SECONDS = 60
 #: Seconds between SIGTERM and SIGKILL when the process group is ended.
 STOP_GRACE_SECONDS = 3
+#: Longest spec passed on the command line (Linux refuses an argument over 128 KiB); a longer one, with the
+#: descriptors of many cached partitions say, goes to a file in the exchange.
+INLINE_SPEC_BYTES = 64 * 1024
 #: Derby's words for a database another JVM has booted (XSDB6), or the failure to start it that wraps them (XJ040).
 _DERBY_BUSY = ("ERROR XSDB6", "ERROR XJ040", "Another instance of Derby may have already booted the database")
 
@@ -84,7 +87,13 @@ class SparkJobHook(SparkSubmitHook):
         self._spec = dataclasses.replace(spec, watch_pid=os.getpid() if deploy_mode != "cluster" else None)
         archive_folder = settings.jvm_class_archive() if deploy_mode != "cluster" else None
         self._class_archive = ClassArchive(archive_folder, self._driver_class_path) if archive_folder else None
-        self._application_args = [self._spec.to_json()]
+        spec_json = self._spec.to_json()
+        self._spec_file: tuple[ObjectStoragePath, str] | None = None
+        if len(spec_json.encode()) > INLINE_SPEC_BYTES:
+            self._spec_file = (ObjectStoragePath(spec_uri(self._spec.result_uri)), spec_json)
+            self._application_args = [f"@{spec_uri(self._spec.result_uri)}"]
+        else:
+            self._application_args = [spec_json]
         java_binary()  # spark-submit is a JVM: fail here, with what to do, rather than in its output
         self._spark_binary_path = spark_binary_path(self._connection["spark_binary"])
 
@@ -121,6 +130,10 @@ class SparkJobHook(SparkSubmitHook):
         cancel_path = ObjectStoragePath(cancel_uri(self._spec.result_uri))
         for stale in (result_path, cancel_path):  # what an earlier attempt of this try may have left
             stale.unlink(missing_ok=True)
+        if self._spec_file is not None:
+            spec_path, spec_json = self._spec_file
+            spec_path.parent.mkdir(parents=True, exist_ok=True)
+            spec_path.write_text(spec_json)
         self._cancel_path = cancel_path
         self.last_result = None
         failure: AirflowException | None = None
@@ -137,6 +150,8 @@ class SparkJobHook(SparkSubmitHook):
         finally:
             self._cancel_path = None
             cancel_path.unlink(missing_ok=True)
+            if self._spec_file is not None:
+                self._spec_file[0].unlink(missing_ok=True)
             self.last_result = _take_result(result_path)
             if self._class_archive is not None:
                 self._class_archive.keep()

@@ -1,4 +1,4 @@
-"""The bundled Spark driver: ``spark-submit entry.py '<job spec JSON>'``.
+"""The bundled Spark driver: ``spark-submit entry.py '<job spec JSON>'``, or ``@<URI>`` of a spec in a file.
 
 Reads the spec, starts the session, runs the job and writes a JSON result for the Airflow side, also when
 the job fails, so that the task fails with the job's own one-line error.
@@ -23,7 +23,7 @@ from spark_tables.core.job_spec import CacheUse, Job, JobSpec
 from spark_tables.jobs.cached_views import prepare_cached_views
 from spark_tables.jobs.cancellation import Cancellation, watch
 from spark_tables.jobs.ctas import run_ctas, run_ctas_cleanup
-from spark_tables.jobs.result_file import write_result
+from spark_tables.jobs.exchange_files import read_text, write_result
 from spark_tables.jobs.sql import run_sql
 
 log = logging.getLogger("spark_tables")
@@ -72,9 +72,9 @@ def main(argv: list[str]) -> int:
     logging.getLogger("py4j").setLevel(logging.WARNING)
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)  # a second, 20 kB copy of each SQL error
     if len(argv) != 2:
-        log.error("usage: entry.py '<job spec JSON>'")
+        log.error("usage: entry.py '<job spec JSON>' | @<job spec URI>")
         return 2
-    spec = JobSpec.from_json(argv[1])
+    spec = JobSpec.from_json(read_text(argv[1][1:]) if argv[1].startswith("@") else argv[1])
     cancellation = Cancellation()
     watch(cancellation, parent_pid=spec.watch_pid, marker_uri=cancel_uri(spec.result_uri))
     started = time.monotonic()

@@ -1,4 +1,5 @@
-"""Writes the job result where the Airflow side reads it: atomically, so it never sees half a result."""
+"""The driver's side of the exchange: it reads its spec there when the spec is too long for a command line, and
+writes its result there, atomically, so the Airflow side never sees half a result."""
 
 from __future__ import annotations
 
@@ -32,3 +33,14 @@ def _write_remote(uri: str, text: str) -> None:
         ) from None
     with fsspec.open(uri, "w", encoding="utf-8") as handle:
         handle.write(text)
+
+
+def read_text(uri: str) -> str:
+    path = local_path(uri)
+    if path is not None:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    import fsspec  # a remote exchange: the driver needs fsspec and the file system's package, as for its result
+
+    with fsspec.open(uri, "r", encoding="utf-8") as handle:
+        return handle.read()

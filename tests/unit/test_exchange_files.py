@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from spark_tables.jobs.result_file import write_result
+from spark_tables.jobs.exchange_files import read_text, write_result
 
 
 def test_write_result_creates_missing_folders(tmp_path):
@@ -41,3 +41,9 @@ def test_write_result_keeps_non_ascii_text(tmp_path):
     write_result(str(target), '{"error": "Tabelle „t“ fehlt…"}')
 
     assert target.read_text(encoding="utf-8") == '{"error": "Tabelle „t“ fehlt…"}'
+
+
+def test_read_text_reads_a_path_or_a_file_uri(tmp_path):
+    (tmp_path / "spec.json").write_text('{"kind": "sql"}', encoding="utf-8")
+
+    assert read_text(str(tmp_path / "spec.json")) == read_text(f"file://{tmp_path}/spec.json") == '{"kind": "sql"}'
