@@ -53,6 +53,6 @@ Where to look:
                                         its copy lived under $AIRFLOW_HOME/spark_tables/cache/ until the run's end
   embedded Derby metastore:             $AIRFLOW_HOME/spark_tables/metastore_db
   whole run log with the Spark driver:  $AIRFLOW_HOME/demo-*.log
-  task logs:                            $AIRFLOW_HOME/logs/dag_id=example_spark_sql/ and .../dag_id=example_spark_ctas/
+  task logs:                            $AIRFLOW_HOME/logs/dag_id=example_spark_sql/, .../dag_id=example_spark_ctas/, .../dag_id=example_spark_cache/
   the Airflow UI (runs, logs, XCom):    source scripts/setup.sh && airflow standalone   # then http://localhost:8080
 MSG

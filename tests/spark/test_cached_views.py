@@ -193,3 +193,14 @@ def test_a_job_reads_a_cached_table_as_a_view(spark, tmp_path):
     assert result.error is None, result.error
     assert result.output["rows"] == [[50, 2000]]
     assert result.caches["b"]["status"] == "miss"
+
+
+def test_an_empty_result_is_cached_and_read_back_empty_with_its_schema(spark, tmp_path):
+    empty = CachedTable("b", query="SELECT id AS k, CAST(id AS STRING) AS h FROM range(10) WHERE id < 0")
+    report = prepare(spark, CacheUse(empty, registered=(), location=str(tmp_path / "copy")))
+    copy = written(empty, report)
+
+    hit = prepare(spark, CacheUse(empty, registered=(copy,), location=str(tmp_path / "copy-2")))
+
+    assert (copy.rows, hit["status"]) == (0, "hit")
+    assert spark.table("b").count() == 0 and spark.table("b").columns == ["k", "h"]
