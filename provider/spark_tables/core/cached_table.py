@@ -60,7 +60,7 @@ class CachedTable:
 
     @property
     def registry_key(self) -> str:
-        return REGISTRY_KEY_PREFIX + self.name
+        return registry_key(self.name)
 
     def describe(self) -> str:
         return f"{self.name} ({'a query' if self.query is not None else self.producer}, {self.fingerprint})"
@@ -75,6 +75,11 @@ class CachedTable:
         if not isinstance(data, dict) or not {"name"} <= set(data) <= {"name", "query", "producer"}:
             raise SpecError("cached table: expected an object with name and query or producer")
         return cls(**data)
+
+
+def registry_key(name: str) -> str:
+    """The XCom key under which a task registers the copy of cached table ``name`` it wrote."""
+    return REGISTRY_KEY_PREFIX + name
 
 
 def split_cached_views(statements: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[CachedTable, ...]]:

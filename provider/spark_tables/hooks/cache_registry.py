@@ -15,7 +15,7 @@ from typing import Any
 from airflow.sdk.execution_time.xcom import XCom
 
 from spark_tables.core.cache_descriptor import CacheDescriptor
-from spark_tables.core.cached_table import REGISTRY_KEY_PREFIX
+from spark_tables.core.cached_table import registry_key
 from spark_tables.core.errors import SpecError
 from spark_tables.xcom.cache_registry import CacheRegistryXComBackend
 
@@ -37,7 +37,7 @@ def registered(ti: Any, name: str, task_ids: Iterable[str], fingerprint: str | N
     """The copies of cache ``name`` this run has registered (of one definition, if ``fingerprint``), oldest first."""
     found: list[CacheDescriptor] = []
     for task_id in task_ids:
-        values = XCom.get_all(key=REGISTRY_KEY_PREFIX + name, dag_id=ti.dag_id, task_id=task_id, run_id=ti.run_id)
+        values = XCom.get_all(key=registry_key(name), dag_id=ti.dag_id, task_id=task_id, run_id=ti.run_id)
         found += [v for v in values or [] if isinstance(v, CacheDescriptor)]
     matching = [d for d in found if fingerprint is None or d.fingerprint == fingerprint]
     return sorted(matching, key=lambda d: (d.written_at, d.location))
@@ -45,7 +45,7 @@ def registered(ti: Any, name: str, task_ids: Iterable[str], fingerprint: str | N
 
 def register(ti: Any, descriptor: CacheDescriptor) -> None:
     XCom.set(
-        key=REGISTRY_KEY_PREFIX + descriptor.name,
+        key=registry_key(descriptor.name),
         value=descriptor,
         dag_id=ti.dag_id,
         task_id=ti.task_id,
@@ -58,7 +58,7 @@ def register(ti: Any, descriptor: CacheDescriptor) -> None:
 def unregister(descriptor: CacheDescriptor, why: str) -> None:
     """Delete a copy's registry entry, on whichever task of the run it is; its files go with it (``purge``)."""
     XCom.delete(
-        key=REGISTRY_KEY_PREFIX + descriptor.name,
+        key=registry_key(descriptor.name),
         dag_id=descriptor.owner.dag_id,
         task_id=descriptor.owner.task_id,
         run_id=descriptor.owner.run_id,

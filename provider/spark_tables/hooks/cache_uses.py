@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 #: What each way of making a cached table ready counts as, in a task's cache summary.
 _COUNTERS = {"hit": "hits", "miss": "misses", "fallback": "fallbacks"}
+#: The numbers of a task's cache summary that add up over tasks (and are emitted as metrics).
+COUNTS = (*_COUNTERS.values(), "bytes_read", "bytes_written")
 
 
 def cache_uses(ti: Any, tables: Iterable[CachedTable], task_ids: list[str]) -> tuple[CacheUse, ...]:
@@ -103,9 +105,6 @@ def _summary(report: dict[str, Any]) -> dict[str, Any]:
 
 def _emit_metrics(ti: Any, name: str, summary: dict[str, Any]) -> None:
     tags = {"dag_id": ti.dag_id, "task_id": ti.task_id, "cache": name}
-    for counter in _COUNTERS.values():
-        if summary[counter]:
-            stats.incr(f"spark_tables.cache.{counter}", tags=tags)
-    for measure in ("bytes_read", "bytes_written"):
-        if summary[measure]:
-            stats.incr(f"spark_tables.cache.{measure}", count=summary[measure], tags=tags)
+    for count in COUNTS:
+        if summary[count]:
+            stats.incr(f"spark_tables.cache.{count}", count=summary[count], tags=tags)

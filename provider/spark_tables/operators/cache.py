@@ -16,6 +16,7 @@ from spark_tables.core.cache_layout import cache_name, run_folder
 from spark_tables.core.cached_table import CachedTable
 from spark_tables.core.errors import SpecError
 from spark_tables.hooks import cache_registry, cache_storage, settings
+from spark_tables.hooks.cache_uses import COUNTS
 from spark_tables.operators.spark_job import cache_writers
 
 #: Runs in these states may still read their caches; the sweep leaves their folders alone.
@@ -113,10 +114,9 @@ def release_caches(task_id: str = "release_caches", **kwargs: Any) -> SparkCache
 def _usage(context: Any) -> dict[str, dict[str, int]]:
     """Each cache's counts over this run's tasks, from the cache summaries in their XComs."""
     totals: dict[str, dict[str, int]] = {}
-    counters = ("hits", "misses", "fallbacks", "bytes_read", "bytes_written")
     for value in context["ti"].xcom_pull(task_ids=cache_writers(context)):
         for name, summary in (value.get("caches") or {}).items() if isinstance(value, dict) else ():
-            total = totals.setdefault(name, dict.fromkeys(counters, 0))
-            for counter in counters:
-                total[counter] += summary[counter]
+            total = totals.setdefault(name, dict.fromkeys(COUNTS, 0))
+            for count in COUNTS:
+                total[count] += summary[count]
     return totals
