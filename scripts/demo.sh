@@ -3,7 +3,10 @@
 # Spark with the embedded catalog, and says where to look at what they did.
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 
-DEMO_DAGS=(example_spark_sql example_spark_ctas example_spark_cache)
+DEMO_DAGS=(example_spark_sql example_spark_ctas example_spark_cache example_spark_lookup)
+# The lookup example's dimension table lives in PostgreSQL; its full cache is reloaded at once on a fresh snapshot folder.
+export AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO=${AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO:-postgres://postgres@127.0.0.1:5432/test}
+rm -rf "$AIRFLOW_HOME/spark_tables/lookup/demo_customers"
 LOGICAL_DATE=${LOGICAL_DATE:-$(date -u +%F)}
 for dag_id in "${DEMO_DAGS[@]}"; do
   echo "running $dag_id for $LOGICAL_DATE (the jobs' own log lines follow) ..."
@@ -12,7 +15,7 @@ for dag_id in "${DEMO_DAGS[@]}"; do
     echo "error: $dag_id failed; whole log: $AIRFLOW_HOME/demo-$dag_id.log" >&2
     exit 1
   }
-  grep -E "spark_tables INFO|job output|done:|registered the copy|released the caches" "$AIRFLOW_HOME/demo-$dag_id.log" \
+  grep -E "spark_tables INFO|job output|done:|registered the copy|released the caches|metrics:|is due" "$AIRFLOW_HOME/demo-$dag_id.log" \
     | sed -E 's/^[^ ]+ \[[a-z ]+\] //; s/ \[(airflow\.task|spark_tables\.hooks|spark_tables\.operators).*$//'
 done
 
@@ -51,8 +54,11 @@ Where to look:
                                         their ownership marks: the spark_tables.ctas.* table properties
   cached table b (example_spark_cache): each task's XCom "caches" (miss, then hits) and release_caches' "usage";
                                         its copy lived under $AIRFLOW_HOME/spark_tables/cache/ until the run's end
+  lookup joins (example_spark_lookup):  each enrich_* task's XCom "metrics" (the FLIP-221 metrics) and its table
+                                        $WAREHOUSE/orders_enriched_{none,partial,full}/ (the same rows three ways);
+                                        the full-cache snapshots: $AIRFLOW_HOME/spark_tables/lookup/demo_customers/
   embedded Derby metastore:             $AIRFLOW_HOME/spark_tables/metastore_db
   whole run log with the Spark driver:  $AIRFLOW_HOME/demo-*.log
-  task logs:                            $AIRFLOW_HOME/logs/dag_id=example_spark_sql/, .../dag_id=example_spark_ctas/, .../dag_id=example_spark_cache/
+  task logs:                            $AIRFLOW_HOME/logs/dag_id=example_spark_sql/, .../dag_id=example_spark_ctas/, .../dag_id=example_spark_cache/, .../dag_id=example_spark_lookup/
   the Airflow UI (runs, logs, XCom):    source scripts/setup.sh && airflow standalone   # then http://localhost:8080
 MSG

@@ -31,14 +31,22 @@ def get_provider_info() -> dict[str, Any]:
                     "spark_tables.operators.sql",
                     "spark_tables.operators.ctas",
                     "spark_tables.operators.cache",
+                    "spark_tables.operators.lookup",
                 ],
             }
         ],
         "hooks": [
             {
                 "integration-name": "Spark Tables",
-                "python-modules": ["spark_tables.hooks.spark_job", "spark_tables.hooks.catalog"],
+                "python-modules": [
+                    "spark_tables.hooks.spark_job",
+                    "spark_tables.hooks.catalog",
+                    "spark_tables.hooks.lookup_tables",
+                ],
             }
+        ],
+        "sensors": [
+            {"integration-name": "Spark Tables", "python-modules": ["spark_tables.sensors.lookup_reload"]},
         ],
         "connection-types": [
             {
@@ -95,6 +103,17 @@ def get_provider_info() -> dict[str, Any]:
                         "version_added": "0.1.0",
                         "type": "string",
                         "example": "50 GiB",
+                        "default": None,
+                    },
+                    "lookup_uri": {
+                        "description": (
+                            "URI under which lookup tables' full-cache snapshots are written, a folder per lookup "
+                            "table shared by every DAG that reads or reloads it. Airflow and every Spark node must "
+                            "reach it. Default: lookup under home."
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "s3a://bucket/spark_tables/lookup",
                         "default": None,
                     },
                     "jvm_class_archive": {

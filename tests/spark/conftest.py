@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Iterator
 
@@ -13,6 +14,7 @@ from pyspark.sql import SparkSession
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     warehouse = tmp_path_factory.mktemp("warehouse")
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # Python workers: this interpreter, which has spark_tables
     session = (
         SparkSession.builder.master("local[2]")
         .appName("spark_tables-tests")
@@ -22,6 +24,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         .config("spark.ui.enabled", "false")
         .config("spark.log.level", "WARN")
         .config("spark.pyspark.python", sys.executable)
+        .config("spark.jars", "/usr/share/java/postgresql.jar")  # lookup tables' full-cache reloads
         .getOrCreate()
     )
     yield session

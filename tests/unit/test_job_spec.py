@@ -7,6 +7,7 @@ import pytest
 from spark_tables.core.ctas_job import CtasCleanupJob, CtasJob
 from spark_tables.core.errors import SpecError
 from spark_tables.core.job_spec import JOB_KINDS, SPEC_VERSION, JobSpec, job_from_dict
+from spark_tables.core.lookup_job import LookupJoinJob, LookupReloadJob
 from spark_tables.core.sql_job import SqlJob
 
 
@@ -46,15 +47,21 @@ def test_unknown_kind_is_rejected():
         JobSpec.from_json(_spec_document(kind="flink"))
 
 
-def test_job_kinds_are_sql_ctas_and_ctas_cleanup():
-    assert dict(JOB_KINDS) == {"sql": SqlJob, "ctas": CtasJob, "ctas_cleanup": CtasCleanupJob}
+def test_job_kinds_are_sql_ctas_ctas_cleanup_and_lookups():
+    assert dict(JOB_KINDS) == {
+        "sql": SqlJob,
+        "ctas": CtasJob,
+        "ctas_cleanup": CtasCleanupJob,
+        "lookup_join": LookupJoinJob,
+        "lookup_reload": LookupReloadJob,
+    }
 
 
 def test_unknown_kind_error_lists_every_kind():
     with pytest.raises(SpecError) as caught:
         JobSpec.from_json(_spec_document(kind="flink"))
 
-    assert "use one of ['ctas', 'ctas_cleanup', 'sql']" in str(caught.value)
+    assert "use one of ['ctas', 'ctas_cleanup', 'lookup_join', 'lookup_reload', 'sql']" in str(caught.value)
 
 
 def test_unknown_job_field_is_rejected_by_name():

@@ -36,6 +36,11 @@ def spec_uri(result_uri: str) -> str:
     return result_uri.removesuffix(".json") + ".spec.json"
 
 
+def metrics_uri(result_uri: str) -> str:
+    """Where a job's executor workers leave their metrics for the driver to add up: a folder beside the result."""
+    return result_uri.removesuffix(".json") + ".metrics"
+
+
 def cancel_uri(result_uri: str) -> str:
     """Where the task asks its job to stop: a marker file beside the result, which the driver watches for."""
     return result_uri.removesuffix(".json") + ".cancel"

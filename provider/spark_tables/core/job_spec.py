@@ -11,14 +11,17 @@ from spark_tables.core.cache_descriptor import CacheDescriptor
 from spark_tables.core.cached_table import CachedTable
 from spark_tables.core.ctas_job import CtasCleanupJob, CtasJob
 from spark_tables.core.errors import SpecError
+from spark_tables.core.lookup_job import LookupJoinJob, LookupReloadJob
 from spark_tables.core.sql_job import SqlJob
 
 SPEC_VERSION = 1
 
 #: Every job kind the driver runs, by name. Each is a frozen dataclass that validates itself.
-JOB_KINDS: dict[str, type] = {kind.kind: kind for kind in (SqlJob, CtasJob, CtasCleanupJob)}
+JOB_KINDS: dict[str, type] = {
+    kind.kind: kind for kind in (SqlJob, CtasJob, CtasCleanupJob, LookupJoinJob, LookupReloadJob)
+}
 
-Job = SqlJob | CtasJob | CtasCleanupJob
+Job = SqlJob | CtasJob | CtasCleanupJob | LookupJoinJob | LookupReloadJob
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,12 @@ class JobSpec:
         repeated = sorted({name for name in names if names.count(name) > 1})
         if repeated:
             raise SpecError(f"cached table(s) {repeated} given more than once: name each cached table once")
+
+    @property
+    def carries_credentials(self) -> bool:
+        """Whether the job holds a password (a lookup table's database), which must not go on a command line."""
+        lookup = getattr(self.job, "lookup", None)
+        return bool(lookup is not None and lookup.source.connection.get("password"))
 
     def to_json(self) -> str:
         return json.dumps(

@@ -30,6 +30,17 @@ def cache_uri() -> str:
     return conf.get(SECTION, "cache_uri", fallback=None) or "file://" + os.path.join(home(), "cache")
 
 
+def lookup_uri() -> str:
+    """Root URI of lookup tables' full-cache snapshots (``[spark_tables] lookup_uri``), a folder per table, shared by
+    every DAG that reads or reloads it; Airflow and every Spark node reach it."""
+    return conf.get(SECTION, "lookup_uri", fallback=None) or "file://" + os.path.join(home(), "lookup")
+
+
+def default_timezone() -> str:
+    """Airflow's ``[core] default_timezone``: where a timed reload's time of day without an offset is read."""
+    return conf.get("core", "default_timezone", fallback="utc") or "utc"
+
+
 def cache_quota() -> int | None:
     """Bytes the copies under the cache root may take together (``[spark_tables] cache_quota``); None: no limit.
 

@@ -18,7 +18,7 @@ from airflow.sdk import ObjectStoragePath
 
 from spark_tables.core.catalog import Catalog
 from spark_tables.core.errors import SpecError
-from spark_tables.core.exchange import cancel_uri, spec_uri
+from spark_tables.core.exchange import cancel_uri, local_path, spec_uri
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import JobSpec
 from spark_tables.hooks import settings
@@ -34,7 +34,8 @@ CANCEL_GRACE_SECONDS = 60
 #: Seconds between SIGTERM and SIGKILL when the process group is ended.
 STOP_GRACE_SECONDS = 3
 #: Longest spec passed on the command line (Linux refuses an argument over 128 KiB); a longer one, with the
-#: descriptors of many cached partitions say, goes to a file in the exchange.
+#: descriptors of many cached partitions say, goes to a file in the exchange, as does one carrying a password
+#: (a command line is visible to every user of the machine; the file only to its owner).
 INLINE_SPEC_BYTES = 64 * 1024
 #: Derby's words for a database another JVM has booted (XSDB6), or the failure to start it that wraps them (XJ040).
 _DERBY_BUSY = ("ERROR XSDB6", "ERROR XJ040", "Another instance of Derby may have already booted the database")
@@ -89,7 +90,7 @@ class SparkJobHook(SparkSubmitHook):
         self._class_archive = ClassArchive(archive_folder, self._driver_class_path) if archive_folder else None
         spec_json = self._spec.to_json()
         self._spec_file: tuple[ObjectStoragePath, str] | None = None
-        if len(spec_json.encode()) > INLINE_SPEC_BYTES:
+        if len(spec_json.encode()) > INLINE_SPEC_BYTES or self._spec.carries_credentials:
             self._spec_file = (ObjectStoragePath(spec_uri(self._spec.result_uri)), spec_json)
             self._application_args = [f"@{spec_uri(self._spec.result_uri)}"]
         else:
@@ -133,7 +134,7 @@ class SparkJobHook(SparkSubmitHook):
         if self._spec_file is not None:
             spec_path, spec_json = self._spec_file
             spec_path.parent.mkdir(parents=True, exist_ok=True)
-            spec_path.write_text(spec_json)
+            _write_private(spec_path, spec_json)
         self._cancel_path = cancel_path
         self.last_result = None
         failure: AirflowException | None = None
@@ -253,6 +254,17 @@ def _stop_process_group(process: subprocess.Popen) -> None:
         return
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)  # what of the group outlived the JVM, such as the Python driver
+
+
+def _write_private(path: ObjectStoragePath, text: str) -> None:
+    """Write a file only its owner reads, where the file system has permissions (a local one)."""
+    local = local_path(str(path))
+    if local is None:
+        path.write_text(text)
+        return
+    descriptor = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(text)
 
 
 def _take_result(path: ObjectStoragePath) -> JobResult | None:

@@ -24,6 +24,8 @@ from spark_tables.jobs.cached_views import prepare_cached_views
 from spark_tables.jobs.cancellation import Cancellation, watch
 from spark_tables.jobs.ctas import run_ctas, run_ctas_cleanup
 from spark_tables.jobs.exchange_files import read_text, write_result
+from spark_tables.jobs.lookup_join import run_lookup_join
+from spark_tables.jobs.lookup_snapshots import run_lookup_reload
 from spark_tables.jobs.sql import run_sql
 
 log = logging.getLogger("spark_tables")
@@ -33,6 +35,8 @@ JOB_RUNNERS: dict[str, Callable[[SparkSession, Any, Cancellation], dict[str, Any
     "sql": run_sql,
     "ctas": run_ctas,
     "ctas_cleanup": run_ctas_cleanup,
+    "lookup_join": run_lookup_join,
+    "lookup_reload": run_lookup_reload,
 }
 
 

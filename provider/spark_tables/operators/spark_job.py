@@ -139,6 +139,10 @@ class SparkJobOperator(BaseOperator):
             self.log.exception("could not register what the failed job did with its cached tables")
             return {}
 
+    def job_jars(self, job: Job) -> list[str]:
+        """Jars the job needs besides ``jars`` (a JDBC driver, say)."""
+        return []
+
     def run_hook(self, hook: SparkJobHook) -> JobResult:
         result = hook.run()
         self.log.info(
@@ -167,7 +171,7 @@ class SparkJobOperator(BaseOperator):
             conf=spark_conf,
             name=self.name or f"{ti.dag_id}.{ti.task_id}",
             py_files=self.py_files,
-            jars=self.jars,
+            jars=",".join(jar for jar in (self.jars, *self.job_jars(job)) if jar) or None,
             driver_memory=self.driver_memory,
             executor_memory=self.executor_memory,
             executor_cores=self.executor_cores,

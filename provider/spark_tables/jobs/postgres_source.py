@@ -1,0 +1,112 @@
+"""PostgreSQL as a lookup source: per-key queries with psycopg (prepared, autocommit), scans with Spark's JDBC reader.
+
+``connection`` holds ``host``, ``port``, ``database``, ``user`` and optionally ``password``. The scan needs
+PostgreSQL's JDBC driver on the driver's and executors' class path (the Airflow side adds it to ``jars``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import IntegralType, StructType
+
+from spark_tables.core.lookup_table import SourceTable
+from spark_tables.jobs.lookup_source import LookupSource
+
+JDBC_DRIVER = "org.postgresql.Driver"
+#: Rows the JDBC reader fetches per round trip (its default, 0, fetches the whole result at once).
+FETCH_SIZE = 10_000
+
+
+class PostgresLookupSource(LookupSource):
+    def __init__(self, table: SourceTable) -> None:
+        super().__init__(table)
+        self._connection: psycopg.Connection | None = None
+        self._async_connection: psycopg.AsyncConnection | None = None
+        self._query = self._select(self.table.columns, where_key=True)
+
+    def _select(self, columns: Sequence[str], *, where_key: bool) -> sql.Composed:
+        names = sql.SQL(", ").join(sql.Identifier(c) for c in columns) if columns else sql.SQL("*")
+        query = sql.SQL("SELECT {} FROM {}").format(names, sql.Identifier(*self.table.table.split(".")))
+        if where_key:
+            condition = sql.SQL(" AND ").join(sql.SQL("{} = %s").format(sql.Identifier(k)) for k in self.table.key)
+            query = sql.SQL("{} WHERE {}").format(query, condition)
+        return query
+
+    def _connect_kwargs(self) -> dict[str, Any]:
+        settings = self.table.connection
+        kwargs = {"host": settings["host"], "port": settings.get("port", 5432), "dbname": settings["database"]}
+        kwargs["user"] = settings.get("user")
+        if settings.get("password"):
+            kwargs["password"] = settings["password"]
+        return {**kwargs, "autocommit": True, "prepare_threshold": 0}
+
+    def lookup(self, key: tuple) -> Sequence[Sequence]:
+        """The value columns (``table.columns``, which the driver fills in when none were named) of each match."""
+        if self._connection is None or self._connection.closed:
+            self._connection = psycopg.connect(**self._connect_kwargs())
+        try:
+            return self._connection.execute(self._query, key).fetchall()
+        except psycopg.OperationalError:
+            self._connection.close()  # a broken connection: the next attempt opens a new one
+            raise
+
+    async def lookup_async(self, key: tuple) -> Sequence[Sequence]:
+        if self._async_connection is None or self._async_connection.closed:
+            self._async_connection = await psycopg.AsyncConnection.connect(**self._connect_kwargs())
+        try:
+            cursor = await self._async_connection.execute(self._query, key)
+            return await cursor.fetchall()
+        except psycopg.OperationalError:
+            await self._async_connection.close()
+            raise
+
+    def _jdbc(self, spark: SparkSession) -> Any:
+        settings = self.table.connection
+        url = f"jdbc:postgresql://{settings['host']}:{settings.get('port', 5432)}/{settings['database']}"
+        reader = spark.read.format("jdbc").option("url", url).option("driver", JDBC_DRIVER)
+        reader = reader.option("user", settings.get("user") or "")
+        if settings.get("password"):
+            reader = reader.option("password", settings["password"])
+        return reader.option("fetchsize", FETCH_SIZE)
+
+    def _ordered(self, frame: DataFrame) -> DataFrame:
+        """Key columns first, then the value columns (all others when none were named)."""
+        values = self.table.columns or [c for c in frame.columns if c not in self.table.key]
+        return frame.select(*self.table.key, *values)
+
+    def schema(self, spark: SparkSession) -> StructType:
+        query = self._select((), where_key=False).as_string(None) + " WHERE false"
+        return self._ordered(self._jdbc(spark).option("query", query).load()).schema
+
+    def scan(self, spark: SparkSession, num_partitions: int) -> DataFrame:
+        table = self._select((), where_key=False).as_string(None).removeprefix("SELECT * FROM ")
+        first_key = self.table.key[0]
+        reader = self._jdbc(spark).option("dbtable", table)
+        if num_partitions > 1 and isinstance(self.schema(spark)[first_key].dataType, IntegralType):
+            low, high = self._bounds(first_key)
+            if low is not None and high > low:
+                reader = (
+                    reader.option("partitionColumn", first_key)
+                    .option("lowerBound", low)
+                    .option("upperBound", high + 1)
+                    .option("numPartitions", num_partitions)
+                )
+        return self._ordered(reader.load())
+
+    def _bounds(self, column: str) -> tuple[Any, Any]:
+        query = sql.SQL("SELECT min({0}), max({0}) FROM {1}").format(
+            sql.Identifier(column), sql.Identifier(*self.table.table.split("."))
+        )
+        with psycopg.connect(**self._connect_kwargs()) as connection:
+            return connection.execute(query).fetchone()
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+        self._async_connection = None  # closed with its event loop

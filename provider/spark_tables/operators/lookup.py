@@ -1,0 +1,177 @@
+"""Lookup joins and full-cache reloads of lookup tables (FLIP-221), as Spark jobs of Airflow tasks."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from airflow.sdk.observability import stats
+
+from spark_tables.core.exchange import metrics_uri
+from spark_tables.core.job_result import JobResult
+from spark_tables.core.lookup_job import AVAILABLE_NOW, LookupJoinJob, LookupReloadJob
+from spark_tables.core.lookup_table import LookupTable
+from spark_tables.hooks.lookup_tables import LookupTableHook
+from spark_tables.operators.spark_job import SparkJobOperator
+
+#: The FLIP's counters (added to Airflow's counters of the same name) and gauges (set), plus our hit rate.
+COUNTERS = ("hitCount", "missCount", "loadCount", "numLoadFailure")
+GAUGES = ("latestLoadTime", "numCachedRecords", "numCachedBytes", "hitRate")
+
+
+class _LookupOperator(SparkJobOperator):
+    """What lookup joins and reloads share: a lookup table, options over its own, its JDBC driver, its metrics."""
+
+    def __init__(self, *, lookup: LookupTable, lookup_options: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if not isinstance(lookup, LookupTable):
+            raise TypeError(f"lookup must be a LookupTable declaration, not {type(lookup).__name__}")
+        self.lookup = lookup
+        self.lookup_options = dict(lookup_options or {})
+
+    def lookup_hook(self) -> LookupTableHook:
+        return LookupTableHook(self.lookup.with_options(self.lookup_options))
+
+    def job_jars(self, job: Any) -> list[str]:
+        return [self.lookup_hook().jdbc_driver_jar()]
+
+    def xcom_value(self, result: JobResult) -> dict[str, Any]:
+        value = super().xcom_value(result)
+        metrics = result.output.get("metrics")
+        if metrics:
+            self.report_metrics(metrics)
+        return value
+
+    def report_metrics(self, metrics: Mapping[str, Any]) -> None:
+        """Log the FLIP's metrics and emit them as Airflow metrics ``spark_tables.lookup.<table>.<metric>``."""
+        self.log.info("lookup table %s metrics: %s", self.lookup.name, json.dumps(metrics))
+        tags = {"dag_id": self.dag_id, "task_id": self.task_id, "lookup": self.lookup.name}
+        for name in COUNTERS:
+            if metrics.get(name):
+                stats.incr(f"spark_tables.lookup.{self.lookup.name}.{name}", int(metrics[name]), tags=tags)
+        for name in GAUGES:
+            if name in metrics:
+                stats.gauge(f"spark_tables.lookup.{self.lookup.name}.{name}", metrics[name], tags=tags)
+
+
+class SparkLookupJoinOperator(_LookupOperator):
+    """Enrich each row of ``probe`` (a query) or ``probe_stream`` with the rows ``lookup`` holds for its key.
+
+    The table's ``lookup.cache`` option decides how: NONE, a query per probe row; PARTIAL, through an LRU/expiring
+    cache in each executor worker; FULL, a join with the table's current full-cache snapshot, with no per-key query
+    (run ``SparkLookupReloadOperator`` first). XCom gets ``rows``, ``cache``, ``snapshot`` (FULL) and the FLIP's
+    ``metrics`` added up over every executor, also logged and emitted as Airflow metrics.
+
+    :param lookup: the ``LookupTable``.
+    :param on: the probe side's columns matched, in order, to the lookup table's key columns.
+    :param probe: the query whose rows are enriched. (templated)
+    :param probe_stream: or a streaming source, ``{"format", "path", "options", "schema"}``, enriched micro-batch by
+        micro-batch into ``output_table``; a FULL lookup picks up each newly published snapshot without a restart.
+    :param join_type: ``left`` (probe rows without a match kept, with nulls) or ``inner``.
+    :param output_table: the table written; none: the join runs for its metrics only. (templated)
+    :param mode: ``overwrite`` or ``append`` for a batch's output (a stream appends).
+    :param checkpoint: the stream's checkpoint folder URI. (templated)
+    :param trigger: ``available-now`` (drain the stream's input and stop) or a micro-batch interval (``10 s``).
+    :param lookup_options: ``lookup.*`` options over the table's own (``{"lookup.cache": "FULL"}``). (templated)
+    """
+
+    template_fields: Sequence[str] = (
+        *SparkJobOperator.template_fields,
+        "probe",
+        "probe_stream",
+        "output_table",
+        "checkpoint",
+        "lookup_options",
+    )
+    template_fields_renderers: ClassVar[dict[str, str]] = {
+        **SparkJobOperator.template_fields_renderers,
+        "probe": "sql",
+        "lookup_options": "json",
+    }
+    ui_color = "#e3f4ea"
+
+    def __init__(
+        self,
+        *,
+        on: str | Sequence[str],
+        probe: str | None = None,
+        probe_stream: Mapping[str, Any] | None = None,
+        join_type: str = "left",
+        output_table: str | None = None,
+        mode: str = "overwrite",
+        checkpoint: str | None = None,
+        trigger: str = AVAILABLE_NOW,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.on = (on,) if isinstance(on, str) else tuple(on)
+        self.probe = probe
+        self.probe_stream = dict(probe_stream) if probe_stream is not None else None
+        self.join_type = join_type
+        self.output_table = output_table
+        self.mode = mode
+        self.checkpoint = checkpoint
+        self.trigger = trigger
+
+    def build_job(self, context: Any) -> LookupJoinJob:
+        return LookupJoinJob(
+            lookup=self.lookup_hook().spec(),
+            on=self.on,
+            metrics_uri=metrics_uri(self.result_uri(context)),
+            probe=self.probe,
+            probe_stream=self.probe_stream,
+            join_type=self.join_type,
+            output=self.output_table,
+            mode=self.mode,
+            checkpoint=self.checkpoint,
+            trigger=self.trigger,
+        )
+
+
+class SparkLookupReloadOperator(_LookupOperator):
+    """Scan a FULL lookup table whole into a new snapshot, with Spark's JDBC reader in parallel, and publish it.
+
+    Running lookup joins are not blocked and keep reading the snapshot they started with; the next ones (and the
+    next micro-batch of a stream) read the new one. A failed reload, after ``lookup.max-retries`` retries with
+    backoff, keeps the old snapshot in use, counts a load failure and fails the task. Schedule it behind a
+    ``LookupReloadSensor``; XCom gets ``snapshot``, ``attempts``, ``dropped`` (old snapshots deleted) and ``metrics``.
+
+    :param scheduled_for: the reload time this load is for, as the sensor returns it to XCom; the schedule counts
+        the next TIMED reload from it. (templated)
+    :param num_partitions: parallel reads of the table; default the application's parallelism.
+    :param retained: snapshots kept, the current one included (at least 2).
+    """
+
+    template_fields: Sequence[str] = (*SparkJobOperator.template_fields, "scheduled_for", "lookup_options")
+    ui_color = "#d4efdf"
+
+    def __init__(
+        self,
+        *,
+        scheduled_for: str | None = None,
+        num_partitions: int | None = None,
+        retained: int = 2,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.scheduled_for = scheduled_for
+        self.num_partitions = num_partitions
+        self.retained = retained
+
+    def build_job(self, context: Any) -> LookupReloadJob:
+        return LookupReloadJob(
+            lookup=self.lookup_hook().spec(),
+            scheduled_for=self.scheduled_for or None,
+            num_partitions=self.num_partitions,
+            retained=self.retained,
+        )
+
+    def run_hook(self, hook: Any) -> JobResult:
+        try:
+            return super().run_hook(hook)
+        except BaseException:
+            result = hook.last_result
+            if result is not None and result.output.get("metrics"):
+                self.report_metrics(result.output["metrics"])  # the failed load counts too
+            raise

@@ -1,0 +1,87 @@
+"""The reload trigger of a FULL lookup cache, as Airflow scheduling: a sensor that waits for the next reload time.
+
+The FLIP's CacheReloadTrigger runs inside the Flink job; here the reload is a task of its own, and its trigger is
+this sensor, put before it in a DAG that runs again as soon as it ends (``schedule="@continuous"``,
+``max_active_runs=1``). The sensor computes when the next reload is due from the table's options and its last
+load, then defers: the waiting is done by a trigger in Airflow's triggerer, not by a worker slot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pendulum
+from airflow.providers.common.compat.sdk import AirflowFailException
+from airflow.providers.standard.triggers.temporal import DateTimeTrigger
+from airflow.sdk import BaseSensorOperator, PokeReturnValue
+
+from spark_tables.core.errors import SpecError
+from spark_tables.core.lookup_table import LookupTable
+from spark_tables.core.reload_schedule import next_reload
+from spark_tables.hooks import settings
+from spark_tables.hooks.lookup_tables import LookupTableHook
+
+
+class LookupReloadSensor(BaseSensorOperator):
+    """Wait until the lookup table's next full-cache reload is due; return that time (ISO) to XCom.
+
+    PERIODIC reloads are due ``lookup.full-cache.periodic-reload.interval`` after the start (FIXED_RATE) or the end
+    (FIXED_DELAY) of the last load; TIMED ones at ``lookup.full-cache.timed-reload.iso-time`` every
+    ``interval-in-days`` days, in Airflow's ``[core] default_timezone`` when the time has no offset, right across
+    daylight-saving changes. A table never loaded is due at once. Pass the returned time to
+    ``SparkLookupReloadOperator(scheduled_for=...)`` so the schedule counts from it.
+
+    :param lookup: the ``LookupTable`` (its ``lookup.cache`` must be FULL).
+    :param lookup_options: ``lookup.*`` options over the table's own. (templated)
+    :param deferrable: wait in the triggerer (the default); False pokes from a worker every ``poke_interval``.
+    """
+
+    template_fields: Sequence[str] = ("lookup_options",)
+    ui_color = "#fdf2d0"
+
+    def __init__(
+        self,
+        *,
+        lookup: LookupTable,
+        lookup_options: Mapping[str, Any] | None = None,
+        deferrable: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not isinstance(lookup, LookupTable):
+            raise TypeError(f"lookup must be a LookupTable declaration, not {type(lookup).__name__}")
+        self.lookup = lookup
+        self.lookup_options = dict(lookup_options or {})
+        self.deferrable = deferrable
+
+    def due(self) -> pendulum.DateTime:
+        """When the next reload is due, from the last load published."""
+        try:
+            hook = LookupTableHook(self.lookup.with_options(self.lookup_options))
+            last = hook.last_load()
+            return next_reload(
+                hook.lookup.lookup_options, last, now=pendulum.now("UTC"), timezone=settings.default_timezone()
+            )
+        except SpecError as err:
+            raise AirflowFailException(str(err)) from None
+
+    def execute(self, context: Any) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        due = self.due()
+        if due <= pendulum.now("UTC"):
+            self.log.info("the reload of lookup table %s is due now (%s)", self.lookup.name, due.isoformat())
+            return due.isoformat()
+        self.log.info("the next reload of lookup table %s is due at %s: deferring", self.lookup.name, due.isoformat())
+        self.defer(trigger=DateTimeTrigger(moment=due), method_name="execute_complete")
+
+    def execute_complete(self, context: Any, event: Any = None) -> str:
+        """The trigger fired: the reload is due. The due time is computed again from the same last load."""
+        due = self.due().isoformat()
+        self.log.info("the reload of lookup table %s is due (%s)", self.lookup.name, due)
+        return due
+
+    def poke(self, context: Any) -> PokeReturnValue:
+        due = self.due()
+        return PokeReturnValue(is_done=due <= pendulum.now("UTC"), xcom_value=due.isoformat())

@@ -1,0 +1,289 @@
+"""Lookup joins and full-cache reloads on the shared local session, against a real PostgreSQL dimension table."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import psycopg
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQueryListener
+
+from spark_tables.core.errors import JobError
+from spark_tables.core.lookup_job import LookupJoinJob, LookupReloadJob, StreamSource
+from spark_tables.core.lookup_table import LookupSpec, SourceTable
+from spark_tables.jobs.cancellation import Cancellation, JobCancelled
+from spark_tables.jobs.lookup_join import LookupJoin, run_lookup_join
+from spark_tables.jobs.lookup_snapshots import current_snapshot, run_lookup_reload, versions
+from spark_tables.jobs.postgres_source import PostgresLookupSource
+
+pytestmark = pytest.mark.spark
+
+PG = {
+    "host": os.environ.get("SPARK_TABLES_TEST_PG_HOST", "127.0.0.1"),
+    "port": int(os.environ.get("SPARK_TABLES_TEST_PG_PORT", "5432")),
+    "database": "spark_tables_test",
+    "user": os.environ.get("SPARK_TABLES_TEST_PG_USER", "postgres"),
+}
+SCHEMA = "lookup_spark_tests"
+#: Keys 1..40, each with a name and an amount; key 7 has two rows (a lookup returns both).
+DIMENSION = [(k, f"customer-{k}", Decimal(k) / 4) for k in range(1, 41)] + [(7, "customer-7-bis", Decimal("0.50"))]
+#: Probe keys: repeats (hits), keys the table lacks (41, 99), and a null key.
+PROBE_KEYS = [1, 2, 1, 3, 7, 41, 1, 2, None, 99, 40, 7, 3]
+
+
+def _execute(*statements: str) -> None:
+    with psycopg.connect(
+        host=PG["host"], port=PG["port"], dbname=PG["database"], user=PG["user"], autocommit=True
+    ) as connection:
+        for statement in statements:
+            connection.execute(statement)
+
+
+@pytest.fixture(scope="module")
+def dimension() -> Iterator[str]:
+    _execute(
+        f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE",
+        f"CREATE SCHEMA {SCHEMA}",
+        f"CREATE TABLE {SCHEMA}.customers (id integer NOT NULL, name text, amount numeric(10, 2))",
+        f"CREATE INDEX ON {SCHEMA}.customers (id)",
+    )
+    with (
+        psycopg.connect(host=PG["host"], port=PG["port"], dbname=PG["database"], user=PG["user"]) as connection,
+        connection.cursor() as cursor,
+    ):
+        cursor.executemany(f"INSERT INTO {SCHEMA}.customers VALUES (%s, %s, %s)", DIMENSION)
+    yield f"{SCHEMA}.customers"
+    _execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
+
+
+def _spec(table: str, tmp_path: Path, cache: str, **options: str) -> LookupSpec:
+    source = SourceTable(kind="postgres", connection=dict(PG), table=table, key=("id",))
+    cache_options = {"lookup.partial-cache.max-rows": "100"} if cache == "PARTIAL" else {}
+    return LookupSpec(
+        name="customers",
+        source=source,
+        options={"lookup.cache": cache, **cache_options, **options},
+        snapshots=(tmp_path / "lookup" / "customers").as_uri(),
+    )
+
+
+def _join_job(spec: LookupSpec, tmp_path: Path, **fields: object) -> LookupJoinJob:
+    values = {
+        "lookup": spec,
+        "on": ("customer_id",),
+        "metrics_uri": (tmp_path / f"metrics-{spec.lookup_options.cache}").as_uri(),
+        "probe": "SELECT * FROM probe",
+        **fields,
+    }
+    return LookupJoinJob(**values)
+
+
+@pytest.fixture
+def probe(spark: SparkSession) -> None:
+    frame = spark.createDataFrame([(i, key) for i, key in enumerate(PROBE_KEYS)], "row INT, customer_id INT")
+    frame.repartition(2).createOrReplaceTempView("probe")
+
+
+def _reload(spark: SparkSession, spec: LookupSpec, **fields: object) -> dict:
+    return run_lookup_reload(spark, LookupReloadJob(lookup=spec, **fields), Cancellation())
+
+
+def _expected(join_type: str) -> list[tuple]:
+    rows = {key: [(name, amount) for k, name, amount in DIMENSION if k == key] for key in set(PROBE_KEYS)}
+    expected = []
+    for index, key in enumerate(PROBE_KEYS):
+        matches = rows.get(key) or ([] if join_type == "inner" else [(None, None)])
+        expected += [(index, key, name, amount) for name, amount in matches]
+    return sorted(expected, key=repr)
+
+
+@pytest.mark.parametrize("join_type", ["left", "inner"])
+def test_none_partial_and_full_give_the_same_rows(
+    spark: SparkSession, dimension: str, probe: None, tmp_path: Path, join_type: str
+) -> None:
+    results = {}
+    _reload(spark, _spec(dimension, tmp_path, "FULL", **{"lookup.full-cache.periodic-reload.interval": "1 h"}))
+    for cache in ("NONE", "PARTIAL", "FULL"):
+        options = {"lookup.full-cache.periodic-reload.interval": "1 h"} if cache == "FULL" else {}
+        job = _join_job(_spec(dimension, tmp_path, cache, **options), tmp_path, join_type=join_type)
+        output = f"joined_{cache.lower()}_{join_type}"
+        run_lookup_join(spark, dataclasses.replace(job, output=output), Cancellation())
+        results[cache] = sorted((tuple(row) for row in spark.table(output).collect()), key=repr)
+
+    assert results["NONE"] == results["PARTIAL"] == results["FULL"] == _expected(join_type)
+
+
+def test_partial_cache_metrics_are_added_up_over_the_workers(
+    spark: SparkSession, dimension: str, probe: None, tmp_path: Path
+) -> None:
+    # Options of its own: a cache of its own, cold (a worker's cache outlives a job of its application).
+    spec = _spec(dimension, tmp_path, "PARTIAL", **{"lookup.partial-cache.max-rows": "50"})
+    output = run_lookup_join(spark, _join_job(spec, tmp_path), Cancellation())
+
+    metrics = output["metrics"]
+    looked_up = len([key for key in PROBE_KEYS if key is not None])
+    assert metrics["hitCount"] + metrics["missCount"] == looked_up
+    assert metrics["loadCount"] == metrics["missCount"]
+    assert len(set(PROBE_KEYS) - {None}) <= metrics["missCount"] < looked_up  # each worker loads a key once
+    assert metrics["numCachedRecords"] > 0 and metrics["numCachedBytes"] > 0
+    assert metrics["hitRate"] == pytest.approx(metrics["hitCount"] / looked_up)
+    assert output["rows"] == len(_expected("left"))
+
+
+def test_none_sends_a_query_per_probe_row(spark: SparkSession, dimension: str, probe: None, tmp_path: Path) -> None:
+    output = run_lookup_join(spark, _join_job(_spec(dimension, tmp_path, "NONE"), tmp_path), Cancellation())
+
+    assert output["metrics"]["loadCount"] == len([key for key in PROBE_KEYS if key is not None])
+    assert output["metrics"]["hitCount"] == output["metrics"]["missCount"] == 0
+
+
+def test_full_reads_the_snapshot_and_sends_no_per_key_query(
+    spark: SparkSession, dimension: str, probe: None, tmp_path: Path
+) -> None:
+    spec = _spec(dimension, tmp_path, "FULL", **{"lookup.full-cache.periodic-reload.interval": "1 h"})
+    reload = _reload(spark, spec, num_partitions=2)
+    _execute(f"UPDATE {dimension} SET name = 'changed after the snapshot'")
+    try:
+        output = run_lookup_join(
+            spark, dataclasses.replace(_join_job(spec, tmp_path), output="joined_full"), Cancellation()
+        )
+        names = {row.name for row in spark.table("joined_full").collect()}
+    finally:
+        _execute(f"UPDATE {dimension} SET name = 'customer-' || id WHERE name = 'changed after the snapshot'")
+        _execute(f"UPDATE {dimension} SET name = 'customer-7-bis' WHERE id = 7 AND amount = 0.50")
+
+    assert "changed after the snapshot" not in names  # read from the snapshot, not the database
+    assert output["snapshot"] == reload["snapshot"]["version"]
+    metrics = output["metrics"]
+    assert metrics["numCachedRecords"] == len(DIMENSION) == reload["snapshot"]["rows"]
+    assert metrics["numCachedBytes"] == reload["snapshot"]["bytes"] > 0
+    assert metrics["loadCount"] == 1 and metrics["numLoadFailure"] == 0
+    assert metrics["hitCount"] + metrics["missCount"] == len(_expected("left"))
+
+
+def test_a_failing_reload_keeps_the_old_snapshot_and_counts_a_failure(
+    spark: SparkSession, dimension: str, probe: None, tmp_path: Path
+) -> None:
+    spec = _spec(dimension, tmp_path, "FULL", **{"lookup.full-cache.periodic-reload.interval": "1 h"})
+    first = _reload(spark, spec)["snapshot"]
+    broken_source = dataclasses.replace(spec.source, table=f"{SCHEMA}.no_such_table")
+    broken = dataclasses.replace(spec, source=broken_source, options={**spec.options, "lookup.max-retries": "1"})
+
+    with pytest.raises(JobError, match=rf"failed after 2 attempt\(s\).*snapshot {first['version']} stays in use"):
+        _reload(spark, broken)
+
+    current = current_snapshot(spec.snapshots)
+    assert current.version == first["version"] and current.load_failures == 1
+    assert versions(spec.snapshots) == [first["version"]]  # the failed attempt left nothing
+    output = run_lookup_join(spark, _join_job(spec, tmp_path), Cancellation())
+    assert output["snapshot"] == first["version"] and output["metrics"]["numLoadFailure"] == 1
+
+
+def test_reloads_publish_new_versions_and_drop_the_oldest(spark: SparkSession, dimension: str, tmp_path: Path) -> None:
+    spec = _spec(dimension, tmp_path, "FULL", **{"lookup.full-cache.periodic-reload.interval": "1 h"})
+    made = [_reload(spark, spec, scheduled_for=f"2026-11-22T0{i}:00:00+00:00")["snapshot"] for i in range(3)]
+
+    assert versions(spec.snapshots) == [made[1]["version"], made[2]["version"]]
+    current = current_snapshot(spec.snapshots)
+    assert current.version == made[2]["version"] and current.loads == 3
+    assert current.scheduled_for == "2026-11-22T02:00:00+00:00"
+
+
+def test_a_running_stream_picks_up_a_new_snapshot_without_restarting(
+    spark: SparkSession, dimension: str, tmp_path: Path
+) -> None:
+    spec = _spec(dimension, tmp_path, "FULL", **{"lookup.full-cache.periodic-reload.interval": "1 h"})
+    _reload(spark, spec)
+    incoming = tmp_path / "incoming"
+    incoming.mkdir()
+    job = LookupJoinJob(
+        lookup=spec,
+        on=("customer_id",),
+        metrics_uri=(tmp_path / "metrics-stream").as_uri(),
+        probe_stream=StreamSource(format="json", path=str(incoming), schema="batch INT, customer_id INT"),
+        output="enriched_stream",
+        checkpoint=(tmp_path / "checkpoint").as_uri(),
+        trigger="100 ms",
+    )
+    cancellation = Cancellation()
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            outcome["output"] = run_lookup_join(spark, job, cancellation)
+        except JobCancelled as err:
+            outcome["cancelled"] = err
+
+    (incoming / "1.json").write_text('{"batch": 1, "customer_id": 5}\n')
+    started = _QueryStarted()
+    spark.streams.addListener(started)
+    runner = threading.Thread(target=run)
+    runner.start()
+    try:
+        assert started.event.wait(120), "the lookup join started no stream"
+    finally:
+        spark.streams.removeListener(started)
+    (query,) = spark.streams.active
+    query.processAllAvailable()
+    _execute(f"UPDATE {dimension} SET name = 'renamed' WHERE id = 5")
+    try:
+        _reload(spark, spec)
+    finally:
+        _execute(f"UPDATE {dimension} SET name = 'customer-5' WHERE id = 5")
+    (incoming / "2.json").write_text('{"batch": 2, "customer_id": 5}\n')
+    query.processAllAvailable()
+    cancellation.request("the test is done")
+    runner.join(timeout=120)
+
+    names = {row.batch: row.name for row in spark.table("enriched_stream").collect()}
+    assert names == {1: "customer-5", 2: "renamed"}
+    assert "cancelled" in outcome
+
+
+class _QueryStarted(StreamingQueryListener):
+    """Set when a stream of the session starts."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+
+    def onQueryStarted(self, event: object) -> None:
+        self.event.set()
+
+    def onQueryProgress(self, event: object) -> None:
+        pass
+
+    def onQueryIdle(self, event: object) -> None:
+        pass
+
+    def onQueryTerminated(self, event: object) -> None:
+        pass
+
+
+def test_postgres_source_answers_sync_and_async(dimension: str) -> None:
+    import asyncio
+
+    source = PostgresLookupSource(
+        SourceTable(kind="postgres", connection=dict(PG), table=dimension, key=("id",), columns=("name",))
+    )
+    try:
+        assert sorted(source.lookup((7,))) == [("customer-7",), ("customer-7-bis",)]
+        assert asyncio.run(source.lookup_async((3,))) == [("customer-3",)]
+        assert source.lookup((1000,)) == []
+    finally:
+        source.close()
+
+
+def test_a_probe_column_named_like_a_lookup_column_fails_with_one_line(
+    spark: SparkSession, dimension: str, tmp_path: Path
+) -> None:
+    spark.createDataFrame([(1, "x")], "customer_id INT, name STRING").createOrReplaceTempView("probe_clash")
+    join = LookupJoin(spark, _join_job(_spec(dimension, tmp_path, "NONE"), tmp_path, probe="SELECT * FROM probe_clash"))
+
+    with pytest.raises(JobError, match=r"column\(s\) \['name'\] are both in the probe side and in lookup table"):
+        join.apply(spark.table("probe_clash"))
