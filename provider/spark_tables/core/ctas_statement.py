@@ -76,7 +76,7 @@ def _next_clause(rest: str) -> tuple[str, re.Match[str]]:
 
 def _clause_value(clause: str, text: str) -> Any:
     if clause == "partitioned_by":
-        return _columns(text)
+        return column_names(text)
     if clause == "properties":
         return _properties(text)
     if clause in ("location", "comment"):
@@ -84,7 +84,7 @@ def _clause_value(clause: str, text: str) -> Any:
     return text
 
 
-def _columns(text: str) -> list[str]:
+def column_names(text: str) -> list[str]:
     if text.strip().endswith(","):
         raise SpecError(f"CTAS statement: PARTITIONED BY ({text.strip()}) is invalid: list column names")
     columns: list[str] = []

@@ -14,7 +14,7 @@ from spark_tables.core.durations import parse_duration
 from spark_tables.core.errors import SpecError
 from spark_tables.core.identifiers import TableIdentifier
 from spark_tables.core.lookup_options import CacheMode
-from spark_tables.core.lookup_table import LookupSpec, _columns
+from spark_tables.core.lookup_table import LookupSpec, column_names
 from spark_tables.core.row_source import checked_query
 
 JOIN_TYPES = ("left", "inner")
@@ -70,7 +70,7 @@ class LookupJoinJob:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lookup", LookupSpec.from_dict(self.lookup))
-        on = _columns(self.on, "lookup join: on", required=True)
+        on = column_names(self.on, "lookup join: on", required=True)
         if len(on) != len(self.lookup.source.key):
             raise SpecError(
                 f"lookup join: on={list(on)} has {len(on)} column(s) but lookup table {self.lookup.name} has key "

@@ -21,7 +21,8 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SOURCE_TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*(?:\.[A-Za-z_][A-Za-z0-9_$]*)?")
 
 
-def _columns(value: Any, what: str, *, required: bool) -> tuple[str, ...]:
+def column_names(value: Any, what: str, *, required: bool) -> tuple[str, ...]:
+    """One column name or a sequence of them, validated: plain names, each once."""
     columns = (value,) if isinstance(value, str) else tuple(value or ())
     if required and not columns:
         raise SpecError(f"{what}: give at least one column")
@@ -59,8 +60,8 @@ class LookupTable:
             raise SpecError(f"lookup table {self.name}: conn_id must name an Airflow connection of the database")
         if not isinstance(self.table, str) or not _SOURCE_TABLE.fullmatch(self.table):
             raise SpecError(f"lookup table {self.name}: table {self.table!r} is invalid: use table or schema.table")
-        key = _columns(self.key, f"lookup table {self.name}: key", required=True)
-        columns = _columns(self.columns, f"lookup table {self.name}: columns", required=False)
+        key = column_names(self.key, f"lookup table {self.name}: key", required=True)
+        columns = column_names(self.columns, f"lookup table {self.name}: columns", required=False)
         if set(key) & set(columns):
             raise SpecError(f"lookup table {self.name}: columns repeat key column(s) {sorted(set(key) & set(columns))}")
         object.__setattr__(self, "key", key)

@@ -20,6 +20,15 @@ def java_binary() -> str:
     return found
 
 
+def postgres_jdbc_driver(jar: str, setting: str) -> str:
+    """``jar``, PostgreSQL's JDBC driver, if it is a file here; ``setting`` names where another path is given."""
+    if not os.path.isfile(jar):
+        raise SpecError(
+            f"PostgreSQL JDBC driver not found at {jar}: apt-get install libpostgresql-jdbc-java, or set {setting}"
+        )
+    return jar
+
+
 def spark_home() -> str:
     """``$SPARK_HOME``, or the Spark distribution inside the installed pyspark package."""
     if os.environ.get("SPARK_HOME"):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import functools
 import json
-import os
 from typing import Any
 
 from airflow.providers.common.compat.sdk import AirflowNotFoundException, BaseHook
@@ -15,6 +15,7 @@ from spark_tables.core.lookup_snapshot import POINTER, Snapshot, snapshot_root
 from spark_tables.core.lookup_table import LookupSpec, LookupTable, SourceTable
 from spark_tables.core.reload_schedule import LastLoad
 from spark_tables.hooks import settings
+from spark_tables.hooks.local_spark import postgres_jdbc_driver
 
 #: Airflow connection types a lookup table can read, and the source kind of the Spark job for each.
 SOURCE_KINDS = {"postgres": "postgres", "postgresql": "postgres"}
@@ -34,6 +35,7 @@ class LookupTableHook(BaseHook):
     def get_conn(self) -> SourceTable:
         return self.source_table()
 
+    @functools.cached_property
     def _connection(self) -> Any:
         try:
             return self.get_connection(self.lookup.conn_id)
@@ -44,7 +46,7 @@ class LookupTableHook(BaseHook):
             ) from None
 
     def source_table(self) -> SourceTable:
-        conn = self._connection()
+        conn = self._connection
         kind = SOURCE_KINDS.get(conn.conn_type or "")
         if kind is None:
             raise SpecError(
@@ -64,13 +66,11 @@ class LookupTableHook(BaseHook):
         )
 
     def jdbc_driver_jar(self) -> str:
-        jar = self._connection().extra_dejson.get("jdbc-driver-jar") or DEFAULT_JDBC_DRIVER_JAR
-        if "://" not in jar and not os.path.exists(jar):
-            raise SpecError(
-                f"lookup table {self.lookup.name}: JDBC driver {jar} not found: apt-get install "
-                f"libpostgresql-jdbc-java, or set the jdbc-driver-jar extra of connection {self.lookup.conn_id!r}"
-            )
-        return jar
+        """The JDBC driver for ``--jars``: a local file (checked here) or a URL Spark fetches."""
+        jar = self._connection.extra_dejson.get("jdbc-driver-jar") or DEFAULT_JDBC_DRIVER_JAR
+        if "://" in jar:
+            return jar
+        return postgres_jdbc_driver(jar, f"the extra 'jdbc-driver-jar' of connection {self.lookup.conn_id!r}")
 
     def snapshots(self) -> str:
         return snapshot_root(settings.lookup_uri(), self.lookup.name)

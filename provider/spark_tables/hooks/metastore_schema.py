@@ -16,8 +16,7 @@ import zipfile
 import psycopg
 
 from spark_tables.core.catalog import PostgresMetastore
-from spark_tables.core.errors import SpecError
-from spark_tables.hooks.local_spark import java_binary, spark_jars_dir
+from spark_tables.hooks.local_spark import java_binary, postgres_jdbc_driver, spark_jars_dir
 
 log = logging.getLogger(__name__)
 
@@ -30,11 +29,7 @@ class MetastoreUnavailable(RuntimeError):
 
 
 def ensure_metastore_schema(catalog: PostgresMetastore) -> None:
-    if not os.path.isfile(catalog.jdbc_driver_jar):
-        raise SpecError(
-            f"PostgreSQL JDBC driver not found at {catalog.jdbc_driver_jar}: apt-get install "
-            "libpostgresql-jdbc-java, or set the catalog connection's extra 'jdbc-driver-jar'"
-        )
+    postgres_jdbc_driver(catalog.jdbc_driver_jar, "the catalog connection's extra 'jdbc-driver-jar'")
     try:
         with psycopg.connect(
             host=catalog.host,

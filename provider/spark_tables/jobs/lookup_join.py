@@ -45,6 +45,7 @@ class LookupJoin:
         self.options = job.lookup.lookup_options
         self.key = job.lookup.source.key
         self.snapshot: Snapshot | None = None
+        self._snapshot_frame: DataFrame | None = None
         if self.options.cache is CacheMode.FULL:
             self.value_fields = self._current_snapshot_frame()[1].schema.fields[len(self.key) :]
         else:
@@ -67,8 +68,9 @@ class LookupJoin:
             log.info(
                 "lookup table %s: reading snapshot %s (%d rows)", self.job.lookup.name, snapshot.version, snapshot.rows
             )
-        self.snapshot = snapshot
-        return snapshot, self.spark.read.parquet(snapshot.location)
+            self._snapshot_frame = self.spark.read.parquet(snapshot.location)
+        self.snapshot = snapshot  # the same version may come back with more load failures counted
+        return snapshot, self._snapshot_frame
 
     def apply(self, probe: DataFrame) -> DataFrame:
         """The joined rows: the probe's columns, then the lookup table's value columns."""

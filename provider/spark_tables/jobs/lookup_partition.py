@@ -8,6 +8,7 @@ metrics folder, one file a worker, overwritten; the driver adds them up.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import socket
@@ -32,8 +33,8 @@ _JOB_COUNTS: dict[str, dict[str, float]] = {}
 _WORKER_LOCK = threading.Lock()
 
 
-def _seconds(delta: object) -> float | None:
-    return delta.total_seconds() if delta is not None else None  # type: ignore[attr-defined]
+def _seconds(delta: datetime.timedelta | None) -> float | None:
+    return delta.total_seconds() if delta is not None else None
 
 
 def caching_lookup(source: SourceTable, options: LookupOptions) -> CachingLookup:

@@ -5,6 +5,7 @@ The rows themselves are written and read by Spark; the pointer is one small file
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import logging
@@ -63,8 +64,9 @@ def run_lookup_reload(spark: SparkSession, job: LookupReloadJob, cancellation: C
     source = source_for(lookup.source)
     previous = current_snapshot(root)
     started = _now()
-    location = _join(root, new_version(started))
-    observation = Observation(f"lookup_reload_{lookup.name}")
+    version = new_version(started)
+    location = _join(root, version)
+    observation: Observation | None = None
     partitions = job.num_partitions or spark.sparkContext.defaultParallelism
     attempts = 0
 
@@ -84,7 +86,7 @@ def run_lookup_reload(spark: SparkSession, job: LookupReloadJob, cancellation: C
         remove(location)
         kept = "no snapshot yet"
         if previous is not None:
-            publish(root, Snapshot(**{**previous.to_dict(), "load_failures": previous.load_failures + 1}))
+            publish(root, dataclasses.replace(previous, load_failures=previous.load_failures + 1))
             kept = f"snapshot {previous.version} stays in use"
         failure = JobError(
             f"reload of lookup table {lookup.name} failed after {attempts} attempt(s): {one_line(err)}; {kept}"
@@ -95,7 +97,7 @@ def run_lookup_reload(spark: SparkSession, job: LookupReloadJob, cancellation: C
         source.close()
     finished = _now()
     snapshot = Snapshot(
-        version=location.rstrip("/").rsplit("/", 1)[-1],
+        version=version,
         location=location,
         rows=int(observation.get["rows"]),
         bytes=folder_bytes(location),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
@@ -30,11 +31,13 @@ class _LookupOperator(SparkJobOperator):
         self.lookup = lookup
         self.lookup_options = dict(lookup_options or {})
 
+    @functools.cached_property
     def lookup_hook(self) -> LookupTableHook:
+        """The table's hook with the task's rendered options, made once in ``execute``: one read of its connection."""
         return LookupTableHook(self.lookup.with_options(self.lookup_options))
 
     def job_jars(self, job: Any) -> list[str]:
-        return [self.lookup_hook().jdbc_driver_jar()]
+        return [self.lookup_hook.jdbc_driver_jar()]
 
     def xcom_value(self, result: JobResult) -> dict[str, Any]:
         value = super().xcom_value(result)
@@ -116,7 +119,7 @@ class SparkLookupJoinOperator(_LookupOperator):
 
     def build_job(self, context: Any) -> LookupJoinJob:
         return LookupJoinJob(
-            lookup=self.lookup_hook().spec(),
+            lookup=self.lookup_hook.spec(),
             on=self.on,
             metrics_uri=metrics_uri(self.result_uri(context)),
             probe=self.probe,
@@ -161,7 +164,7 @@ class SparkLookupReloadOperator(_LookupOperator):
 
     def build_job(self, context: Any) -> LookupReloadJob:
         return LookupReloadJob(
-            lookup=self.lookup_hook().spec(),
+            lookup=self.lookup_hook.spec(),
             scheduled_for=self.scheduled_for or None,
             num_partitions=self.num_partitions,
             retained=self.retained,
