@@ -1,0 +1,224 @@
+"""The Airflow side of lookup joins: the connection a lookup table reads, the jobs its operators build, the
+reload sensor's deferral, and a spec carrying a password kept off the command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pendulum
+import pytest
+from airflow.providers.common.compat.sdk import AirflowFailException, TaskDeferred
+from airflow.providers.standard.triggers.temporal import DateTimeTrigger
+
+from spark_tables.core.catalog import EmbeddedCatalog
+from spark_tables.core.errors import SpecError
+from spark_tables.core.exchange import result_uri, spec_uri
+from spark_tables.core.job_spec import JobSpec
+from spark_tables.core.lookup_snapshot import POINTER, Snapshot
+from spark_tables.core.lookup_table import LookupTable
+from spark_tables.core.reload_schedule import LastLoad
+from spark_tables.hooks.lookup_tables import LookupTableHook
+from spark_tables.hooks.spark_job import SparkJobHook, _write_private
+from spark_tables.operators.lookup import SparkLookupJoinOperator, SparkLookupReloadOperator
+from spark_tables.sensors.lookup_reload import LookupReloadSensor
+
+pytestmark = pytest.mark.usefixtures("spark_tables_home")
+
+PERIODIC = {
+    "lookup.cache": "FULL",
+    "lookup.full-cache.periodic-reload.interval": "1 h",
+    "lookup.full-cache.periodic-reload.schedule-mode": "FIXED_RATE",
+}
+
+
+def _table(**fields: Any) -> LookupTable:
+    values = {"name": "customers", "conn_id": "crm", "table": "crm.customers", "key": ("id",), "options": PERIODIC}
+    return LookupTable(**{**values, **fields})
+
+
+def _context() -> dict[str, Any]:
+    ti = SimpleNamespace(dag_id="d", run_id="r", task_id="t", map_index=-1, try_number=1)
+    return {"ti": ti}
+
+
+@pytest.fixture
+def crm(set_connection: Any, tmp_path: Path) -> Path:
+    jar = tmp_path / "postgresql.jar"
+    jar.write_bytes(b"jar")
+    set_connection(
+        "crm",
+        conn_type="postgres",
+        host="db.internal",
+        port=6432,
+        schema="crm",
+        login="reader",
+        password="s3cret",
+        extra={"jdbc-driver-jar": str(jar)},
+    )
+    return jar
+
+
+class TestLookupTableHook:
+    def test_a_postgres_connection_becomes_the_jobs_source(self, crm: Path) -> None:
+        source = LookupTableHook(_table(columns=("name",))).source_table()
+
+        assert source.kind == "postgres" and source.table == "crm.customers" and source.key == ("id",)
+        assert source.columns == ("name",)
+        assert source.connection == {
+            "host": "db.internal",
+            "port": 6432,
+            "database": "crm",
+            "user": "reader",
+            "password": "s3cret",
+        }
+
+    def test_a_missing_connection_is_one_line_naming_it(self) -> None:
+        with pytest.raises(SpecError, match=r"lookup table customers: connection 'crm' does not exist: create it"):
+            LookupTableHook(_table()).source_table()
+
+    def test_a_connection_of_another_type_is_refused(self, set_connection: Any) -> None:
+        set_connection("crm", conn_type="mysql", host="h", schema="s")
+
+        with pytest.raises(SpecError, match=r"connection 'crm' is of type 'mysql': lookup tables read \['postgres'"):
+            LookupTableHook(_table()).source_table()
+
+    def test_the_jdbc_driver_comes_from_the_connection_and_must_exist(self, crm: Path, set_connection: Any) -> None:
+        assert LookupTableHook(_table()).jdbc_driver_jar() == str(crm)
+        set_connection("crm", conn_type="postgres", host="h", schema="s", extra={"jdbc-driver-jar": "/no/such.jar"})
+
+        with pytest.raises(SpecError, match=r"PostgreSQL JDBC driver not found at /no/such.jar: apt-get install"):
+            LookupTableHook(_table()).jdbc_driver_jar()
+
+    def test_the_last_load_is_read_from_the_snapshot_pointer(self, crm: Path, spark_tables_home: Path) -> None:
+        hook = LookupTableHook(_table())
+        assert hook.last_load() is None
+        pointer = spark_tables_home / "lookup" / "customers" / POINTER
+        pointer.parent.mkdir(parents=True)
+        snapshot = Snapshot(
+            version="v-20261122T100000000000-0a0b0c0d",
+            location="file:///x",
+            rows=3,
+            bytes=10,
+            started="2026-11-22T10:00:00+00:00",
+            finished="2026-11-22T10:07:00+00:00",
+            load_milliseconds=420000,
+            scheduled_for="2026-11-22T10:00:00+00:00",
+        )
+        pointer.write_text(json.dumps(snapshot.to_dict()))
+
+        last = hook.last_load()
+
+        assert last.started == pendulum.datetime(2026, 11, 22, 10) and last.finished.minute == 7
+        assert last.scheduled_for == pendulum.datetime(2026, 11, 22, 10)
+
+
+class TestOperators:
+    def test_a_join_job_carries_the_tasks_options_over_the_tables(self, crm: Path) -> None:
+        operator = SparkLookupJoinOperator(
+            task_id="t",
+            lookup=_table(),
+            lookup_options={"lookup.cache": "PARTIAL", "lookup.partial-cache.max-rows": "100"},
+            probe="SELECT * FROM orders",
+            on="customer_id",
+            output_table="enriched",
+        )
+
+        job = operator.build_job(_context())
+
+        assert job.lookup.lookup_options.cache == "PARTIAL" and job.lookup.lookup_options.max_rows == 100
+        assert job.lookup.lookup_options.reload_interval == pendulum.duration(hours=1)  # the table's own, kept
+        assert job.on == ("customer_id",) and job.output == "enriched"
+        assert job.metrics_uri.endswith(".metrics") and job.lookup.snapshots.endswith("/lookup/customers")
+        assert operator.job_jars(job) == [str(crm)]
+
+    def test_a_bad_option_of_the_task_fails_before_any_job_with_one_line(self, crm: Path) -> None:
+        operator = SparkLookupJoinOperator(
+            task_id="t",
+            lookup=_table(),
+            lookup_options={"lookup.partial-cache.expire-after-access": "ten minutes"},
+            probe="SELECT 1 AS id",
+            on="id",
+        )
+
+        with pytest.raises(
+            SpecError, match=r"lookup.partial-cache.expire-after-access='ten minutes' is not a duration"
+        ):
+            operator.build_job(_context())
+
+    def test_a_reload_refuses_a_table_whose_cache_is_not_full(self, crm: Path) -> None:
+        operator = SparkLookupReloadOperator(task_id="t", lookup=_table(), lookup_options={"lookup.cache": "NONE"})
+
+        with pytest.raises(SpecError, match=r"lookup.cache=NONE: only a FULL cache is reloaded"):
+            operator.build_job(_context())
+
+    def test_a_reload_job_carries_the_time_it_was_scheduled_for(self, crm: Path) -> None:
+        operator = SparkLookupReloadOperator(
+            task_id="t", lookup=_table(), scheduled_for="2026-11-22T10:00:00+00:00", num_partitions=4
+        )
+
+        job = operator.build_job(_context())
+
+        assert job.scheduled_for == "2026-11-22T10:00:00+00:00" and job.num_partitions == 4 and job.retained == 2
+
+
+class TestReloadSensor:
+    def test_a_table_never_loaded_is_due_at_once(self, crm: Path) -> None:
+        due = LookupReloadSensor(task_id="wait", lookup=_table()).execute(_context())
+
+        assert pendulum.parse(due) <= pendulum.now("UTC")
+
+    def test_it_defers_to_a_trigger_at_the_next_reload_time(self, crm: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        started = pendulum.now("UTC").subtract(minutes=10)
+        monkeypatch.setattr(LookupTableHook, "last_load", lambda self: _last_load(started))
+        sensor = LookupReloadSensor(task_id="wait", lookup=_table())
+
+        with pytest.raises(TaskDeferred) as deferred:
+            sensor.execute(_context())
+
+        trigger = deferred.value.trigger
+        assert isinstance(trigger, DateTimeTrigger)
+        assert trigger.moment == started.add(hours=1)  # FIXED_RATE: an hour after the last load started
+        assert deferred.value.method_name == "execute_complete"
+        assert sensor.execute_complete(_context(), event=None) == trigger.moment.isoformat()
+
+    def test_a_sensor_that_does_not_defer_pokes(self, crm: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        started = pendulum.now("UTC").subtract(minutes=10)
+        monkeypatch.setattr(LookupTableHook, "last_load", lambda self: _last_load(started))
+        sensor = LookupReloadSensor(task_id="wait", lookup=_table(), deferrable=False)
+
+        poked = sensor.poke(_context())
+
+        assert poked.is_done is False and poked.xcom_value == started.add(hours=1).isoformat()
+
+    def test_a_table_that_is_not_full_fails_the_sensor_with_one_line(self, crm: Path) -> None:
+        sensor = LookupReloadSensor(task_id="wait", lookup=_table(), lookup_options={"lookup.cache": "NONE"})
+
+        with pytest.raises(AirflowFailException, match=r"reloads are for lookup.cache=FULL"):
+            sensor.execute(_context())
+
+
+def _last_load(started: pendulum.DateTime) -> LastLoad:
+    return LastLoad(started=started, finished=started.add(minutes=7))
+
+
+def test_a_spec_carrying_a_password_goes_through_a_file_only_its_owner_reads(
+    crm: Path, spark_tables_home: Path, no_process: None
+) -> None:
+    operator = SparkLookupJoinOperator(task_id="t", lookup=_table(), probe="SELECT 1 AS id", on="id")
+    job = operator.build_job(_context())
+    uri = result_uri((spark_tables_home / "exchange").as_uri(), **vars(_context()["ti"]))
+    hook = SparkJobHook(spec=JobSpec(job=job, result_uri=uri), catalog=EmbeddedCatalog(home=str(spark_tables_home)))
+
+    assert JobSpec(job=job, result_uri=uri).carries_credentials
+    assert hook._application_args == [f"@{spec_uri(uri)}"]
+    assert "s3cret" not in " ".join(hook._build_spark_submit_command("entry.py"))
+    spec_path, spec_json = hook._spec_file
+    spec_path.parent.mkdir(parents=True, exist_ok=True)
+    _write_private(spec_path, spec_json)
+    local = spec_path.path
+    assert stat.S_IMODE(os.stat(local).st_mode) == 0o600 and "s3cret" in Path(local).read_text()
