@@ -265,7 +265,7 @@ class _QueryStarted(StreamingQueryListener):
         pass
 
 
-def test_postgres_source_answers_sync_and_async(dimension: str) -> None:
+def test_postgres_source_answers_sync_async_and_many_keys_at_once(dimension: str) -> None:
     import asyncio
 
     source = PostgresLookupSource(
@@ -275,6 +275,8 @@ def test_postgres_source_answers_sync_and_async(dimension: str) -> None:
         assert sorted(source.lookup((7,))) == [("customer-7",), ("customer-7-bis",)]
         assert asyncio.run(source.lookup_async((3,))) == [("customer-3",)]
         assert source.lookup((1000,)) == []
+        many = source.lookup_many([(7,), (1000,), (3,)])  # one pipelined request, results in the keys' order
+        assert [sorted(rows) for rows in many] == [[("customer-7",), ("customer-7-bis",)], [], [("customer-3",)]]
     finally:
         source.close()
 

@@ -446,3 +446,93 @@ def test_aggregate_sums_counters_and_recomputes_the_hit_rate() -> None:
         "hitRate": 0.6,
     }
     assert aggregate([])["hitRate"] == 0.0
+
+
+class ManyLoad:
+    """A ``load_many`` that answers every key as ``FlakyLoad`` would, failing its first ``failures`` requests."""
+
+    def __init__(self, failures: int = 0, empty: frozenset[Key] = frozenset()) -> None:
+        self.failures = failures
+        self.empty = empty
+        self.requests: list[list[Key]] = []
+
+    def __call__(self, keys: Sequence[Key]) -> list[Sequence[Sequence[Any]]]:
+        self.requests.append(list(keys))
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionError("database went away")
+        return [[] if key in self.empty else [[key[0], f"row of {key[0]}"]] for key in keys]
+
+
+def _prefetching(
+    many: ManyLoad, load: FlakyLoad | None = None, **cache_options: Any
+) -> tuple[CachingLookup, FlakyLoad, CacheMetrics]:
+    clock, load, metrics = FakeClock(), load or FlakyLoad(), CacheMetrics()
+    cache = DefaultLookupCache(clock=clock, **{"max_rows": 100, **cache_options})
+    lookup = CachingLookup(load, cache, metrics, max_retries=1, sleep=clock.sleep, clock=clock, load_many=many)
+    lookup.open()
+    return lookup, load, metrics
+
+
+def test_a_batchs_missing_keys_are_fetched_together_and_counted_as_key_by_key_lookups() -> None:
+    many = ManyLoad()
+    lookup, load, metrics = _prefetching(many)
+    lookup.lookup((9,))  # cached before the batch: not fetched again
+    keys = [(1,), (2,), (1,), (9,), (3,), (2,)]
+
+    lookup.prefetch(keys)
+    rows = [lookup.lookup(key) for key in keys]
+
+    assert many.requests == [[(1,), (2,), (3,)]]  # distinct, in order, without the cached key
+    assert load.keys == [(9,)]  # no key of the batch was loaded alone
+    assert rows == [((key[0], f"row of {key[0]}"),) for key in keys]
+    counts = metrics.snapshot()
+    assert (counts["missCount"], counts["hitCount"], counts["loadCount"]) == (4, 3, 4)  # (9,) first, then 1, 2, 3
+
+
+def test_a_prefetched_result_serves_one_miss_only() -> None:
+    many = ManyLoad(empty=frozenset({(5,)}))
+    lookup, load, metrics = _prefetching(many, FlakyLoad(rows_of=lambda key: []), cache_missing_key=False)
+
+    lookup.prefetch([(5,), (5,)])
+    assert lookup.lookup((5,)) == () and lookup.lookup((5,)) == ()
+
+    assert load.keys == [(5,)]  # the second miss of an uncached empty result asks again, as key by key would
+    assert metrics.snapshot()["missCount"] == metrics.snapshot()["loadCount"] == 2
+
+
+def test_a_failed_prefetch_falls_back_to_loading_each_key() -> None:
+    many = ManyLoad(failures=2)  # the request and its one retry
+    lookup, load, metrics = _prefetching(many)
+
+    lookup.prefetch([(1,), (2,)])
+    lookup.lookup((1,))
+    lookup.lookup((2,))
+
+    assert len(many.requests) == 2 and load.keys == [(1,), (2,)]
+    assert metrics.snapshot()["numLoadFailure"] == 0 and metrics.snapshot()["loadCount"] == 2
+
+
+def test_without_a_cache_nothing_is_prefetched() -> None:
+    many, load, metrics = ManyLoad(), FlakyLoad(), CacheMetrics()
+    lookup = CachingLookup(load, None, metrics, max_retries=0, load_many=many)
+
+    lookup.prefetch([(1,), (1,)])
+    lookup.lookup((1,))
+    lookup.lookup((1,))
+
+    assert many.requests == [] and load.keys == [(1,), (1,)]  # NONE: a query per lookup
+
+
+def test_contains_counts_nothing_and_keeps_recency() -> None:
+    clock, metrics = FakeClock(), CacheMetrics()
+    cache = DefaultLookupCache(max_rows=2, clock=clock)
+    cache.open(metrics)
+    cache.put((1,), [])
+    cache.put((2,), [])
+
+    assert cache.contains((1,)) and not cache.contains((3,))
+    cache.put((3,), [])  # (1,) is still the least recently used: contains did not touch it
+
+    assert not cache.contains((1,)) and cache.contains((2,))
+    assert metrics.snapshot()["hitCount"] == metrics.snapshot()["missCount"] == 0

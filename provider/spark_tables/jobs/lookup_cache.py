@@ -44,6 +44,14 @@ class LookupCache(ABC):
     def size(self) -> int:
         """The number of keys cached."""
 
+    def contains(self, key: Key) -> bool:
+        """Whether ``key`` is cached now, counting neither a hit nor a miss and leaving its recency as it is.
+
+        Not in the FLIP: the join asks it to fetch a batch's missing keys together. A cache that cannot tell
+        says no, and the batch's keys are all fetched (the later lookups still count their hits and misses).
+        """
+        return False
+
     def close(self) -> None:  # noqa: B027 - optional hook: most caches have nothing to release
         """Release what the cache holds outside the process: nothing by default."""
 
@@ -133,6 +141,12 @@ class DefaultLookupCache(LookupCache):
             self._by_access.move_to_end(key)
             self._metrics.hit()
             return entry.rows
+
+    def contains(self, key: Key) -> bool:
+        with self._lock:
+            if self._expire(self._clock()):
+                self._publish()
+            return key in self._by_access
 
     def put(self, key: Key, rows: Iterable[Iterable[Any]]) -> Rows | None:
         """Cache ``rows``; with ``cache_missing_key`` off, an empty result is not cached and drops what was."""

@@ -47,7 +47,14 @@ def caching_lookup(source: SourceTable, options: LookupOptions) -> CachingLookup
             max_rows=options.max_rows,
             cache_missing_key=options.cache_missing_key,
         )
-    lookup = CachingLookup(source_for(source).lookup, cache, CacheMetrics(), max_retries=options.max_retries)
+    lookup_source = source_for(source)
+    lookup = CachingLookup(
+        lookup_source.lookup,
+        cache,
+        CacheMetrics(),
+        max_retries=options.max_retries,
+        load_many=lookup_source.lookup_many,
+    )
     lookup.open()
     return lookup
 
@@ -90,18 +97,19 @@ class PartitionLookup:
 
     def join(self, batch: pa.RecordBatch, lookup: CachingLookup) -> pa.RecordBatch:
         """Each probe row once per row its key has (once with nulls if none, unless inner); a null key has none."""
-        keys = zip(*(batch.column(name).to_pylist() for name in self.on), strict=True)
+        keys = list(zip(*(batch.column(name).to_pylist() for name in self.on), strict=True))
+        lookup.prefetch([key for key in keys if None not in key])
         indexes: list[int] = []
-        values: list[list] = [[] for _ in self.value_types]
-        unmatched = ((None,) * len(self.value_types),)
+        joined: list[tuple] = []  # the value rows, one a probe row of the output, turned into columns at the end
+        unmatched = () if self.inner else ((None,) * len(self.value_types),)
         for index, key in enumerate(keys):
-            rows = () if any(part is None for part in key) else lookup.lookup(key)
-            for row in rows or (() if self.inner else unmatched):
-                indexes.append(index)
-                for column, value in zip(values, row, strict=True):
-                    column.append(value)
+            rows = (None not in key and lookup.lookup(key)) or unmatched
+            indexes.extend([index] * len(rows))
+            joined.extend(rows)
+        lookup.clear_prefetched()
         probe = batch.take(pa.array(indexes, type=pa.int64()))
-        appended = [pa.array(column, type=kind) for column, kind in zip(values, self.value_types, strict=True)]
+        values = zip(*joined, strict=True) if joined else ([] for _ in self.value_types)
+        appended = [pa.array(list(column), type=kind) for column, kind in zip(values, self.value_types, strict=True)]
         return pa.RecordBatch.from_arrays([*probe.columns, *appended], names=[*batch.schema.names, *self.value_names])
 
     def leave_metrics(self, lookup: CachingLookup, before: dict[str, float]) -> None:

@@ -33,6 +33,10 @@ class LookupSource(ABC):
     def lookup(self, key: tuple) -> Sequence[Sequence]:
         """The value columns, in ``columns`` order, of the rows whose key columns equal ``key``; empty if none."""
 
+    def lookup_many(self, keys: Sequence[tuple]) -> Sequence[Sequence[Sequence]]:
+        """The rows of each of ``keys``, in their order; sources that can ask for many keys at once override this."""
+        return [self.lookup(key) for key in keys]
+
     async def lookup_async(self, key: tuple) -> Sequence[Sequence]:
         """The same, without blocking the event loop; sources with an async client override this."""
         return self.lookup(key)

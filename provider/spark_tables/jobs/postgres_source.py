@@ -45,15 +45,34 @@ class PostgresLookupSource(LookupSource):
             kwargs["password"] = settings["password"]
         return {**kwargs, "autocommit": True, "prepare_threshold": 0}
 
-    def lookup(self, key: tuple) -> Sequence[Sequence]:
-        """The value columns (``table.columns``, which the driver fills in when none were named) of each match."""
+    def _connected(self) -> psycopg.Connection:
         if self._connection is None or self._connection.closed:
             self._connection = psycopg.connect(**self._connect_kwargs())
+        return self._connection
+
+    def lookup(self, key: tuple) -> Sequence[Sequence]:
+        """The value columns (``table.columns``, which the driver fills in when none were named) of each match."""
+        connection = self._connected()
         try:
-            return self._connection.execute(self._query, key).fetchall()
+            return connection.execute(self._query, key).fetchall()
         except psycopg.OperationalError:
-            self._connection.close()  # a broken connection: the next attempt opens a new one
+            connection.close()  # a broken connection: the next attempt opens a new one
             raise
+
+    def lookup_many(self, keys: Sequence[tuple]) -> Sequence[Sequence[Sequence]]:
+        """The same query for every key, pipelined: one round trip for all of them, results in the keys' order."""
+        connection = self._connected()
+        results = []
+        try:
+            with connection.cursor() as cursor:
+                cursor.executemany(self._query, keys, returning=True)
+                results.append(cursor.fetchall())
+                while cursor.nextset():
+                    results.append(cursor.fetchall())
+        except psycopg.OperationalError:
+            connection.close()
+            raise
+        return results
 
     async def lookup_async(self, key: tuple) -> Sequence[Sequence]:
         if self._async_connection is None or self._async_connection.closed:
