@@ -21,11 +21,13 @@ The runs, in this order, after a throwaway join (NONE, 1,000 rows) that starts t
 - PARTIAL: a cache of ``--max-rows`` keys in each executor Python worker;
 - PARTIAL+shuffle: the same with ``lookup.shuffle=true`` (the probe hash-partitioned by key first). Its options
   differ, so its workers' caches are its own and start cold;
+- PARTIAL+async: PARTIAL with ``lookup.async=true``: a batch's missing keys loaded by concurrent ``lookup_async``
+  calls (PostgreSQL: four async connections a worker) instead of one pipelined request; its caches start cold too;
 - FULL: a reload scans the table into a snapshot, then the join reads the snapshot.
 
 Checks, printed as PASS/FAIL (the exit code is 0 regardless): PARTIAL at least 10x NONE's rows/s; loadCount equals
-missCount in both PARTIAL runs; the FULL join sends PostgreSQL no per-key query (no index scan while it runs: FULL's
-loadCount counts snapshot loads). On a shared machine the absolute figures are noisy: read the ratios.
+missCount in the three PARTIAL runs; the FULL join sends PostgreSQL no per-key query (no index scan while it runs:
+FULL's loadCount counts snapshot loads). On a shared machine the absolute figures are noisy: read the ratios.
 
 Usage::
 
@@ -281,11 +283,14 @@ def report(args: argparse.Namespace, runs: dict[str, Run], reload: dict[str, Any
         f"{snapshot['rows']:,} rows, {snapshot['bytes']:,} bytes; PostgreSQL saw {reload_scans.seq} sequential and "
         f"{reload_scans.index} index scans{'' if reload['settled'] else ' (not settled: may lag)'}"
     )
-    none, partial, shuffled, full = (runs[mode] for mode in ("NONE", "PARTIAL", "PARTIAL+shuffle", "FULL"))
+    none, partial, shuffled, asynchronous, full = (
+        runs[mode] for mode in ("NONE", "PARTIAL", "PARTIAL+shuffle", "PARTIAL+async", "FULL")
+    )
     speedup = partial.rate / none.rate
     print()
     print(f"PARTIAL rows/s / NONE rows/s:         {speedup:8.1f}x (target >= {TARGET_SPEEDUP:.0f}x)")
     print(f"PARTIAL+shuffle rows/s / NONE rows/s: {shuffled.rate / none.rate:8.1f}x")
+    print(f"PARTIAL+async rows/s / NONE rows/s:   {asynchronous.rate / none.rate:8.1f}x")
     print(f"FULL rows/s / NONE rows/s:            {full.rate / none.rate:8.1f}x")
     hit_rate, shuffled_hit_rate = partial.metrics["hitRate"], shuffled.metrics["hitRate"]
     print(
@@ -295,7 +300,7 @@ def report(args: argparse.Namespace, runs: dict[str, Run], reload: dict[str, Any
     )
     print()
     checks = [(speedup >= TARGET_SPEEDUP, f"PARTIAL rows/s >= {TARGET_SPEEDUP:.0f}x NONE rows/s ({speedup:.1f}x)")]
-    for run in (partial, shuffled):
+    for run in (partial, shuffled, asynchronous):
         loads, misses = run.metrics["loadCount"], run.metrics["missCount"]
         checks.append((loads == misses, f"{run.mode}: loadCount == missCount ({loads:,} vs {misses:,})"))
     checks.append(
@@ -334,6 +339,8 @@ def main(argv: list[str]) -> int:
                 }
                 shuffled = lookup_spec(root, {**partial, "lookup.shuffle": "true"})
                 runs["PARTIAL+shuffle"] = run_join(spark, counter, shuffled, "PARTIAL+shuffle", args.probe_rows, root)
+                asynchronous = lookup_spec(root, {**partial, "lookup.async": "true"})
+                runs["PARTIAL+async"] = run_join(spark, counter, asynchronous, "PARTIAL+async", args.probe_rows, root)
                 full = lookup_spec(root, FULL_OPTIONS)
                 before = counter.read()
                 started = time.perf_counter()

@@ -28,7 +28,10 @@ JVM_CLASS_ARCHIVE = REPO / ".spark_tables" / "jvm"
 PG_HOST = os.environ.get("SPARK_TABLES_TEST_PG_HOST", "127.0.0.1")
 PG_PORT = int(os.environ.get("SPARK_TABLES_TEST_PG_PORT", "5432"))
 PG_USER = os.environ.get("SPARK_TABLES_TEST_PG_USER", "postgres")
-PG_DATABASE = "spark_tables_test"
+#: The PostgreSQL metastore's database, emptied when a test session starts: one per pytest-xdist worker.
+PG_DATABASE = "spark_tables_test" + (
+    f"_{os.environ['PYTEST_XDIST_WORKER']}" if "PYTEST_XDIST_WORKER" in os.environ else ""
+)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import pytest
 
 from tests.integration.airflow_services import AirflowServices, wait_for
 from tests.integration.conftest import Deployment
-from tests.integration.test_ctas import _assert_gone, _tables
+from tests.integration.ctas_checks import assert_gone, metastore_tables
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +46,7 @@ def test_marking_the_task_failed_stops_the_job_and_drops_its_table(airflow: Airf
         "the table's creation", lambda: f"created {table}, owned by" in airflow.task_log("ctas_endless", run_id, "ctas")
     )
     spark = _spark_processes(table)
-    assert spark and table in _tables(postgres)
+    assert spark and table in metastore_tables(postgres)
 
     airflow.api("PATCH", f"/dags/ctas_endless/dagRuns/{run_id}/taskInstances/ctas", {"new_state": "failed"})
 
@@ -55,7 +55,7 @@ def test_marking_the_task_failed_stops_the_job_and_drops_its_table(airflow: Airf
     # Airflow stops reading the task's log at once and kills it soon after: the driver finishes on its own.
     assert "asking the Spark job to stop and undo what it created" in airflow.task_log("ctas_endless", run_id, "ctas")
     assert airflow.task_state("ctas_endless", run_id, "ctas") == "failed"
-    _assert_gone(postgres, table)
+    assert_gone(postgres, table)
 
 
 def test_marking_a_replace_failed_keeps_the_old_table(airflow: AirflowServices, postgres: Deployment) -> None:
@@ -71,7 +71,7 @@ def test_marking_a_replace_failed_keeps_the_old_table(airflow: AirflowServices, 
 
     _, alive = psutil.wait_procs(spark, timeout=120)
     assert alive == [], f"the Spark application outlived the task: {alive}"
-    tables = _tables(postgres)
+    tables = metastore_tables(postgres)
     assert {name for name in tables if name.startswith(table)} == {table}, "only the old table may be left"
     assert tables[table]["spark_tables.ctas.task_id"] == "base"
     assert any(f.startswith("part-") for f in os.listdir(Path(postgres.catalog.warehouse) / table))
@@ -88,7 +88,7 @@ def test_a_lost_worker_and_driver_are_swept_up_by_the_next_ctas(airflow: Airflow
     for process in [_task_process(ti_id), *_spark_processes(table)]:  # all of it dies at once: nothing cleans up
         process.kill()
     wait_for("the task to fail", lambda: airflow.task_state("ctas_endless", run_id, "ctas") == "failed")
-    assert table in _tables(postgres), "nothing could clean up yet: task process and driver died together"
+    assert table in metastore_tables(postgres), "nothing could clean up yet: task process and driver died together"
 
     sweeper = airflow.trigger("ctas_quick", {"table": "sweeper"})
     wait_for("the next CTAS", lambda: airflow.run_state("ctas_quick", sweeper) in ("success", "failed"))
@@ -96,6 +96,6 @@ def test_a_lost_worker_and_driver_are_swept_up_by_the_next_ctas(airflow: Airflow
     [swept] = [s for s in airflow.xcom("ctas_quick", sweeper, "ctas")["swept"] if s["table"] == table]
     assert swept["owner"]["run_id"] == run_id
     assert swept["undone"] == [f"dropped the unfinished {table} of try 1"]
-    _assert_gone(postgres, table)
+    assert_gone(postgres, table)
     left = list((airflow.home / "spark_tables" / "exchange").iterdir())
     assert left == [], f"claims, results or cancel markers left: {left}"

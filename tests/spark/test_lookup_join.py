@@ -119,6 +119,23 @@ def test_none_partial_and_full_give_the_same_rows(
     assert results["NONE"] == results["PARTIAL"] == results["FULL"] == _expected(join_type)
 
 
+@pytest.mark.parametrize("cache", ["NONE", "PARTIAL"])
+def test_async_lookups_give_the_same_rows_and_count_as_sync_ones(
+    spark: SparkSession, dimension: str, probe: None, tmp_path: Path, cache: str
+) -> None:
+    spec = _spec(dimension, tmp_path, cache, **{"lookup.async": "true", "lookup.async.capacity": "3"})
+    output = run_lookup_join(spark, _join_job(spec, tmp_path, output=f"joined_async_{cache.lower()}"), Cancellation())
+
+    assert sorted((tuple(row) for row in spark.table(f"joined_async_{cache.lower()}").collect()), key=repr) == (
+        _expected("left")
+    )
+    metrics, looked_up = output["metrics"], len([key for key in PROBE_KEYS if key is not None])
+    if cache == "NONE":
+        assert metrics["loadCount"] == looked_up and metrics["missCount"] == 0
+    else:
+        assert metrics["loadCount"] == metrics["missCount"] and metrics["hitCount"] + metrics["missCount"] == looked_up
+
+
 def test_partial_cache_metrics_are_added_up_over_the_workers(
     spark: SparkSession, dimension: str, probe: None, tmp_path: Path
 ) -> None:
@@ -273,7 +290,14 @@ def test_postgres_source_answers_sync_async_and_many_keys_at_once(dimension: str
     )
     try:
         assert sorted(source.lookup((7,))) == [("customer-7",), ("customer-7-bis",)]
-        assert asyncio.run(source.lookup_async((3,))) == [("customer-3",)]
+        keys = [(3,), (7,), (1000,), *((k,) for k in range(1, 11))]
+
+        async def at_once() -> list:
+            return await asyncio.gather(*(source.lookup_async(key) for key in keys))
+
+        found = asyncio.run(at_once())  # more lookups than connections: they wait for a free one
+        assert [sorted(rows) for rows in found[:3]] == [[("customer-3",)], [("customer-7",), ("customer-7-bis",)], []]
+        assert [sorted(rows) for rows in found[3:]] == [sorted(source.lookup(key)) for key in keys[3:]]
         assert source.lookup((1000,)) == []
         many = source.lookup_many([(7,), (1000,), (3,)])  # one pipelined request, results in the keys' order
         assert [sorted(rows) for rows in many] == [[("customer-7",), ("customer-7-bis",)], [], [("customer-3",)]]

@@ -348,36 +348,88 @@ def test_a_load_failing_every_attempt_raises_lookup_failed(clock: FakeClock, met
     assert snapshot["numCachedRecords"] == 0
 
 
-def test_lookup_async_retries_with_an_async_sleep(clock: FakeClock, metrics: CacheMetrics) -> None:
-    load = FlakyLoad(failures=2)
+class ConcurrentLoad(FlakyLoad):
+    """``FlakyLoad`` whose async loads yield to the event loop once, recording how many were in flight at most."""
+
+    def __init__(self, failures: int = 0) -> None:
+        super().__init__(failures)
+        self.in_flight = self.most_in_flight = 0
+
+    async def load_async(self, key: Key) -> Sequence[Sequence[Any]]:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        await asyncio.sleep(0)  # the other loads started by then are in flight together
+        self.in_flight -= 1
+        return self(key)
+
+
+def _async_lookup(
+    load: ConcurrentLoad, clock: FakeClock, metrics: CacheMetrics, cache: DefaultLookupCache | None, capacity: int
+) -> CachingLookup:
+    def no_sync_load(key: Key) -> Sequence[Sequence[Any]]:
+        raise AssertionError(f"key {key} was loaded synchronously")
+
     lookup = CachingLookup(
-        load,
-        DefaultLookupCache(max_rows=10),
+        no_sync_load,
+        cache,
         metrics,
         max_retries=2,
         clock=clock,
         load_async=load.load_async,
         sleep_async=clock.sleep_async,
+        async_capacity=capacity,
     )
     lookup.open()
-    assert asyncio.run(lookup.lookup_async((1,))) == ((1, "row of 1"),)
-    assert asyncio.run(lookup.lookup_async((1,))) == ((1, "row of 1"),)
-    assert clock.slept == [0.1, 0.2]
-    assert len(load.keys) == 3
-    snapshot = metrics.snapshot()
-    assert (snapshot["hitCount"], snapshot["missCount"], snapshot["loadCount"]) == (1, 1, 1)
-    assert snapshot["latestLoadTime"] == pytest.approx(300)
+    return lookup
+
+
+@pytest.mark.parametrize("capacity", [1, 2, 100])
+def test_async_lookups_load_a_batchs_missing_keys_concurrently_up_to_the_capacity(
+    clock: FakeClock, metrics: CacheMetrics, capacity: int
+) -> None:
+    load = ConcurrentLoad()
+    lookup = _async_lookup(load, clock, metrics, DefaultLookupCache(max_rows=10, clock=clock), capacity)
+    keys = [(1,), (2,), (1,), (3,), (2,)]
+
+    lookup.prefetch(keys)
+    rows = [lookup.lookup(key) for key in keys]
+
+    assert rows == [((key[0], f"row of {key[0]}"),) for key in keys]
+    assert sorted(load.keys) == [(1,), (2,), (3,)]  # each missing key once
+    assert load.most_in_flight == min(capacity, 3)
+    counts = metrics.snapshot()
+    assert (counts["missCount"], counts["hitCount"], counts["loadCount"]) == (3, 2, 3)  # as key by key
+
+
+def test_async_lookups_without_a_cache_load_every_row(clock: FakeClock, metrics: CacheMetrics) -> None:
+    load = ConcurrentLoad()
+    lookup = _async_lookup(load, clock, metrics, None, capacity=100)
+
+    lookup.prefetch([(1,), (1,), (2,)])
+    assert [lookup.lookup(key) for key in [(1,), (1,), (2,)]] == [((1, "row of 1"),)] * 2 + [((2, "row of 2"),)]
+
+    assert load.keys.count((1,)) == 2 and load.most_in_flight == 3  # NONE: a query per lookup, all at once
+    assert metrics.snapshot()["loadCount"] == 3 and metrics.snapshot()["missCount"] == 0
+
+
+def test_async_lookups_retry_with_an_async_sleep_then_count_one_failure(
+    clock: FakeClock, metrics: CacheMetrics
+) -> None:
+    load = ConcurrentLoad(failures=2)
+    lookup = _async_lookup(load, clock, metrics, DefaultLookupCache(max_rows=10, clock=clock), capacity=1)
+
+    lookup.prefetch([(1,)])
+    assert lookup.lookup((1,)) == ((1, "row of 1"),)
+    assert clock.slept == [0.1, 0.2] and len(load.keys) == 3
+    assert metrics.snapshot()["latestLoadTime"] == pytest.approx(300)  # the attempts and the waits between them
 
     load.failures = 3
-    with pytest.raises(LookupFailed, match=r"\(2,\)"):
-        asyncio.run(lookup.lookup_async((2,)))
-    assert metrics.snapshot()["numLoadFailure"] == 1
-
-
-def test_lookup_async_needs_load_async(metrics: CacheMetrics) -> None:
-    lookup = CachingLookup(FlakyLoad(), None, metrics, max_retries=0)
-    with pytest.raises(TypeError, match="load_async"):
-        asyncio.run(lookup.lookup_async((1,)))
+    lookup.prefetch([(2,)])
+    with pytest.raises(LookupFailed, match=r"lookup of key \(2,\) failed after 3 attempt\(s\): ConnectionError"):
+        lookup.lookup((2,))
+    counts = metrics.snapshot()
+    assert (counts["missCount"], counts["loadCount"], counts["numLoadFailure"]) == (2, 1, 1)
+    lookup.close()
 
 
 def test_threads_sharing_one_cache(metrics: CacheMetrics) -> None:

@@ -186,6 +186,27 @@ class TestReloadSensor:
         assert deferred.value.method_name == "execute_complete"
         assert sensor.execute_complete(_context(), event=None) == trigger.moment.isoformat()
 
+    def test_a_timed_reload_defers_to_the_wall_clock_time_across_a_dst_change(
+        self, crm: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setenv("AIRFLOW__CORE__DEFAULT_TIMEZONE", "Europe/Berlin")
+        scheduled_for = pendulum.datetime(2026, 3, 28, 10, 0, tz="Europe/Berlin")  # CET, +01:00
+        last = LastLoad(started=scheduled_for, finished=scheduled_for.add(minutes=3), scheduled_for=scheduled_for)
+        monkeypatch.setattr(LookupTableHook, "last_load", lambda self: last)
+        timed = {"lookup.cache": "FULL", "lookup.full-cache.reload-strategy": "TIMED"}
+        sensor = LookupReloadSensor(
+            task_id="wait", lookup=_table(options={**timed, "lookup.full-cache.timed-reload.iso-time": "10:00"})
+        )
+
+        evening = pendulum.datetime(2026, 3, 28, 18, 0, tz="UTC")
+        monkeypatch.setattr(pendulum, "now", lambda tz=None: evening)
+        with pytest.raises(TaskDeferred) as deferred:
+            sensor.execute(_context())
+
+        # the next day at 10:00 on Berlin's wall clock, which is CEST (+02:00) by then: 23 hours after the last one
+        assert deferred.value.trigger.moment == pendulum.datetime(2026, 3, 29, 8, 0, tz="UTC")
+        assert deferred.value.trigger.moment - scheduled_for == pendulum.duration(hours=23)
+
     def test_a_sensor_that_does_not_defer_pokes(self, crm: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         started = pendulum.now("UTC").subtract(minutes=10)
         monkeypatch.setattr(LookupTableHook, "last_load", lambda self: _last_load(started))

@@ -186,6 +186,7 @@ class TestLookupOptions:
         assert options.reload_time is None
         assert options.reload_interval_days == 1
         assert options.shuffle is False
+        assert options.async_lookup is False and options.async_capacity == 100
 
     def test_every_option_from_text(self):
         partial = LookupOptions.from_options(
@@ -197,6 +198,8 @@ class TestLookupOptions:
                 "lookup.partial-cache.max-rows": " 5000 ",
                 "lookup.partial-cache.cache-missing-key": "FALSE",
                 "lookup.shuffle": "True",
+                "lookup.async": "true",
+                "lookup.async.capacity": "16",
             }
         )
         assert partial == LookupOptions(
@@ -207,6 +210,8 @@ class TestLookupOptions:
             max_rows=5000,
             cache_missing_key=False,
             shuffle=True,
+            async_lookup=True,
+            async_capacity=16,
         )
         full = LookupOptions.from_options(
             {
@@ -287,6 +292,8 @@ class TestLookupOptions:
             ("lookup.full-cache.timed-reload.iso-time", 1015, "is not a time of day"),
             ("lookup.full-cache.timed-reload.interval-in-days", "0", "is below 1"),
             ("lookup.shuffle", "on", "is not a boolean"),
+            ("lookup.async", "yes", "is not a boolean"),
+            ("lookup.async.capacity", "0", "is below 1: write an integer of 1 or more"),
         ],
     )
     def test_a_bad_value_names_its_option_and_what_is_allowed(self, key, value, message):
@@ -349,7 +356,7 @@ class TestLookupOptions:
             "unknown lookup option 'lookup.partial-cache.max-row': did you mean lookup.partial-cache.max-rows? "
             "(known options: lookup.cache, lookup.max-retries, "
         )
-        assert message.endswith("lookup.full-cache.timed-reload.interval-in-days, lookup.shuffle)")
+        assert message.endswith("lookup.shuffle, lookup.async, lookup.async.capacity)")
         assert "\n" not in message
 
     def test_an_unknown_key_far_from_any_has_no_suggestion(self):
@@ -361,6 +368,7 @@ class TestLookupOptions:
         [
             LookupOptions(),
             LookupOptions(cache=CacheMode.PARTIAL, max_rows=1, max_retries=0, cache_missing_key=False, shuffle=True),
+            LookupOptions(cache=CacheMode.NONE, async_lookup=True, async_capacity=7),
             LookupOptions(
                 cache=CacheMode.PARTIAL,
                 expire_after_access=timedelta(microseconds=1500),

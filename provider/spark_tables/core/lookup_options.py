@@ -1,7 +1,8 @@
 """Lookup join cache options (Flink's FLIP-221): how a lookup table's rows are cached on the executors.
 
 The keys and defaults are Flink's (``lookup.cache``, ``lookup.partial-cache.*``, ``lookup.full-cache.*``), plus
-``lookup.shuffle``. Values come as text, as in a SQL ``WITH`` clause, or as Python values.
+ours, after Flink's lookup hints: ``lookup.shuffle``, ``lookup.async`` and ``lookup.async.capacity``. Values come
+as text, as in a SQL ``WITH`` clause, or as Python values.
 """
 
 from __future__ import annotations
@@ -135,6 +136,8 @@ class LookupOptions:
     reload_time: ReloadTime | None = None
     reload_interval_days: int = 1
     shuffle: bool = False
+    async_lookup: bool = False
+    async_capacity: int = 100
 
     def __post_init__(self) -> None:
         for name, key in _KEY_OF_FIELD.items():
@@ -195,6 +198,8 @@ _KEY_OF_FIELD: dict[str, str] = {
     "reload_time": "lookup.full-cache.timed-reload.iso-time",
     "reload_interval_days": "lookup.full-cache.timed-reload.interval-in-days",
     "shuffle": "lookup.shuffle",
+    "async_lookup": "lookup.async",
+    "async_capacity": "lookup.async.capacity",
 }
 _FIELD_OF_KEY = {key: name for name, key in _KEY_OF_FIELD.items()}
 _INTEGER = re.compile(r"[+-]?\d+")
@@ -283,4 +288,6 @@ _PARSERS: dict[str, Callable[[object, str], object]] = {
     "reload_time": _reload_time,
     "reload_interval_days": _integer(1),
     "shuffle": _boolean,
+    "async_lookup": _boolean,
+    "async_capacity": _integer(1),
 }

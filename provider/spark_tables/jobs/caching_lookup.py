@@ -6,9 +6,16 @@ every attempt failed counts once in ``numLoadFailure`` and not in ``loadCount``.
 always filled after a miss (PARTIAL), ``loadCount`` plus ``numLoadFailure`` equals ``missCount``. Without a
 cache (NONE), every lookup is a load and counts neither a hit nor a miss.
 
-With a cache and ``load_many``, a join first ``prefetch``es the keys of a batch of rows that the cache lacks, in
-one request to the source; each miss that follows takes its key's prefetched rows once (one load, its
-``latestLoadTime`` the whole request's), so misses, loads and the rows returned are those of key-by-key lookups.
+A join first ``prefetch``es the keys of a batch of rows, then looks each row's key up in order; each miss (each
+lookup, without a cache) takes one prefetched result of its key as its load, so misses, loads and the rows
+returned are those of key-by-key lookups. What is prefetched, and how:
+
+- with ``load_async`` (``lookup.async``): the keys the cache lacks, each once (without a cache, every key of the
+  batch, duplicates too), each loaded by ``load_async`` with its own retries, at most ``async_capacity`` at once;
+  a load whose every attempt failed is kept as its failure, which the lookup of that key then raises;
+- else, with a cache and ``load_many``: the keys the cache lacks, each once, in one request, whose time each
+  load counts; if the request fails after its retries, nothing is prefetched and each miss loads alone;
+- else nothing: each lookup loads alone (NONE's query per row).
 """
 
 from __future__ import annotations
@@ -30,10 +37,11 @@ class LookupFailed(JobError):
 
 
 class CachingLookup:
-    """The rows of a key from ``cache``, else from ``load`` (or ``load_async``), which the cache then keeps.
+    """The rows of a key from ``cache``, else loaded (by ``load``, or fetched ahead), which the cache then keeps.
 
-    Safe to share between threads. Two lookups missing the same key at once both load it (there is no
-    waiting for a load in flight, in threads or coroutines): both loads and misses count, the later put wins.
+    Lookups are safe to share between threads; a ``prefetch`` and the lookups that take what it fetched belong to
+    one thread at a time (a worker's join of one batch). Two threads missing the same key at once both load it:
+    both loads and misses count, the later put wins.
     """
 
     def __init__(
@@ -49,20 +57,24 @@ class CachingLookup:
         load_async: Callable[[Key], Awaitable[Sequence[Sequence[Any]]]] | None = None,
         sleep_async: Callable[[float], Awaitable[None]] = asyncio.sleep,
         load_many: Callable[[Sequence[Key]], Sequence[Sequence[Sequence[Any]]]] | None = None,
+        async_capacity: int = 100,
     ) -> None:
         self._load = load
         self._load_async = load_async
         self._cache = cache
         self._metrics = metrics
         self._max_retries = max_retries
-        self._backoff = backoff
-        self._sleep = sleep
-        self._sleep_async = sleep_async
+        self._retrying = functools.partial(retrying, max_retries=max_retries, backoff=backoff, sleep=sleep)
+        self._retrying_async = functools.partial(
+            retrying_async, max_retries=max_retries, backoff=backoff, sleep=sleep_async
+        )
         self._clock = clock
         self._load_many = load_many
-        #: Rows fetched ahead for keys the cache lacked, with how long their request took (ms); a miss takes its own.
-        self._prefetched: dict[Key, Sequence[Sequence[Any]]] = {}
-        self._prefetch_milliseconds = 0.0
+        self._async_capacity = async_capacity
+        self._loop: asyncio.AbstractEventLoop | None = None
+        #: Per key, the results fetched ahead and not yet taken, each with how long its load took (ms): rows, or
+        #: the error of a load that failed. A miss takes the first.
+        self._prefetched: dict[Key, list[tuple[Sequence[Sequence[Any]] | Exception, float]]] = {}
 
     @property
     def metrics(self) -> CacheMetrics:
@@ -75,13 +87,18 @@ class CachingLookup:
     def close(self) -> None:
         if self._cache is not None:
             self._cache.close()
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
 
     def prefetch(self, keys: Sequence[Key]) -> None:
-        """Fetch together the rows of the distinct ``keys`` the cache lacks, for the lookups that follow.
-
-        Only with a cache (NONE sends a query per lookup) and a ``load_many``. If the request fails after its
-        retries, nothing is prefetched: each miss then loads its key alone, with retries of its own.
-        """
+        """Fetch ahead the results of the lookups of ``keys`` that will load (see the module's doc)."""
+        if self._load_async is not None:
+            if self._cache is not None:
+                keys = [key for key in dict.fromkeys(keys) if not self._cache.contains(key)]
+            if keys:
+                self._event_loop().run_until_complete(self._prefetch_async(keys))
+            return
         if self._cache is None or self._load_many is None:
             return
         missing = [key for key in dict.fromkeys(keys) if not self._cache.contains(key)]
@@ -89,17 +106,40 @@ class CachingLookup:
             return
         started = self._clock()
         try:
-            loaded = retrying(
-                functools.partial(self._load_many, missing),
-                max_retries=self._max_retries,
-                backoff=self._backoff,
-                sleep=self._sleep,
-                what=f"lookup of {len(missing)} keys together",
+            loaded = self._retrying(
+                functools.partial(self._load_many, missing), what=f"lookup of {len(missing)} keys together"
             )
         except Exception:
             return
-        self._prefetched = dict(zip(missing, loaded, strict=True))
-        self._prefetch_milliseconds = (self._clock() - started) * 1000
+        milliseconds = (self._clock() - started) * 1000
+        self._prefetched = {key: [(rows, milliseconds)] for key, rows in zip(missing, loaded, strict=True)}
+
+    async def _prefetch_async(self, keys: Sequence[Key]) -> None:
+        """Load each of ``keys`` through ``load_async``, at most ``async_capacity`` at once."""
+        slots = asyncio.Semaphore(self._async_capacity)
+
+        async def load(key: Key) -> tuple[Sequence[Sequence[Any]] | Exception, float]:
+            async with slots:
+                started = self._clock()
+                try:
+                    loaded: Sequence[Sequence[Any]] | Exception = await self._retrying_async(
+                        functools.partial(self._load_async, key), what=f"lookup of key {key!r}"
+                    )
+                except Exception as error:
+                    loaded = error
+                return loaded, (self._clock() - started) * 1000
+
+        results = await asyncio.gather(*(load(key) for key in keys))
+        self._prefetched = {}
+        for key, result in zip(keys, results, strict=True):
+            self._prefetched.setdefault(key, []).append(result)
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        """This lookup's event loop, kept for its life: an async client's connections belong to the loop they
+        were opened on."""
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop
 
     def clear_prefetched(self) -> None:
         """Drop what ``prefetch`` fetched and no lookup took."""
@@ -110,38 +150,15 @@ class CachingLookup:
         cached = self._cache.get_if_present(key) if self._cache is not None else None
         if cached is not None:
             return cached
-        prefetched = self._prefetched.pop(key, None)
-        if prefetched is not None:
-            return self._keep(key, prefetched, milliseconds=self._prefetch_milliseconds)
+        prefetched = self._prefetched.get(key)
+        if prefetched:
+            loaded, milliseconds = prefetched.pop(0)
+            if isinstance(loaded, Exception):
+                raise self._failed(key, loaded) from loaded
+            return self._keep(key, loaded, milliseconds=milliseconds)
         started = self._clock()
         try:
-            loaded = retrying(
-                functools.partial(self._load, key),
-                max_retries=self._max_retries,
-                backoff=self._backoff,
-                sleep=self._sleep,
-                what=f"lookup of key {key!r}",
-            )
-        except Exception as error:
-            raise self._failed(key, error) from error
-        return self._keep(key, loaded, milliseconds=(self._clock() - started) * 1000)
-
-    async def lookup_async(self, key: Key) -> Rows:
-        """``lookup`` through ``load_async``, sleeping between attempts without blocking the event loop."""
-        if self._load_async is None:
-            raise TypeError("lookup_async needs the CachingLookup to be built with load_async")
-        cached = self._cache.get_if_present(key) if self._cache is not None else None
-        if cached is not None:
-            return cached
-        started = self._clock()
-        try:
-            loaded = await retrying_async(
-                functools.partial(self._load_async, key),
-                max_retries=self._max_retries,
-                backoff=self._backoff,
-                sleep=self._sleep_async,
-                what=f"lookup of key {key!r}",
-            )
+            loaded = self._retrying(functools.partial(self._load, key), what=f"lookup of key {key!r}")
         except Exception as error:
             raise self._failed(key, error) from error
         return self._keep(key, loaded, milliseconds=(self._clock() - started) * 1000)

@@ -38,7 +38,8 @@ def _seconds(delta: datetime.timedelta | None) -> float | None:
 
 
 def caching_lookup(source: SourceTable, options: LookupOptions) -> CachingLookup:
-    """A lookup through the FLIP's caching function: with a ``DefaultLookupCache`` for PARTIAL, none for NONE."""
+    """A lookup through the FLIP's caching function: with a ``DefaultLookupCache`` for PARTIAL, none for NONE;
+    loading through the source's ``lookup_async`` with ``lookup.async``, else its ``lookup_many`` and ``lookup``."""
     cache = None
     if options.cache is CacheMode.PARTIAL:
         cache = DefaultLookupCache(
@@ -54,6 +55,8 @@ def caching_lookup(source: SourceTable, options: LookupOptions) -> CachingLookup
         CacheMetrics(),
         max_retries=options.max_retries,
         load_many=lookup_source.lookup_many,
+        load_async=lookup_source.lookup_async if options.async_lookup else None,
+        async_capacity=options.async_capacity,
     )
     lookup.open()
     return lookup

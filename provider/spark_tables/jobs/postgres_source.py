@@ -6,6 +6,7 @@ PostgreSQL's JDBC driver on the driver's and executors' class path (the Airflow 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,13 +21,17 @@ from spark_tables.jobs.lookup_source import LookupSource
 JDBC_DRIVER = "org.postgresql.Driver"
 #: Rows the JDBC reader fetches per round trip (its default, 0, fetches the whole result at once).
 FETCH_SIZE = 10_000
+#: Connections the async lookups of one source share at most: a connection runs one query at a time, so this
+#: bounds how many of them PostgreSQL serves at once, whatever ``lookup.async.capacity`` lets wait.
+ASYNC_CONNECTIONS = 4
 
 
 class PostgresLookupSource(LookupSource):
     def __init__(self, table: SourceTable) -> None:
         super().__init__(table)
         self._connection: psycopg.Connection | None = None
-        self._async_connection: psycopg.AsyncConnection | None = None
+        #: One slot per async connection: the connection, or None until a lookup opens it (again, once broken).
+        self._async_slots: asyncio.Queue[psycopg.AsyncConnection | None] | None = None
         self._query = self._select(self.table.columns, where_key=True)
 
     def _select(self, columns: Sequence[str], *, where_key: bool) -> sql.Composed:
@@ -75,14 +80,23 @@ class PostgresLookupSource(LookupSource):
         return results
 
     async def lookup_async(self, key: tuple) -> Sequence[Sequence]:
-        if self._async_connection is None or self._async_connection.closed:
-            self._async_connection = await psycopg.AsyncConnection.connect(**self._connect_kwargs())
+        """``lookup`` on one of ``ASYNC_CONNECTIONS`` async connections, waiting for a free one."""
+        if self._async_slots is None:
+            self._async_slots = asyncio.Queue()
+            for _ in range(ASYNC_CONNECTIONS):
+                self._async_slots.put_nowait(None)
+        connection = await self._async_slots.get()
         try:
-            cursor = await self._async_connection.execute(self._query, key)
+            if connection is None or connection.closed:
+                connection = await psycopg.AsyncConnection.connect(**self._connect_kwargs())
+            cursor = await connection.execute(self._query, key)
             return await cursor.fetchall()
         except psycopg.OperationalError:
-            await self._async_connection.close()
+            if connection is not None:
+                await connection.close()  # a broken connection: the slot's next user opens a new one
             raise
+        finally:
+            self._async_slots.put_nowait(connection)
 
     def _jdbc(self, spark: SparkSession) -> Any:
         settings = self.table.connection
@@ -128,4 +142,4 @@ class PostgresLookupSource(LookupSource):
         if self._connection is not None:
             self._connection.close()
             self._connection = None
-        self._async_connection = None  # closed with its event loop
+        self._async_slots = None  # async connections close with their event loop's process

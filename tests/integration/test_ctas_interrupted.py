@@ -1,0 +1,87 @@
+"""CTAS stopped from outside while its job runs (an execution timeout, SIGTERM to the task, SIGKILL to the task
+process): the job's table is dropped and a table it replaces survives."""
+
+from __future__ import annotations
+
+import signal
+
+import psutil
+import pytest
+
+from tests.integration.conftest import Deployment
+from tests.integration.ctas_checks import (
+    assert_exchange_empty,
+    assert_gone,
+    data_files,
+    folder,
+    metastore_tables,
+    read_until,
+    related,
+    run_dag,
+    start_dag,
+    task_states,
+    with_scenarios,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def test_execution_timeout_stops_the_job_which_drops_its_table_before_the_task_fails(postgres: Deployment) -> None:
+    table = "timed_out"
+    run = run_dag(with_scenarios(postgres), "ctas_timeout", table)
+
+    assert run.returncode != 0
+    assert task_states(postgres, "ctas_timeout", run.run_id)["ctas"][0] == "failed"
+    assert f"created {table}, owned by" in run.output, "the timeout must come while the job fills the table"
+    assert "AirflowTaskTimeout" in run.output
+    dropped = run.output.index(f"dropped the unfinished {table} of try 1")
+    assert dropped < run.output.index("Task failed with exception"), "undone by the job, before the task ended"
+    assert "cleanup job for" not in run.output, "the job undid it itself: no second application was needed"
+    assert_gone(postgres, table)
+    assert_exchange_empty(postgres)
+
+
+def test_sigterm_to_the_task_stops_a_replace_and_keeps_the_old_table(postgres: Deployment) -> None:
+    table = "replaced_then_stopped"
+    process, lines = start_dag(with_scenarios(postgres), "ctas_replace_endless", table), []
+    try:
+        read_until(process, f"created {table}__staging_", lines)
+
+        process.send_signal(signal.SIGTERM)
+        lines += process.stdout.readlines()
+        process.wait(timeout=120)
+    finally:
+        process.kill()
+    output = "".join(lines)
+    assert "cancelled: the Airflow task asked to stop" in output
+    assert f"dropped the staging table {table}__staging_" in output
+    tables = metastore_tables(postgres)
+    assert related(tables, table) == {table}, "the staging table must be dropped, the old table kept"
+    assert tables[table]["spark_tables.ctas.task_id"] == "base"
+    assert data_files(folder(postgres, table)), "the old table's rows must still be there"
+    assert_exchange_empty(postgres)
+
+
+def test_sigkill_to_the_task_process_still_undoes_the_replace_and_keeps_the_old_table(postgres: Deployment) -> None:
+    table = "replaced_then_killed"
+    process, lines = start_dag(with_scenarios(postgres), "ctas_replace_endless", table), []
+    try:
+        read_until(process, f"created {table}__staging_", lines)
+        spark_processes = psutil.Process(process.pid).children(recursive=True)
+        assert spark_processes, "spark-submit must be running"
+
+        process.kill()  # the task process dies outright: nothing of it runs any more
+        process.wait()
+        _, alive = psutil.wait_procs(spark_processes, timeout=120)
+    finally:
+        process.kill()
+    assert alive == [], f"the Spark application outlived its task: {alive}"
+    tables = metastore_tables(postgres)
+    assert related(tables, table) == {table}, "the staging table must be dropped, the old table kept"
+    assert tables[table]["spark_tables.ctas.task_id"] == "base"
+    assert data_files(folder(postgres, table)), "the old table's rows must still be there"
+    exchange = postgres.home / "spark_tables" / "exchange"
+    claims = sorted(exchange.glob("ctas_replace_endless__*.claim.json"))
+    assert len(claims) == 1, "the killed try's claim stays, for a sweep once Airflow knows the task finished"
+    for leftover in exchange.glob("ctas_replace_endless__*"):  # what that sweep would remove
+        leftover.unlink()
