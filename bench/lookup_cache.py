@@ -3,8 +3,10 @@ PostgreSQL dimension table, all in one process run, on one local[2] SparkSession
 
 Each mode runs once, through the provider's own job code (``run_lookup_join``). Measured per mode: the seconds of
 the join alone (``time.perf_counter`` around ``run_lookup_join``: reading the probe, the lookups, Spark's noop
-sink), rows/s, the job's FLIP metrics, and the queries PostgreSQL saw, as the change of the dimension table's index
-and sequential scans in ``pg_stat_user_tables`` over the run. The FULL snapshot's reload is timed on a line of its
+sink), rows/s, the job's FLIP metrics, and what PostgreSQL saw of the dimension table, as the change of its index
+and sequential scans in ``pg_stat_user_tables`` over the run: NONE's per-key queries are one index scan each;
+PARTIAL's one query per Arrow batch for its missing keys counts an index scan per key (a nested loop over the
+keys) or per query (a bitmap scan), as PostgreSQL plans it. The FULL snapshot's reload is timed on a line of its
 own.
 
 The dimension table ``lookup_bench.customers`` (``--dimension-rows``, ``id integer primary key``) is made anew by
@@ -22,7 +24,7 @@ The runs, in this order, after a throwaway join (NONE, 1,000 rows) that starts t
 - PARTIAL+shuffle: the same with ``lookup.shuffle=true`` (the probe hash-partitioned by key first). Its options
   differ, so its workers' caches are its own and start cold;
 - PARTIAL+async: PARTIAL with ``lookup.async=true``: a batch's missing keys loaded by concurrent ``lookup_async``
-  calls (PostgreSQL: four async connections a worker) instead of one pipelined request; its caches start cold too;
+  calls (PostgreSQL: four async connections a worker) instead of one query a batch; its caches start cold too;
 - FULL: a reload scans the table into a snapshot, then the join reads the snapshot.
 
 Checks, printed as PASS/FAIL (the exit code is 0 regardless): PARTIAL at least 10x NONE's rows/s; loadCount equals
@@ -71,8 +73,9 @@ SEED = 221
 WARM_UP_ROWS = 1_000
 TARGET_SPEEDUP = 10.0
 FULL_OPTIONS = {"lookup.cache": "FULL", "lookup.full-cache.periodic-reload.interval": "1 h"}
-#: Seconds between two reads of PostgreSQL's statistics, and the longest wait for them to settle after a run.
-READ_INTERVAL, MAX_WAIT = 1.5, 15.0
+#: Seconds between two reads of PostgreSQL's statistics, the longest wait for them to settle after a run, and how
+#: long after its last query an idle backend may still hold counts (PostgreSQL 15's PGSTAT_IDLE_INTERVAL, 10 s).
+READ_INTERVAL, MAX_WAIT, IDLE_FLUSH = 1.5, 15.0, 10.5
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -195,18 +198,20 @@ class ScanCounter:
         second, and an idle backend its last ones up to 10 s (PGSTAT_IDLE_INTERVAL) after its last query. The
         executors' Python workers keep their connections open, idle, between jobs: right after a join PostgreSQL
         may not have counted its last queries yet. This is a benchmark, not a test, so it waits, re-reading every
-        ``READ_INTERVAL`` seconds, for ``MAX_WAIT`` at most: until two consecutive reads agree and, when the job
-        counted its per-key queries (``index_scans``), the index scans have reached that count (two equal reads
-        alone could come before an idle backend's 10 s flush).
+        ``READ_INTERVAL`` seconds, for ``MAX_WAIT`` at most: until two consecutive reads agree and, when the index
+        scans to expect are known (``index_scans``: NONE's per-key queries), they have been reached; else until
+        ``IDLE_FLUSH`` has passed (two equal reads alone could come before an idle backend's flush).
         """
-        deadline = time.monotonic() + MAX_WAIT
+        started = time.monotonic()
         current = self.read() - before
         while True:
             time.sleep(READ_INTERVAL)
             previous, current = current, self.read() - before
-            if current == previous and (index_scans is None or current.index >= index_scans):
+            waited = time.monotonic() - started
+            counted = current.index >= index_scans if index_scans is not None else waited >= IDLE_FLUSH
+            if current == previous and counted:
                 return current, True
-            if time.monotonic() >= deadline:
+            if waited >= MAX_WAIT:
                 return current, False
 
 
@@ -244,8 +249,8 @@ def run_join(spark: SparkSession, counter: ScanCounter, spec: LookupSpec, mode: 
     seconds = time.perf_counter() - started
     if output["rows"] != rows:
         raise SystemExit(f"{mode}: the join returned {output['rows']:,} rows for {rows:,} probe rows")
-    per_key = None if spec.lookup_options.cache is CacheMode.FULL else output["metrics"]["loadCount"]
-    scans, settled = counter.settled(before, per_key)
+    per_key_queries = output["metrics"]["loadCount"] if spec.lookup_options.cache is CacheMode.NONE else None
+    scans, settled = counter.settled(before, per_key_queries)
     print(f"{mode}: {rows:,} probe rows in {seconds:.2f} s", flush=True)
     return Run(mode, rows, seconds, output["metrics"], scans, settled)
 
@@ -273,8 +278,11 @@ def report(args: argparse.Namespace, runs: dict[str, Run], reload: dict[str, Any
             f"{run.scans.seq:>8,}{m['hitCount']:>10,}{m['missCount']:>11,}{m['hitRate']:9.3f}"
             f"{m['numCachedRecords']:>12,}{m['numCachedBytes']:>13,}"
         )
-    print("loadCount: the per-key queries the job counted (FULL: the snapshot's loads, not per-key queries)")
-    print("PG index, PG seq: index and sequential scans of the table PostgreSQL counted during the join")
+    print("loadCount: the keys the job loaded from PostgreSQL (FULL: the snapshot's loads, not per-key queries)")
+    print(
+        "PG index, PG seq: index and sequential scans of the table PostgreSQL counted during the join (NONE: one a "
+        "query; PARTIAL's batched queries: one a key or one a query, as planned)"
+    )
     if not all(run.settled for run in runs.values()):
         print(f"*: PostgreSQL's count had not settled {MAX_WAIT:.0f} s after the join: it may lag")
     snapshot, reload_scans = reload["snapshot"], reload["scans"]

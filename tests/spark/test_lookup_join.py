@@ -299,8 +299,25 @@ def test_postgres_source_answers_sync_async_and_many_keys_at_once(dimension: str
         assert [sorted(rows) for rows in found[:3]] == [[("customer-3",)], [("customer-7",), ("customer-7-bis",)], []]
         assert [sorted(rows) for rows in found[3:]] == [sorted(source.lookup(key)) for key in keys[3:]]
         assert source.lookup((1000,)) == []
-        many = source.lookup_many([(7,), (1000,), (3,)])  # one pipelined request, results in the keys' order
+        many = source.lookup_many([(7,), (1000,), (3,)])  # one query, results in the keys' order
         assert [sorted(rows) for rows in many] == [[("customer-7",), ("customer-7-bis",)], [], [("customer-3",)]]
+    finally:
+        source.close()
+
+
+def test_postgres_source_finds_many_composite_keys_in_one_query(dimension: str) -> None:
+    source = PostgresLookupSource(
+        SourceTable(kind="postgres", connection=dict(PG), table=dimension, key=("id", "name"), columns=("amount",))
+    )
+    try:
+        keys = [(7, "customer-7-bis"), (3, "customer-4"), (40, "customer-40"), (7, "customer-7")]
+        assert source.lookup_many(keys) == [[(Decimal("0.50"),)], [], [(Decimal("10.00"),)], [(Decimal("1.75"),)]]
+        assert [source.lookup(key) for key in keys] == [
+            [(Decimal("0.50"),)],
+            [],
+            [(Decimal("10.00"),)],
+            [(Decimal("1.75"),)],
+        ]
     finally:
         source.close()
 

@@ -32,11 +32,13 @@ class PostgresLookupSource(LookupSource):
         self._connection: psycopg.Connection | None = None
         #: One slot per async connection: the connection, or None until a lookup opens it (again, once broken).
         self._async_slots: asyncio.Queue[psycopg.AsyncConnection | None] | None = None
+        self._table_name = sql.Identifier(*self.table.table.split("."))
         self._query = self._select(self.table.columns, where_key=True)
+        self._many_query: sql.Composed | None = None
 
     def _select(self, columns: Sequence[str], *, where_key: bool) -> sql.Composed:
         names = sql.SQL(", ").join(sql.Identifier(c) for c in columns) if columns else sql.SQL("*")
-        query = sql.SQL("SELECT {} FROM {}").format(names, sql.Identifier(*self.table.table.split(".")))
+        query = sql.SQL("SELECT {} FROM {}").format(names, self._table_name)
         if where_key:
             condition = sql.SQL(" AND ").join(sql.SQL("{} = %s").format(sql.Identifier(k)) for k in self.table.key)
             query = sql.SQL("{} WHERE {}").format(query, condition)
@@ -65,19 +67,45 @@ class PostgresLookupSource(LookupSource):
             raise
 
     def lookup_many(self, keys: Sequence[tuple]) -> Sequence[Sequence[Sequence]]:
-        """The same query for every key, pipelined: one round trip for all of them, results in the keys' order."""
+        """The rows of every key in one query: the keys go as one array a key column, cast to that column's type,
+        and each row comes back with the ordinal of its key, so no key value is compared in Python."""
         connection = self._connected()
-        results = []
         try:
-            with connection.cursor() as cursor:
-                cursor.executemany(self._query, keys, returning=True)
-                results.append(cursor.fetchall())
-                while cursor.nextset():
-                    results.append(cursor.fetchall())
+            if self._many_query is None:
+                self._many_query = self._select_many(connection)
+            found = connection.execute(self._many_query, [list(column) for column in zip(*keys, strict=True)])
+            results: list[list[tuple]] = [[] for _ in keys]
+            for ordinal, *values in found:
+                results[ordinal - 1].append(tuple(values))
         except psycopg.OperationalError:
             connection.close()
             raise
         return results
+
+    def _select_many(self, connection: psycopg.Connection) -> sql.Composed:
+        """``SELECT k.ord, t.<columns> FROM unnest(%s::<type>[], ...) WITH ORDINALITY k(...) JOIN <table> t ON ...``."""
+        types = dict(
+            connection.execute(
+                "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+                "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped",
+                (self._table_name.as_string(connection),),
+            ).fetchall()
+        )
+        aliases = [sql.Identifier(f"k{i}") for i in range(len(self.table.key))]
+        arrays = sql.SQL(", ").join(sql.SQL("%s::{}[]").format(sql.SQL(types[key])) for key in self.table.key)
+        condition = sql.SQL(" AND ").join(
+            sql.SQL("t.{} = k.{}").format(sql.Identifier(key), alias)
+            for key, alias in zip(self.table.key, aliases, strict=True)
+        )
+        return sql.SQL("SELECT k.ord, {} FROM unnest({}) WITH ORDINALITY AS k({}, ord) JOIN {} AS t ON {}").format(
+            sql.SQL(", ").join(sql.SQL("t.{}").format(sql.Identifier(c)) for c in self.table.columns)
+            if self.table.columns
+            else sql.SQL("t.*"),
+            arrays,
+            sql.SQL(", ").join(aliases),
+            self._table_name,
+            condition,
+        )
 
     async def lookup_async(self, key: tuple) -> Sequence[Sequence]:
         """``lookup`` on one of ``ASYNC_CONNECTIONS`` async connections, waiting for a free one."""
@@ -132,9 +160,7 @@ class PostgresLookupSource(LookupSource):
         return self._ordered(reader.load())
 
     def _bounds(self, column: str) -> tuple[Any, Any]:
-        query = sql.SQL("SELECT min({0}), max({0}) FROM {1}").format(
-            sql.Identifier(column), sql.Identifier(*self.table.table.split("."))
-        )
+        query = sql.SQL("SELECT min({0}), max({0}) FROM {1}").format(sql.Identifier(column), self._table_name)
         with psycopg.connect(**self._connect_kwargs()) as connection:
             return connection.execute(query).fetchone()
 
