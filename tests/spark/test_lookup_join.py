@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import os
 import threading
 from collections.abc import Iterator
@@ -12,7 +13,9 @@ from pathlib import Path
 import psycopg
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.types import TimestampNTZType
 
 from spark_tables.core.errors import JobError
 from spark_tables.core.lookup_job import LookupJoinJob, LookupReloadJob, StreamSource
@@ -320,6 +323,34 @@ def test_postgres_source_finds_many_composite_keys_in_one_query(dimension: str) 
         ]
     finally:
         source.close()
+
+
+def test_timestamps_with_and_without_a_time_zone_come_out_the_same_through_every_cache(
+    spark: SparkSession, dimension: str, probe: None, tmp_path: Path
+) -> None:
+    """``timestamp`` is a wall-clock time (Spark's TIMESTAMP_NTZ, whatever the zones of the JVM, the session or the
+    Python workers); ``timestamptz`` an instant. Both paths, per key (psycopg) and snapshot (JDBC), must agree."""
+    table = f"{SCHEMA}.events"
+    _execute(
+        f"CREATE TABLE {table} (id integer PRIMARY KEY, local_time timestamp, instant timestamptz)",
+        f"INSERT INTO {table} VALUES (1, '2026-03-29 02:30:00', '2026-03-29 02:30:00+02'), (2, NULL, NULL)",
+    )
+    instant = datetime.datetime(2026, 3, 29, 0, 30, tzinfo=datetime.UTC)
+    expected = {1: (datetime.datetime(2026, 3, 29, 2, 30), int(instant.timestamp()) * 10**6), 2: (None, None)}
+    interval = {"lookup.full-cache.periodic-reload.interval": "1 h"}
+    _reload(spark, _spec(table, tmp_path, "FULL", **interval))
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "Asia/Tokyo")  # neither UTC nor the machine's zone
+    try:
+        for cache in ("NONE", "PARTIAL", "FULL"):
+            job = _join_job(_spec(table, tmp_path, cache, **(interval if cache == "FULL" else {})), tmp_path)
+            joined = LookupJoin(spark, job).apply(spark.sql("SELECT * FROM probe WHERE customer_id IN (1, 2)"))
+            assert isinstance(joined.schema["local_time"].dataType, TimestampNTZType), cache
+            rows = joined.select("customer_id", "local_time", F.unix_micros("instant").alias("micros")).collect()
+            found = {row.customer_id: (row.local_time, row.micros) for row in rows}
+            assert found == expected, cache
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
 
 
 def test_a_probe_column_named_like_a_lookup_column_fails_with_one_line(

@@ -112,6 +112,7 @@ class LookupJoin:
 
     def _join_per_key(self, probe: DataFrame) -> DataFrame:
         resolved = dataclasses.replace(self.job.lookup.source, columns=self.value_names)
+        time_zone = self.spark.conf.get("spark.sql.session.timeZone")  # how Arrow batches carry TIMESTAMP columns
         definition = json.dumps([dataclasses.asdict(resolved), self.job.lookup.options], sort_keys=True, default=str)
         partition_lookup = PartitionLookup(
             lookup_id=f"{self.spark.conf.get('spark.app.id')}:{hashlib.sha256(definition.encode()).hexdigest()[:16]}",
@@ -120,7 +121,7 @@ class LookupJoin:
             options=self.job.lookup.options,
             on=self.job.on,
             value_names=self.value_names,
-            value_types=tuple(to_arrow_type(field.dataType) for field in self.value_fields),
+            value_types=tuple(to_arrow_type(field.dataType, timezone=time_zone) for field in self.value_fields),
             inner=self.job.join_type == "inner",
             metrics_folder=self.job.metrics_uri,
         )

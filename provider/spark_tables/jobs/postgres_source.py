@@ -133,7 +133,9 @@ class PostgresLookupSource(LookupSource):
         reader = reader.option("user", settings.get("user") or "")
         if settings.get("password"):
             reader = reader.option("password", settings["password"])
-        return reader.option("fetchsize", FETCH_SIZE)
+        # A ``timestamp`` column holds wall-clock times: TIMESTAMP_NTZ keeps them as they are on both paths, where
+        # Spark's TIMESTAMP would read them as instants in the JVM's zone (JDBC) but in UTC (per key, through Arrow).
+        return reader.option("fetchsize", FETCH_SIZE).option("preferTimestampNTZ", "true")
 
     def _ordered(self, frame: DataFrame) -> DataFrame:
         """Key columns first, then the value columns (all others when none were named)."""
