@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
 
@@ -11,6 +10,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
 from spark_tables.core.identifiers import TableIdentifier, quote_part
+from spark_tables.jobs.storage_files import fsspec_url, remove
 
 log = logging.getLogger(__name__)
 
@@ -66,24 +66,9 @@ def drop(spark: SparkSession, table: TableIdentifier) -> None:
             return
         raise
     if location:
-        remove_files(location)
+        remove(location)
     spark.sql(f"DROP TABLE IF EXISTS {table.quoted()}")
     log.info("dropped %s and its files%s", table, f" under {location}" if location else "")
-
-
-def fsspec_url(location: str) -> str:
-    """A Hadoop location as fsspec reads it: ``file:/x`` is a local path, ``s3a://`` is ``s3://``."""
-    if location.startswith("file:"):
-        return "/" + location[len("file:") :].lstrip("/")
-    return re.sub(r"^s3[an]://", "s3://", location)
-
-
-def remove_files(location: str) -> None:
-    import fsspec
-
-    file_system, path = fsspec.core.url_to_fs(fsspec_url(location))
-    with contextlib.suppress(FileNotFoundError):
-        file_system.rm(path, recursive=True)
 
 
 def is_empty_location(location: str) -> bool:

@@ -1,19 +1,29 @@
-"""Folders on storage, from the driver: list, measure, remove. Local paths go through ``os``; other URIs through
-fsspec (the driver then needs fsspec and the file system's package, as for the exchange)."""
+"""Folders on storage, from the driver: list, measure, remove. They are named by URIs or Hadoop locations, as
+Spark writes them. Local paths go through ``os``; other URIs through fsspec (the driver then needs fsspec and the
+file system's package, as for the exchange)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shutil
 from typing import Any
 
 from spark_tables.core.exchange import local_path
 
 
+def fsspec_url(location: str) -> str:
+    """A Hadoop location as fsspec reads it: ``file:/x`` is a local path, ``s3a://`` is ``s3://``."""
+    if location.startswith("file:"):
+        return "/" + location[len("file:") :].lstrip("/")
+    return re.sub(r"^s3[an]://", "s3://", location)
+
+
 def _filesystem(uri: str) -> tuple[Any, str]:
     import fsspec
 
-    return fsspec.core.url_to_fs(uri)
+    return fsspec.core.url_to_fs(fsspec_url(uri))
 
 
 def _is_data(name: str) -> bool:
@@ -47,11 +57,11 @@ def folder_bytes(folder: str) -> int:
 
 
 def remove(uri: str) -> None:
-    """Delete a folder and what it holds, if it exists."""
+    """Delete a folder and what it holds, if it exists; any other failure to delete is raised."""
     path = local_path(uri)
-    if path is not None:
-        shutil.rmtree(path, ignore_errors=True)
-        return
-    fs, remote = _filesystem(uri)
-    if fs.exists(remote):
-        fs.rm(remote, recursive=True)
+    with contextlib.suppress(FileNotFoundError):
+        if path is not None:
+            shutil.rmtree(path)
+        else:
+            fs, remote = _filesystem(uri)
+            fs.rm(remote, recursive=True)
