@@ -32,14 +32,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import statistics
 import sys
 import time
 from datetime import datetime
 from typing import Any
 
-from harness import fresh_airflow, run_dag, working_in
+from harness import fresh_airflow, reproduce_command, run_dag, working_in
 
 DAG_ID = "spark_tables_cache_benefit"
 CONSUMERS = {
@@ -255,8 +254,7 @@ def report(args: argparse.Namespace, tasks: dict[str, dict[str, Any]], wall_seco
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    command = shlex.join([sys.executable, os.path.abspath(__file__), *argv])
-    print(f"reproduce: cd {shlex.quote(os.getcwd())} && {command}", flush=True)
+    command = reproduce_command(__file__, argv)
     root = fresh_airflow(
         "spark_tables_bench_cache_",
         AIRFLOW__CORE__XCOM_BACKEND="spark_tables.xcom.cache_registry.CacheRegistryXComBackend",

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import statistics
 import sys
 import time
 
-from harness import fresh_airflow, machine_note, working_in
+from harness import fresh_airflow, machine_note, reproduce_command, working_in
 
 MARK = "spark_tables_bench_class_archive"
 
@@ -55,8 +54,7 @@ def submit(rows: int, archive: str, tag: str) -> tuple[float, float, float]:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    command = shlex.join([sys.executable, os.path.abspath(__file__), *argv])
-    print(f"reproduce: cd {shlex.quote(os.getcwd())} && {command}", flush=True)
+    command = reproduce_command(__file__, argv)
     root = fresh_airflow("spark_tables_bench_archive_")
     archive = os.path.join(root, "jvm")
     with working_in(root, args.keep):

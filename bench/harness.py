@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -16,6 +17,13 @@ from collections.abc import Iterator
 from typing import Any
 
 VENV_BIN = os.path.dirname(sys.executable)  # not resolved: the venv's bin, where airflow and spark-submit are
+
+
+def reproduce_command(script: str, argv: list[str]) -> str:
+    """Print how to run this benchmark again, from this folder; return the command, to print again at the end."""
+    command = shlex.join([sys.executable, os.path.abspath(script), *argv])
+    print(f"reproduce: cd {shlex.quote(os.getcwd())} && {command}", flush=True)
+    return command
 
 
 def fresh_airflow(prefix: str, airflow_home: str | None = None, **settings: str) -> str:

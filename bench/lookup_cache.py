@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 import tempfile
 import time
@@ -53,7 +52,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import psycopg
-from harness import machine_note, working_in
+from harness import machine_note, reproduce_command, working_in
 from psycopg import sql
 from pyspark.sql import SparkSession
 
@@ -324,8 +323,7 @@ def report(args: argparse.Namespace, runs: dict[str, Run], reload: dict[str, Any
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    command = shlex.join([sys.executable, os.path.abspath(__file__), *argv])
-    print(f"reproduce: cd {shlex.quote(os.getcwd())} && {command}", flush=True)
+    command = reproduce_command(__file__, argv)
     root = tempfile.mkdtemp(prefix="spark_tables_bench_lookup_", dir="/tmp")
     print(f"working folder: {root}", flush=True)
     with working_in(root, args.keep):

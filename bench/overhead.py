@@ -24,14 +24,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import statistics
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from harness import fmt, fresh_airflow, med, run_dag, working_in
+from harness import fmt, fresh_airflow, med, reproduce_command, run_dag, working_in
 
 DAG_ID = "spark_tables_overhead"
 DATABASE = "bench_overhead"
@@ -292,8 +291,7 @@ def report(args: argparse.Namespace, timings: dict[str, TaskTiming], wall_second
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    command = shlex.join([sys.executable, os.path.abspath(__file__), *argv])
-    print(f"reproduce: cd {shlex.quote(os.getcwd())} && {command}", flush=True)
+    command = reproduce_command(__file__, argv)
     folders = prepare_environment(args)
     print(f"working folder: {folders.root} (AIRFLOW_HOME {folders.airflow_home})", flush=True)
     with working_in(folders.root, args.keep):
