@@ -93,26 +93,28 @@ class CachingLookup:
 
     def prefetch(self, keys: Sequence[Key]) -> None:
         """Fetch ahead the results of the lookups of ``keys`` that will load (see the module's doc)."""
+        if self._load_async is None and (self._cache is None or self._load_many is None):
+            return  # each lookup loads alone
+        if self._cache is not None:
+            keys = [key for key in dict.fromkeys(keys) if not self._cache.contains(key)]
+        if not keys:
+            return
         if self._load_async is not None:
-            if self._cache is not None:
-                keys = [key for key in dict.fromkeys(keys) if not self._cache.contains(key)]
-            if keys:
-                self._event_loop().run_until_complete(self._prefetch_async(keys))
-            return
-        if self._cache is None or self._load_many is None:
-            return
-        missing = [key for key in dict.fromkeys(keys) if not self._cache.contains(key)]
-        if not missing:
-            return
+            self._event_loop().run_until_complete(self._prefetch_async(keys))
+        else:
+            self._prefetch_together(keys)
+
+    def _prefetch_together(self, keys: Sequence[Key]) -> None:
+        """Load ``keys`` in one ``load_many`` request; nothing is prefetched if it fails after its retries."""
         started = self._clock()
         try:
             loaded = self._retrying(
-                functools.partial(self._load_many, missing), what=f"lookup of {len(missing)} keys together"
+                functools.partial(self._load_many, keys), what=f"lookup of {len(keys)} keys together"
             )
         except Exception:
             return
         milliseconds = (self._clock() - started) * 1000
-        self._prefetched = {key: [(rows, milliseconds)] for key, rows in zip(missing, loaded, strict=True)}
+        self._prefetched = {key: [(rows, milliseconds)] for key, rows in zip(keys, loaded, strict=True)}
 
     async def _prefetch_async(self, keys: Sequence[Key]) -> None:
         """Load each of ``keys`` through ``load_async``, at most ``async_capacity`` at once."""
