@@ -41,6 +41,14 @@ def test_execution_timeout_stops_the_job_which_drops_its_table_before_the_task_f
     assert_exchange_empty(postgres)
 
 
+def assert_old_table_kept(deployment: Deployment, table: str) -> None:
+    """The REPLACE was undone: its staging table dropped, the table the scenario's ``base`` task made still there."""
+    tables = metastore_tables(deployment)
+    assert related(tables, table) == {table}, "the staging table must be dropped, the old table kept"
+    assert tables[table]["spark_tables.ctas.task_id"] == "base"
+    assert data_files(folder(deployment, table)), "the old table's rows must still be there"
+
+
 def test_sigterm_to_the_task_stops_a_replace_and_keeps_the_old_table(postgres: Deployment) -> None:
     table = "replaced_then_stopped"
     process, lines = start_dag(with_scenarios(postgres), "ctas_replace_endless", table), []
@@ -55,10 +63,7 @@ def test_sigterm_to_the_task_stops_a_replace_and_keeps_the_old_table(postgres: D
     output = "".join(lines)
     assert "cancelled: the Airflow task asked to stop" in output
     assert f"dropped the staging table {table}__staging_" in output
-    tables = metastore_tables(postgres)
-    assert related(tables, table) == {table}, "the staging table must be dropped, the old table kept"
-    assert tables[table]["spark_tables.ctas.task_id"] == "base"
-    assert data_files(folder(postgres, table)), "the old table's rows must still be there"
+    assert_old_table_kept(postgres, table)
     assert_exchange_empty(postgres)
 
 
@@ -76,10 +81,7 @@ def test_sigkill_to_the_task_process_still_undoes_the_replace_and_keeps_the_old_
     finally:
         process.kill()
     assert alive == [], f"the Spark application outlived its task: {alive}"
-    tables = metastore_tables(postgres)
-    assert related(tables, table) == {table}, "the staging table must be dropped, the old table kept"
-    assert tables[table]["spark_tables.ctas.task_id"] == "base"
-    assert data_files(folder(postgres, table)), "the old table's rows must still be there"
+    assert_old_table_kept(postgres, table)
     exchange = postgres.home / "spark_tables" / "exchange"
     claims = sorted(exchange.glob("ctas_replace_endless__*.claim.json"))
     assert len(claims) == 1, "the killed try's claim stays, for a sweep once Airflow knows the task finished"
