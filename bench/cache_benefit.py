@@ -38,7 +38,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-from harness import fresh_airflow, reproduce_command, run_dag, working_in
+from harness import fresh_airflow, reproduce_command, run_dag, working_in, write_dag_file
 
 DAG_ID = "spark_tables_cache_benefit"
 CONSUMERS = {
@@ -72,11 +72,11 @@ def in_one_application(args: argparse.Namespace, root: str) -> None:
     """Recompute against miss and hit, with the provider's job code, in one local[2] application."""
     from pyspark.sql import SparkSession
 
-    from spark_tables.core.cache_descriptor import descriptor_of_copy
-    from spark_tables.core.cached_table import CachedTable
+    from spark_tables.core.cache.descriptor import descriptor_of_copy
+    from spark_tables.core.cache.table import CachedTable
+    from spark_tables.core.ctas.ownership import TableOwner
     from spark_tables.core.job_spec import CacheUse
-    from spark_tables.core.ownership import TableOwner
-    from spark_tables.jobs.cached_views import prepare_cached_views
+    from spark_tables.jobs.cache.views import prepare_cached_views
     from spark_tables.jobs.cancellation import Cancellation
 
     spark = SparkSession.builder.master("local[2]").config("spark.log.level", "WARN").getOrCreate()
@@ -136,7 +136,7 @@ def in_one_application(args: argparse.Namespace, root: str) -> None:
 def build_dag(args: argparse.Namespace) -> Any:
     from airflow.sdk import DAG, chain
 
-    from spark_tables.core.cached_table import CachedTable
+    from spark_tables.core.cache.table import CachedTable
     from spark_tables.operators.cache import release_caches
     from spark_tables.operators.ctas import SparkCtasOperator
     from spark_tables.operators.sql import SparkSqlJobOperator
@@ -158,6 +158,11 @@ def build_dag(args: argparse.Namespace) -> Any:
         chain(make_a, *[task for number, (c, r) in pairs for task in ((r, c) if number % 2 == 0 else (c, r))])
         release_caches()
     return dag
+
+
+def benchmark_dag(argv: list[str]) -> Any:
+    """The DAG of this benchmark, for its DAG file (``harness.write_dag_file``)."""
+    return build_dag(parse_args(argv))
 
 
 def collect(dag_run: Any) -> dict[str, dict[str, Any]]:
@@ -261,7 +266,8 @@ def main(argv: list[str]) -> int:
     )
     print(f"working folder: {root}", flush=True)
     with working_in(root, args.keep):
-        dag, runs, wall_seconds, notes = build_dag(args), [], 0.0, []
+        write_dag_file(__file__, argv)
+        dag, runs, wall_seconds, notes = benchmark_dag(argv), [], 0.0, []
         for _ in range(args.dag_rounds):
             dag_run, seconds, machine = run_dag(dag)
             runs.append(collect(dag_run))

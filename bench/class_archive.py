@@ -36,17 +36,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def submit(rows: int, archive: str, tag: str) -> tuple[float, float, float]:
     """Run the job once with ``[spark_tables] jvm_class_archive = archive``: wall, session and work seconds."""
-    from spark_tables.core.catalog import EmbeddedCatalog
+    from spark_tables.core.catalog_config import EmbeddedCatalog
     from spark_tables.core.job_spec import JobSpec
-    from spark_tables.core.sql_job import SqlJob
-    from spark_tables.hooks import settings
+    from spark_tables.core.sql.job import SqlJob
     from spark_tables.hooks.spark_job import SparkJobHook
+    from spark_tables.utils import settings
 
     os.environ["AIRFLOW__SPARK_TABLES__JVM_CLASS_ARCHIVE"] = archive
     job = SqlJob(statements=(f"SELECT count(*), sum(id % 7) FROM range({rows})",))
     result_uri = f"file://{settings.home()}/exchange/{tag}.json"
-    hook = SparkJobHook(spec=JobSpec(job=job, result_uri=result_uri), catalog=EmbeddedCatalog(settings.home()))
-    hook._name = f"{MARK}.{tag}"
+    hook = SparkJobHook(
+        spec=JobSpec(job=job, result_uri=result_uri), catalog=EmbeddedCatalog(settings.home()), name=f"{MARK}.{tag}"
+    )
     started = time.monotonic()
     result = hook.run()
     return time.monotonic() - started, result.session_seconds or 0.0, result.work_seconds or 0.0

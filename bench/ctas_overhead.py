@@ -31,10 +31,11 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from spark_tables.core.ctas_job import CtasJob
-from spark_tables.core.ownership import TableOwner
-from spark_tables.jobs import catalog_tables, ctas
+from spark_tables.core.ctas.job import CtasJob
+from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.jobs.cancellation import Cancellation
+from spark_tables.jobs.ctas import catalog_tables
+from spark_tables.jobs.ctas import lifecycle as ctas
 from spark_tables.jobs.entry import run_job
 
 SIDES = ("native", "ctas_table", "ctas_staging")

@@ -1,4 +1,4 @@
-"""What every benchmark here shares: a fresh Airflow of its own under /tmp, an in-script DAG run by
+"""What every benchmark here shares: a fresh Airflow of its own under /tmp, a DAG file in its DAGs folder run by
 ``dag.test()`` through real spark-submit, and a note of what else was running on the machine."""
 
 from __future__ import annotations
@@ -74,18 +74,26 @@ def migrate_db() -> None:
         raise SystemExit(f"airflow db migrate failed with exit code {result.returncode}")
 
 
-def register_dag(dag: Any) -> None:
-    """Write the serialized DAG to the metadata DB, as the DAG processor would; dag.test() needs it there."""
-    from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.dag_processing.collection import update_dag_parsing_results_in_db
-    from airflow.serialization.serialized_objects import LazyDeserializedDAG
-    from airflow.utils.session import create_session
+DAG_FILE = """\"\"\"The Airflow DAG of bench/{module}.py, written into this run's DAGs folder by bench/harness.py.\"\"\"
 
-    DagBundlesManager().sync_bundles_to_db()
-    with create_session() as session:
-        update_dag_parsing_results_in_db(
-            "dags-folder", None, [LazyDeserializedDAG.from_dag(dag)], {}, None, set(), session=session
-        )
+import sys
+
+sys.path.insert(0, {bench!r})
+
+from {module} import benchmark_dag
+
+dag = benchmark_dag({argv!r})
+"""
+
+
+def write_dag_file(script: str, argv: list[str]) -> None:
+    """Put the benchmark's DAG in the DAGs folder, built by ``benchmark_dag(argv)`` of ``script``, so that
+    ``dag.test()`` finds it there as it finds a user's DAG (its docstring names Airflow and a DAG: Airflow's
+    safe mode parses only files that mention both)."""
+    module = os.path.splitext(os.path.basename(script))[0]
+    path = os.path.join(os.environ["AIRFLOW__CORE__DAGS_FOLDER"], f"{module}_dag.py")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(DAG_FILE.format(module=module, bench=os.path.dirname(os.path.abspath(script)), argv=argv))
 
 
 @contextlib.contextmanager
@@ -102,8 +110,8 @@ def working_in(root: str, keep: bool) -> Iterator[None]:
 
 
 def run_dag(dag: Any) -> tuple[Any, float, list[str]]:
-    """Register and run ``dag`` with ``dag.test()``: the DAG run, its wall seconds, notes on the machine."""
-    register_dag(dag)
+    """Run ``dag`` with ``dag.test()``, as a user would (its file in the DAGs folder: ``write_dag_file``): the DAG
+    run, its wall seconds, notes on the machine."""
     notes = [machine_note("before", dag.dag_id)]
     started = time.monotonic()
     dag_run = dag.test()

@@ -56,12 +56,12 @@ from harness import machine_note, reproduce_command, working_in
 from psycopg import sql
 from pyspark.sql import SparkSession
 
-from spark_tables.core.lookup_job import LookupJoinJob, LookupReloadJob
-from spark_tables.core.lookup_options import CacheMode
-from spark_tables.core.lookup_table import LookupSpec, SourceTable
+from spark_tables.core.lookup.job import LookupJoinJob, LookupReloadJob
+from spark_tables.core.lookup.options import CacheMode
+from spark_tables.core.lookup.table import LookupSpec, SourceTable
 from spark_tables.jobs.cancellation import Cancellation
-from spark_tables.jobs.lookup_join import run_lookup_join
-from spark_tables.jobs.lookup_snapshots import run_lookup_reload
+from spark_tables.jobs.lookup.join import run_lookup_join
+from spark_tables.jobs.lookup.reload import run_lookup_reload
 
 APP_NAME = "spark_tables-bench-lookup-cache"
 PG = {"host": "127.0.0.1", "port": 5432, "database": "spark_tables_test", "user": "postgres"}

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from harness import fmt, fresh_airflow, med, reproduce_command, run_dag, working_in
+from harness import fmt, fresh_airflow, med, reproduce_command, run_dag, working_in, write_dag_file
 
 DAG_ID = "spark_tables_overhead"
 DATABASE = "bench_overhead"
@@ -128,8 +128,18 @@ def prepare_environment(args: argparse.Namespace) -> Folders:
     The drivers' class-data archive is off: the plain side has none, and this compares like with like
     (``bench/class_archive.py`` measures what the archive saves).
     """
-    root = fresh_airflow("spark_tables_bench_", args.airflow_home, AIRFLOW__SPARK_TABLES__JVM_CLASS_ARCHIVE="off")
-    folders = Folders(
+    fresh_airflow("spark_tables_bench_", args.airflow_home, AIRFLOW__SPARK_TABLES__JVM_CLASS_ARCHIVE="off")
+    folders = folders_from_environment()
+    os.makedirs(folders.plain_timings, exist_ok=True)
+    with open(folders.plain_job, "w", encoding="utf-8") as handle:
+        handle.write(PLAIN_JOB)
+    return folders
+
+
+def folders_from_environment() -> Folders:
+    """The folders of this run, from the environment ``fresh_airflow`` set (the DAG file is parsed with it)."""
+    root = os.path.dirname(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+    return Folders(
         root=root,
         airflow_home=os.environ["AIRFLOW_HOME"],
         dags=os.environ["AIRFLOW__CORE__DAGS_FOLDER"],
@@ -137,10 +147,11 @@ def prepare_environment(args: argparse.Namespace) -> Folders:
         plain_job=os.path.join(root, "plain_job.py"),
         plain_timings=os.path.join(root, "plain_timings"),
     )
-    os.makedirs(folders.plain_timings, exist_ok=True)
-    with open(folders.plain_job, "w", encoding="utf-8") as handle:
-        handle.write(PLAIN_JOB)
-    return folders
+
+
+def benchmark_dag(argv: list[str]) -> Any:
+    """The DAG of this benchmark, for its DAG file (``harness.write_dag_file``)."""
+    return build_dag(parse_args(argv), folders_from_environment())
 
 
 def spark_confs(spark_tables_home: str) -> tuple[dict[str, str], dict[str, str]]:
@@ -148,9 +159,9 @@ def spark_confs(spark_tables_home: str) -> tuple[dict[str, str], dict[str, str]]
 
     Checked to be the very conf the provider's hook submits, so both applications run with the same settings.
     """
-    from spark_tables.core.catalog import EmbeddedCatalog
-    from spark_tables.hooks import settings
+    from spark_tables.core.catalog_config import EmbeddedCatalog
     from spark_tables.hooks.spark_job import _spark_conf
+    from spark_tables.utils import settings
 
     if settings.home() != os.path.abspath(spark_tables_home):
         raise RuntimeError(f"the provider's home is {settings.home()}, not {spark_tables_home}")
@@ -295,7 +306,8 @@ def main(argv: list[str]) -> int:
     folders = prepare_environment(args)
     print(f"working folder: {folders.root} (AIRFLOW_HOME {folders.airflow_home})", flush=True)
     with working_in(folders.root, args.keep):
-        dag_run, wall_seconds, notes = run_dag(build_dag(args, folders))
+        write_dag_file(__file__, argv)
+        dag_run, wall_seconds, notes = run_dag(benchmark_dag(argv))
         report(args, collect(dag_run, folders), wall_seconds, notes)
         print(f"reproduce: {command}")
     return 0

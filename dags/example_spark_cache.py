@@ -14,7 +14,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG
 
-from spark_tables.core.cached_table import CachedTable
+from spark_tables.core.cache.table import CachedTable
 from spark_tables.operators.cache import release_caches
 from spark_tables.operators.ctas import SparkCtasOperator
 from spark_tables.operators.sql import SparkSqlJobOperator

@@ -19,7 +19,7 @@ import pendulum
 from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
 from airflow.sdk import DAG
 
-from spark_tables.core.lookup_table import LookupTable
+from spark_tables.core.lookup.table import LookupTable
 from spark_tables.operators.lookup import SparkLookupJoinOperator, SparkLookupReloadOperator
 from spark_tables.sensors.lookup_reload import LookupReloadSensor
 

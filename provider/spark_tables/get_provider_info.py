@@ -12,8 +12,8 @@ def get_provider_info() -> dict[str, Any]:
         "package-name": "airflow-provider-spark-tables",
         "name": "Spark Tables",
         "description": (
-            "Flink-style table programs on Spark: CTAS with cleanup, cached tables, lookup caches, compiled "
-            "plans with per-operator state TTL and buffered output, run through spark-submit."
+            "Flink-style table programs on Spark, run through spark-submit: CTAS with cleanup, cached tables "
+            "across a DAG run's tasks, lookup joins with partial and full caches."
         ),
         "versions": [__version__],
         "integrations": [
@@ -41,7 +41,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "spark_tables.hooks.spark_job",
                     "spark_tables.hooks.catalog",
-                    "spark_tables.hooks.lookup_tables",
+                    "spark_tables.hooks.lookup.tables",
                 ],
             }
         ],

@@ -14,8 +14,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from spark_tables.core.catalog import Catalog, EmbeddedCatalog, PostgresMetastore
-from spark_tables.hooks.class_archive import ClassArchive
+from spark_tables.core.catalog_config import Catalog, EmbeddedCatalog, PostgresMetastore
+from spark_tables.utils.class_archive import ClassArchive
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent

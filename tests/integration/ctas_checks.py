@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psycopg
 
-from spark_tables.core.catalog import PostgresMetastore
+from spark_tables.core.catalog_config import PostgresMetastore
 from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, SCENARIOS, VENV_BIN, Deployment
 
 STATE = "spark_tables.ctas.state"

@@ -9,9 +9,9 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from spark_tables.core.catalog import EmbeddedCatalog
+from spark_tables.core.catalog_config import EmbeddedCatalog
 from spark_tables.core.job_spec import JobSpec
-from spark_tables.core.sql_job import SqlJob
+from spark_tables.core.sql.job import SqlJob
 from spark_tables.hooks.spark_job import SparkJobHook
 
 #: Far more rows than two cores sum in a test's lifetime.
@@ -25,7 +25,7 @@ def long_job_hook(folder: str, on_started: Any) -> SparkJobHook:
         catalog=EmbeddedCatalog(home=f"{folder}/catalog"),
         name="spark-tables-long-job",
     )
-    watch_log = hook._watch_log
+    watch_log = hook.watch_log
 
     def watching(itr: Iterator[Any]) -> Iterator[Any]:
         for line in watch_log(itr):
@@ -33,10 +33,10 @@ def long_job_hook(folder: str, on_started: Any) -> SparkJobHook:
                 on_started(hook)
             yield line
 
-    hook._watch_log = watching  # type: ignore[method-assign]
+    hook.watch_log = watching  # type: ignore[method-assign]
     return hook
 
 
 if __name__ == "__main__":
-    job = long_job_hook(sys.argv[1], lambda hook: print(f"STARTED {hook._submit_sp.pid}", flush=True))
+    job = long_job_hook(sys.argv[1], lambda hook: print(f"STARTED {hook.submit_process.pid}", flush=True))
     job.run()

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from spark_tables.core.catalog import EmbeddedCatalog
+from spark_tables.core.catalog_config import EmbeddedCatalog
 from spark_tables.core.job_spec import JobSpec
-from spark_tables.core.sql_job import SqlJob
+from spark_tables.core.sql.job import SqlJob
 from spark_tables.hooks.spark_job import SparkJobFailed, SparkJobHook
 from tests.integration.conftest import VENV_BIN
 

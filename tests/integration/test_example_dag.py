@@ -7,7 +7,7 @@ import os
 import psycopg
 import pytest
 
-from spark_tables.core.catalog import PostgresMetastore
+from spark_tables.core.catalog_config import PostgresMetastore
 from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, Deployment
 
 pytestmark = pytest.mark.integration

@@ -59,7 +59,7 @@ def test_on_kill_stops_spark_submit_and_the_python_driver(spark_env: Path) -> No
     runner.start()
     try:
         assert started.wait(timeout=180), "the job never started its statement"
-        group = _process_group(hook._submit_sp.pid)
+        group = _process_group(hook.submit_process.pid)
         assert any(_is_python_driver(p) for p in group), "the Python driver must be in spark-submit's group"
 
         hook.on_kill()
@@ -70,8 +70,8 @@ def test_on_kill_stops_spark_submit_and_the_python_driver(spark_env: Path) -> No
         assert alive == [], f"still running after on_kill: {alive}"
         assert len(failures) == 1 and isinstance(failures[0], SparkJobFailed)
     finally:
-        if runner.is_alive() and hook._submit_sp is not None:
-            os.killpg(hook._submit_sp.pid, signal.SIGKILL)
+        if runner.is_alive() and hook.submit_process is not None:
+            os.killpg(hook.submit_process.pid, signal.SIGKILL)
 
 
 def test_driver_stops_itself_when_the_task_process_is_killed_outright(spark_env: Path) -> None:

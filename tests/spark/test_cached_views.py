@@ -13,12 +13,12 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from spark_tables.core.cache_descriptor import CacheDescriptor, descriptor_of_copy
-from spark_tables.core.cached_table import CachedTable
+from spark_tables.core.cache.descriptor import CacheDescriptor, descriptor_of_copy
+from spark_tables.core.cache.table import CachedTable
+from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.job_spec import CacheUse
-from spark_tables.core.ownership import TableOwner
-from spark_tables.core.sql_job import SqlJob
-from spark_tables.jobs.cached_views import prepare_cached_views
+from spark_tables.core.sql.job import SqlJob
+from spark_tables.jobs.cache.views import prepare_cached_views
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.entry import run_job
 

@@ -17,11 +17,8 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from spark_tables.core.ctas_job import CtasCleanupJob, CtasJob
-from spark_tables.core.ctas_statement import parse_ctas
-from spark_tables.core.identifiers import TableIdentifier
-from spark_tables.core.job_result import JobResult
-from spark_tables.core.ownership import (
+from spark_tables.core.ctas.job import CtasCleanupJob, CtasJob
+from spark_tables.core.ctas.ownership import (
     COMPLETE,
     FILLING,
     PREFIX,
@@ -32,9 +29,12 @@ from spark_tables.core.ownership import (
     replaced_table,
     staging_table,
 )
-from spark_tables.jobs import ctas as ctas_jobs
+from spark_tables.core.ctas.statement import parse_ctas
+from spark_tables.core.identifiers import TableIdentifier
+from spark_tables.core.job_result import JobResult
 from spark_tables.jobs.cancellation import Cancellation
-from spark_tables.jobs.ctas import run_ctas_cleanup, undo_unfinished
+from spark_tables.jobs.ctas import lifecycle as ctas_jobs
+from spark_tables.jobs.ctas.lifecycle import run_ctas_cleanup, undo_unfinished
 from spark_tables.jobs.entry import run_job
 
 pytestmark = pytest.mark.spark
@@ -324,6 +324,55 @@ def test_an_existing_table_skips_the_job_with_if_not_exists(spark: SparkSession,
     assert result.output["created"] is False and result.output["skipped"] == "table exists"
     assert rows(spark, f"{db}.taken") == [(0, "old"), (1, "old"), (2, "old")]
     assert tables(spark, db) == ["taken"] and files(table_location(spark, f"{db}.taken")) == before
+
+
+def _rival_takes(spark: SparkSession, table: str) -> None:
+    """Another task's CTAS creates ``table`` (with its own marks) in the instant before this job's catalog call."""
+    rival = dataclasses.replace(owner(), task_id="other_task")
+    plain_table(spark, table, "SELECT id, 'theirs' AS s FROM range(2)", rival.properties(COMPLETE))
+
+
+@pytest.mark.parametrize("if_not_exists", [False, True])
+def test_a_name_taken_just_before_the_creation_is_left_to_its_creator(
+    spark: SparkSession, db: str, monkeypatch: pytest.MonkeyPatch, if_not_exists: bool
+) -> None:
+    """Spark refuses the creation with TABLE_OR_VIEW_ALREADY_EXISTS; the catalog shows whose table it is."""
+    create = ctas_jobs._create
+
+    def rival_first(spark: SparkSession, name: TableIdentifier, *args: Any) -> None:
+        _rival_takes(spark, name.quoted())
+        create(spark, name, *args)
+
+    monkeypatch.setattr(ctas_jobs, "_create", rival_first)
+    result = run(spark, ctas(f"{db}.contested", atomicity="table", if_not_exists=if_not_exists))
+
+    if if_not_exists:
+        assert result.succeeded and result.output["skipped"] == "table created meanwhile by another task"
+    else:
+        assert (
+            result.error == f"table {db}.contested was created meanwhile by another task, whose table is left as it is"
+        )
+    assert rows(spark, f"{db}.contested") == [(0, "theirs"), (1, "theirs")]
+    assert marks(spark, f"{db}.contested")[f"{PREFIX}task_id"] == "other_task"
+
+
+def test_a_name_taken_just_before_the_staging_rename_is_left_to_its_creator(
+    spark: SparkSession, db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The metastore itself refuses the rename (Spark's own check passed first): Spark passes it on as
+    _LEGACY_ERROR_TEMP_3065, and the catalog shows the name is another task's. The staging table is dropped."""
+    external_catalog = spark._jsparkSession.sharedState().externalCatalog()
+
+    def rename_past_spark_s_check(spark: SparkSession, table: TableIdentifier, new_name: TableIdentifier) -> None:
+        _rival_takes(spark, new_name.quoted())
+        external_catalog.renameTable(table.database, table.table, new_name.table)
+
+    monkeypatch.setattr(ctas_jobs.catalog_tables, "rename", rename_past_spark_s_check)
+    result = run(spark, ctas(f"{db}.contested", atomicity="staging"))
+
+    assert result.error.startswith(f"table {db}.contested was created meanwhile by another task")
+    assert rows(spark, f"{db}.contested") == [(0, "theirs"), (1, "theirs")]
+    assert tables(spark, db) == ["contested"], "the staging table is dropped"
 
 
 def test_a_failing_replace_leaves_the_old_table_readable(spark: SparkSession, db: str) -> None:

@@ -18,12 +18,12 @@ from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.types import TimestampNTZType
 
 from spark_tables.core.errors import JobError
-from spark_tables.core.lookup_job import LookupJoinJob, LookupReloadJob, StreamSource
-from spark_tables.core.lookup_table import LookupSpec, SourceTable
+from spark_tables.core.lookup.job import LookupJoinJob, LookupReloadJob, StreamSource
+from spark_tables.core.lookup.table import LookupSpec, SourceTable
 from spark_tables.jobs.cancellation import Cancellation, JobCancelled
-from spark_tables.jobs.lookup_join import LookupJoin, run_lookup_join
-from spark_tables.jobs.lookup_snapshots import current_snapshot, run_lookup_reload, versions
-from spark_tables.jobs.postgres_source import PostgresLookupSource
+from spark_tables.jobs.lookup.join import LookupJoin, run_lookup_join
+from spark_tables.jobs.lookup.postgres import PostgresLookupSource
+from spark_tables.jobs.lookup.reload import current_snapshot, run_lookup_reload, versions
 
 pytestmark = pytest.mark.spark
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import SparkSession
 
-from spark_tables.core.sql_job import SqlJob
+from spark_tables.core.sql.job import SqlJob
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.entry import run_job
-from spark_tables.jobs.sql import StatementFailed, run_sql
+from spark_tables.jobs.sql.runner import StatementFailed, run_sql
 
 pytestmark = pytest.mark.spark
 

@@ -14,14 +14,15 @@ import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException
 from airflow.sdk import DAG
 
-from spark_tables.core.cache_layout import run_folder
-from spark_tables.core.cached_table import CachedTable
+from spark_tables.core.cache.layout import run_folder
+from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.errors import SpecError
 from spark_tables.core.job_result import JobResult
-from spark_tables.hooks import cache_registry, settings
+from spark_tables.hooks.cache import registry as cache_registry
 from spark_tables.hooks.spark_job import SparkJobFailed, SparkJobHook
 from spark_tables.operators.cache import SparkCacheInvalidateOperator, SparkCacheReleaseOperator, release_caches
 from spark_tables.operators.sql import SparkSqlJobOperator
+from spark_tables.utils import settings
 from tests.unit.test_cache_registry import InMemoryXCom, written_report
 
 pytestmark = pytest.mark.usefixtures("spark_tables_home")
@@ -140,7 +141,7 @@ class TestJobOperatorsWithCaches:
         assert Path(copy.location.removeprefix("file://")).exists()
 
     def test_a_task_without_caches_needs_no_backend(self, jobs, monkeypatch):
-        from airflow.sdk.bases.xcom import BaseXCom
+        from airflow.sdk import BaseXCom
 
         monkeypatch.setattr(cache_registry, "XCom", BaseXCom)
         with DAG("plain", schedule=None, start_date=pendulum.datetime(2026, 11, 1, tz="UTC")) as dag:
@@ -149,7 +150,7 @@ class TestJobOperatorsWithCaches:
         assert "caches" not in run_task(dag, "q")
 
     def test_without_the_backend_a_cache_user_fails_before_any_job(self, jobs, monkeypatch):
-        from airflow.sdk.bases.xcom import BaseXCom
+        from airflow.sdk import BaseXCom
 
         monkeypatch.setattr(cache_registry, "XCom", BaseXCom)
 

@@ -14,14 +14,17 @@ from typing import Any, ClassVar
 
 import pendulum
 import pytest
-from airflow.sdk.bases.xcom import BaseXCom
+from airflow.sdk import BaseXCom
 
-from spark_tables.core.cache_descriptor import CacheDescriptor, CachePartition, descriptor_of_copy
-from spark_tables.core.cache_layout import LAST_USED, RUN_MARKER, run_folder
-from spark_tables.core.cached_table import CachedTable
+from spark_tables.core.cache.descriptor import CacheDescriptor, CachePartition, descriptor_of_copy
+from spark_tables.core.cache.layout import LAST_USED, RUN_MARKER, run_folder
+from spark_tables.core.cache.table import CachedTable
+from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.errors import SpecError
-from spark_tables.core.ownership import TableOwner
-from spark_tables.hooks import cache_registry, cache_storage, cache_uses, settings
+from spark_tables.hooks.cache import registry as cache_registry
+from spark_tables.hooks.cache import storage as cache_storage
+from spark_tables.hooks.cache import uses as cache_uses
+from spark_tables.utils import settings
 from spark_tables.xcom.cache_registry import CacheRegistryXComBackend
 
 pytestmark = pytest.mark.usefixtures("spark_tables_home")
@@ -152,6 +155,10 @@ class TestBackend:
 
 
 class TestRequireBackend:
+    def test_the_backend_named_in_the_message_is_the_backend_class(self):
+        backend = CacheRegistryXComBackend
+        assert f"{backend.__module__}.{backend.__qualname__}" == cache_registry.BACKEND_PATH
+
     def test_without_the_backend_the_task_is_told_what_to_set(self, monkeypatch):
         monkeypatch.setattr(cache_registry, "XCom", BaseXCom)
 

@@ -6,20 +6,20 @@ import json
 
 import pytest
 
-from spark_tables.core.cache_descriptor import (
+from spark_tables.core.cache.descriptor import (
     DESCRIPTOR_TYPE,
     CacheDescriptor,
     CachePartition,
     descriptor_of_copy,
     is_descriptor,
 )
-from spark_tables.core.cache_layout import cache_folder_name, cache_name, copy_folder, run_folder
-from spark_tables.core.cached_table import REGISTRY_KEY_PREFIX, CachedTable, split_cached_views
+from spark_tables.core.cache.layout import cache_folder_name, cache_name, copy_folder, run_folder
+from spark_tables.core.cache.table import REGISTRY_KEY_PREFIX, CachedTable, split_cached_views
+from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.errors import SpecError
 from spark_tables.core.job_spec import CacheUse, JobSpec
-from spark_tables.core.ownership import TableOwner
 from spark_tables.core.sizes import parse_size
-from spark_tables.core.sql_job import SqlJob
+from spark_tables.core.sql.job import SqlJob
 
 QUERY = "SELECT k, max(sha2(CAST(id AS STRING), 256)) AS h FROM a GROUP BY k"
 OWNER = TableOwner(dag_id="flip36", run_id="manual__2026-11-22T10:00:00+00:00", task_id="max_b", try_number=2)

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from spark_tables.core.catalog import DEFAULT_JDBC_DRIVER_JAR, EmbeddedCatalog, PostgresMetastore
+from spark_tables.core.catalog_config import DEFAULT_JDBC_DRIVER_JAR, EmbeddedCatalog, PostgresMetastore
 from spark_tables.core.errors import SpecError
 
 
@@ -60,6 +60,9 @@ class TestEmbeddedCatalog:
     def test_admits_one_application_at_a_time(self, tmp_path):
         assert EmbeddedCatalog(home=str(tmp_path)).exclusive is True
 
+    def test_has_no_secret(self, tmp_path):
+        assert EmbeddedCatalog(home=str(tmp_path)).secret_conf() == {}
+
 
 class TestPostgresMetastore:
     def test_spark_conf_points_the_hive_client_at_postgres(self):
@@ -69,7 +72,22 @@ class TestPostgresMetastore:
         assert conf["spark.hadoop.javax.jdo.option.ConnectionURL"] == "jdbc:postgresql://db.example:6543/hms"
         assert conf["spark.hadoop.javax.jdo.option.ConnectionDriverName"] == "org.postgresql.Driver"
         assert conf["spark.hadoop.javax.jdo.option.ConnectionUserName"] == "hive"
-        assert conf["spark.hadoop.javax.jdo.option.ConnectionPassword"] == "s3cret"
+        secret = _metastore(port=6543, user="hive", password="s3cret").secret_conf()
+        assert secret == {"spark.hadoop.javax.jdo.option.ConnectionPassword": "s3cret"}
+
+    def test_the_password_is_in_the_secret_conf_only(self):
+        metastore = _metastore(password="s3cret")
+
+        assert "spark.hadoop.javax.jdo.option.ConnectionPassword" not in metastore.spark_conf()
+        assert "s3cret" not in repr(metastore.spark_conf())
+        assert "s3cret" not in repr(metastore), "a log line or error message showing the catalog must not show it"
+        assert metastore.metastore_properties()["javax.jdo.option.ConnectionPassword"] == "s3cret"  # for SchemaTool
+
+    def test_without_a_password_there_is_no_secret_and_the_empty_password_is_passed_as_before(self):
+        metastore = _metastore()
+
+        assert metastore.secret_conf() == {}
+        assert metastore.spark_conf()["spark.hadoop.javax.jdo.option.ConnectionPassword"] == ""
 
     def test_spark_conf_turns_schema_verification_and_auto_creation_off(self):
         conf = _metastore().spark_conf()
@@ -77,9 +95,10 @@ class TestPostgresMetastore:
         assert conf["spark.hadoop.hive.metastore.schema.verification"] == "false"
         assert conf["spark.hadoop.datanucleus.schema.autoCreateAll"] == "false"
 
-    def test_every_metastore_property_is_passed_to_spark_as_hadoop_conf(self):
-        metastore = _metastore()
-        conf = metastore.spark_conf()
+    @pytest.mark.parametrize("password", ["", "s3cret"])
+    def test_every_metastore_property_is_passed_to_spark_as_hadoop_conf(self, password):
+        metastore = _metastore(password=password)
+        conf = {**metastore.spark_conf(), **metastore.secret_conf()}
 
         for key, value in metastore.metastore_properties().items():
             assert conf[f"spark.hadoop.{key}"] == value

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_tables.core.catalog import DEFAULT_JDBC_DRIVER_JAR, EmbeddedCatalog, PostgresMetastore
+from spark_tables.core.catalog_config import DEFAULT_JDBC_DRIVER_JAR, EmbeddedCatalog, PostgresMetastore
 from spark_tables.core.errors import SpecError
 from spark_tables.hooks.catalog import SparkTablesCatalogHook
 

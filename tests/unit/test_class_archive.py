@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from spark_tables.core.catalog import EmbeddedCatalog
+from spark_tables.core.catalog_config import EmbeddedCatalog
 from spark_tables.core.job_spec import JobSpec
-from spark_tables.core.sql_job import SqlJob
-from spark_tables.hooks.class_archive import UNUSED_FOR_SECONDS, ClassArchive
-from spark_tables.hooks.job_package import ENTRY_SCRIPT
+from spark_tables.core.sql.job import SqlJob
 from spark_tables.hooks.spark_job import SparkJobHook
+from spark_tables.utils.class_archive import UNUSED_FOR_SECONDS, ClassArchive
+from spark_tables.utils.job_package import ENTRY_SCRIPT
 
 pytestmark = pytest.mark.usefixtures("spark_tables_home")
 
@@ -75,7 +75,7 @@ def test_making_an_archive_removes_other_archives_unused_for_a_week_and_keeps_re
 
 def _java_options(hook: SparkJobHook) -> str:
     hook._use_class_archive()
-    command = hook._build_spark_submit_command(ENTRY_SCRIPT)
+    command = hook.submit_command(ENTRY_SCRIPT)
     confs = [command[i + 1] for i, arg in enumerate(command) if arg == "--conf"]
     return next(c.split("=", 1)[1] for c in confs if c.startswith("spark.driver.extraJavaOptions="))
 

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from spark_tables.core.ctas_job import FORMATS, CtasCleanupJob, CtasJob
+from spark_tables.core.ctas.job import FORMATS, CtasCleanupJob, CtasJob
+from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.errors import SpecError
 from spark_tables.core.identifiers import TableIdentifier
 from spark_tables.core.job_spec import JobSpec
-from spark_tables.core.ownership import TableOwner
 
 _OWNER = {"dag_id": "sales", "run_id": "scheduled__2026-01-01", "task_id": "load", "map_index": 2, "try_number": 3}
 

@@ -16,13 +16,13 @@ import structlog.testing
 from airflow.providers.common.compat.sdk import AirflowFailException
 from airflow.sdk.exceptions import AirflowTaskTimeout
 
-from spark_tables.core.ctas_job import CtasCleanupJob, CtasJob
+from spark_tables.core.ctas.job import CtasCleanupJob, CtasJob
+from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.errors import SpecError
 from spark_tables.core.exchange import cancel_uri, local_path
 from spark_tables.core.job_result import JobResult
-from spark_tables.core.ownership import TableOwner
-from spark_tables.hooks import ctas_claims
-from spark_tables.hooks.ctas_claims import Claim, read_claim, write_claim
+from spark_tables.hooks.ctas import claims as ctas_claims
+from spark_tables.hooks.ctas.claims import Claim, read_claim, write_claim
 from spark_tables.hooks.spark_job import SparkJobFailed, SparkJobHook
 from spark_tables.operators.ctas import SparkCtasOperator, clean_up_after_lost_try
 from spark_tables.operators.spark_job import SparkJobOperator

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_tables.core.ctas_statement import parse_ctas
+from spark_tables.core.ctas.statement import parse_ctas
 from spark_tables.core.errors import SpecError
 
 

@@ -12,7 +12,7 @@ from pyspark.errors import AnalysisException
 from spark_tables.core.errors import JobError
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import JOB_KINDS, JobSpec
-from spark_tables.core.sql_job import SqlJob
+from spark_tables.core.sql.job import SqlJob
 from spark_tables.jobs import entry
 from spark_tables.jobs.cancellation import Cancellation
 
@@ -162,3 +162,37 @@ def test_main_reads_a_spec_given_as_a_file(tmp_path, monkeypatch):
     assert entry.main(["entry.py", f"@file://{tmp_path}/r.spec.json"]) == 0
     assert ran == [spec.job, "stopped"]
     assert JobResult.from_json((tmp_path / "r.json").read_text()).kind == "sql"
+
+
+def test_main_sets_the_specs_session_conf_before_the_session_starts(tmp_path, monkeypatch, caplog):
+    """The secrets spark-submit was not given (the metastore's password) reach the session, and no log line."""
+    secret = {"spark.hadoop.javax.jdo.option.ConnectionPassword": "m3tastore-Pa55"}
+    spec = JobSpec(job=SqlJob(statements=("SELECT 1",)), result_uri=f"file://{tmp_path}/r.json", session_conf=secret)
+    (tmp_path / "r.spec.json").write_text(spec.to_json())
+    calls: list[Any] = []
+
+    class Session:
+        def interruptAll(self) -> list[str]:
+            return []
+
+        def stop(self) -> None:
+            pass
+
+    class Builder:
+        def config(self, key: str, value: str) -> Builder:
+            calls.append((key, value))
+            return self
+
+        def getOrCreate(self) -> Session:
+            calls.append("getOrCreate")
+            return Session()
+
+    monkeypatch.setattr(entry, "watch", lambda *args, **kwargs: None)
+    monkeypatch.setattr(entry.SparkSession, "builder", Builder())
+    monkeypatch.setattr(entry, "run_job", lambda spark, job, cancellation, caches: JobResult("sql"))
+
+    with caplog.at_level(logging.DEBUG):
+        assert entry.main(["entry.py", f"@file://{tmp_path}/r.spec.json"]) == 0
+
+    assert calls == [("spark.hadoop.javax.jdo.option.ConnectionPassword", "m3tastore-Pa55"), "getOrCreate"]
+    assert "m3tastore-Pa55" not in caplog.text

@@ -8,7 +8,7 @@ import zipfile
 
 import pytest
 
-from spark_tables.hooks.job_package import PACKAGE_ROOT, job_package
+from spark_tables.utils.job_package import PACKAGE_ROOT, job_package
 
 
 @pytest.fixture
@@ -102,7 +102,7 @@ _IMPORT_FROM_ZIP = textwrap.dedent(
         assert module.__file__.startswith(package_zip), (name, module.__file__)
 
     from spark_tables.core.job_spec import JobSpec
-    from spark_tables.core.sql_job import SqlJob
+    from spark_tables.core.sql.job import SqlJob
     spec = JobSpec(job=SqlJob(statements=["SELECT 1"]), result_uri="file:///r.json", watch_pid=1)
     assert JobSpec.from_json(spec.to_json()) == spec
     print(len(modules))

@@ -1,14 +1,16 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import pytest
 
-from spark_tables.core.ctas_job import CtasCleanupJob, CtasJob
+from spark_tables.core.ctas.job import CtasCleanupJob, CtasJob
 from spark_tables.core.errors import SpecError
-from spark_tables.core.job_spec import JOB_KINDS, SPEC_VERSION, JobSpec, job_from_dict
-from spark_tables.core.lookup_job import LookupJoinJob, LookupReloadJob
-from spark_tables.core.sql_job import SqlJob
+from spark_tables.core.job_spec import JOB_KINDS, SPEC_VERSION, JobSpec, holds_secret, job_from_dict
+from spark_tables.core.lookup.job import LookupJoinJob, LookupReloadJob
+from spark_tables.core.lookup.table import LookupSpec, SourceTable
+from spark_tables.core.sql.job import SqlJob
 
 
 def _spec_document(**overrides) -> str:
@@ -123,3 +125,77 @@ def test_missing_required_job_field_is_rejected():
     # Fails today: SqlJob(**{}) raises TypeError about a missing positional argument.
     with pytest.raises(SpecError):
         job_from_dict("sql", {"max_result_rows": 5})
+
+
+def _lookup_join(connection: dict) -> LookupJoinJob:
+    source = SourceTable(kind="postgres", connection=connection, table="crm.customers", key=("id",))
+    lookup = LookupSpec(name="customers", source=source, options={"lookup.cache": "NONE"}, snapshots="file:///s")
+    return LookupJoinJob(lookup=lookup, on=("id",), metrics_uri="file:///m", probe="SELECT 1 AS id")
+
+
+METASTORE_PASSWORD = {"spark.hadoop.javax.jdo.option.ConnectionPassword": "s3cret"}
+
+
+def test_session_conf_survives_a_json_round_trip():
+    spec = JobSpec(job=SqlJob(statements=("SELECT 1",)), result_uri="file:///r.json", session_conf=METASTORE_PASSWORD)
+
+    assert JobSpec.from_json(spec.to_json()) == spec
+    assert JobSpec.from_json(spec.to_json()).session_conf == METASTORE_PASSWORD
+
+
+def test_a_spec_without_session_conf_is_written_as_before():
+    document = json.loads(JobSpec(job=SqlJob(statements=["SELECT 1"]), result_uri="file:///r.json").to_json())
+
+    assert "session_conf" not in document
+    assert JobSpec.from_json(_spec_document()).session_conf == {}
+
+
+@pytest.mark.parametrize("session_conf", [["a", "b"], {"spark.x": 1}, {"spark.x": None}, "spark.x=1"])
+def test_session_conf_must_map_names_to_strings(session_conf):
+    with pytest.raises(SpecError, match="session_conf must map Spark setting names to string values"):
+        JobSpec.from_json(_spec_document(session_conf=session_conf))
+
+
+@pytest.mark.parametrize(
+    ("job", "session_conf"),
+    [
+        (SqlJob(statements=("SELECT 1",)), METASTORE_PASSWORD),  # the metastore's password
+        (_lookup_join({"host": "db", "database": "crm", "user": "u", "password": "s3cret"}), {}),  # a lookup table's
+        (SqlJob(statements=("SELECT 1",)), {"spark.hadoop.fs.s3a.secret.key": "k"}),
+        (SqlJob(statements=("SELECT 1",)), {"spark.hadoop.fs.s3a.access.key": "k"}),
+        (SqlJob(statements=("SELECT 1",)), {"spark.some.Token": "t"}),
+    ],
+    ids=["metastore-password", "lookup-password", "secret-key", "access-key", "token"],
+)
+def test_a_spec_holding_a_secret_anywhere_carries_credentials(job, session_conf):
+    assert JobSpec(job=job, result_uri="file:///r.json", session_conf=session_conf).carries_credentials
+
+
+@pytest.mark.parametrize(
+    ("job", "session_conf"),
+    [
+        (SqlJob(statements=("SELECT 'password'",)), {}),  # a value, not a setting named like a secret
+        (SqlJob(statements=("SELECT 1",)), {"spark.sql.shuffle.partitions": "4"}),
+        (SqlJob(statements=("SELECT 1",)), {"spark.hadoop.javax.jdo.option.ConnectionPassword": ""}),
+        (_lookup_join({"host": "db", "database": "crm", "user": "u"}), {}),
+    ],
+    ids=["sql", "plain-session-conf", "empty-password", "lookup-without-password"],
+)
+def test_a_spec_without_a_secret_carries_no_credentials(job, session_conf):
+    assert not JobSpec(job=job, result_uri="file:///r.json", session_conf=session_conf).carries_credentials
+
+
+@dataclass(frozen=True)
+class _Vault:
+    handle: str
+    carries_credentials: bool
+
+
+@pytest.mark.parametrize("says", [True, False])
+def test_a_part_that_says_whether_it_holds_a_secret_is_believed(says):
+    assert holds_secret({"source": [_Vault(handle="token-free", carries_credentials=says)]}) is says
+
+
+def test_a_secret_is_found_at_any_depth():
+    assert holds_secret(({"outer": {"inner": [{"password": "x"}]}},))
+    assert not holds_secret(({"outer": {"inner": [{"password": ""}]}},))

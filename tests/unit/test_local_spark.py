@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from spark_tables.core.errors import SpecError
-from spark_tables.hooks.local_spark import java_binary, spark_binary_path
+from spark_tables.utils.local_spark import java_binary, spark_binary_path
 
 
 def test_spark_submit_on_path_is_used_by_name(monkeypatch: pytest.MonkeyPatch) -> None:

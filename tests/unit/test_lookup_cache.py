@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from spark_tables.core.errors import JobError
-from spark_tables.jobs.caching_lookup import CachingLookup, LookupFailed
-from spark_tables.jobs.lookup_cache import DefaultLookupCache, Key, deep_sizeof
-from spark_tables.jobs.lookup_metrics import METRIC_NAMES, CacheMetrics, aggregate
-from spark_tables.jobs.retries import Backoff, retrying
+from spark_tables.jobs.lookup.cache import DefaultLookupCache, Key, deep_sizeof
+from spark_tables.jobs.lookup.caching_lookup import CachingLookup, LookupFailed
+from spark_tables.jobs.lookup.metrics import METRIC_NAMES, CacheMetrics, aggregate
+from spark_tables.jobs.lookup.retries import Backoff, retrying
 
 
 class FakeClock:
@@ -312,7 +312,7 @@ def test_a_load_failing_twice_then_succeeding_counts_one_load(
         load, DefaultLookupCache(max_rows=10), metrics, max_retries=2, sleep=clock.sleep, clock=clock
     )
     lookup.open()
-    with caplog.at_level(logging.WARNING, logger="spark_tables.jobs.retries"):
+    with caplog.at_level(logging.WARNING, logger="spark_tables.jobs.lookup.retries"):
         assert lookup.lookup((7,)) == ((7, "row of 7"),)
     assert clock.slept == [0.1, 0.2]
     assert len(load.keys) == 3

@@ -15,17 +15,17 @@ import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException, TaskDeferred
 from airflow.providers.standard.triggers.temporal import DateTimeTrigger
 
-from spark_tables.core.catalog import EmbeddedCatalog
+from spark_tables.core.catalog_config import EmbeddedCatalog
 from spark_tables.core.errors import SpecError
 from spark_tables.core.exchange import result_uri, spec_uri
 from spark_tables.core.job_spec import JobSpec
-from spark_tables.core.lookup_snapshot import POINTER, Snapshot
-from spark_tables.core.lookup_table import LookupTable
-from spark_tables.core.reload_schedule import LastLoad
-from spark_tables.hooks.lookup_tables import LookupTableHook
+from spark_tables.core.lookup.snapshot import POINTER, Snapshot
+from spark_tables.core.lookup.table import LookupTable
+from spark_tables.hooks.lookup.tables import LookupTableHook
 from spark_tables.hooks.spark_job import SparkJobHook, _write_private
 from spark_tables.operators.lookup import SparkLookupJoinOperator, SparkLookupReloadOperator
 from spark_tables.sensors.lookup_reload import LookupReloadSensor
+from spark_tables.utils.reload_schedule import LastLoad
 
 pytestmark = pytest.mark.usefixtures("spark_tables_home")
 
@@ -236,8 +236,8 @@ def test_a_spec_carrying_a_password_goes_through_a_file_only_its_owner_reads(
     hook = SparkJobHook(spec=JobSpec(job=job, result_uri=uri), catalog=EmbeddedCatalog(home=str(spark_tables_home)))
 
     assert JobSpec(job=job, result_uri=uri).carries_credentials
-    assert hook._application_args == [f"@{spec_uri(uri)}"]
-    assert "s3cret" not in " ".join(hook._build_spark_submit_command("entry.py"))
+    assert hook.application_args == [f"@{spec_uri(uri)}"]
+    assert "s3cret" not in " ".join(hook.submit_command("entry.py"))
     spec_path, spec_json = hook._spec_file
     spec_path.parent.mkdir(parents=True, exist_ok=True)
     _write_private(spec_path, spec_json)

@@ -10,7 +10,7 @@ import pytest
 
 from spark_tables.core.durations import format_duration, parse_duration
 from spark_tables.core.errors import SpecError
-from spark_tables.core.lookup_options import CacheMode, LookupOptions, ReloadStrategy, ReloadTime, ScheduleMode
+from spark_tables.core.lookup.options import CacheMode, LookupOptions, ReloadStrategy, ReloadTime, ScheduleMode
 
 WHAT = "lookup.partial-cache.expire-after-access"
 PARTIAL = {"lookup.cache": "PARTIAL", "lookup.partial-cache.max-rows": "1000"}

@@ -7,9 +7,7 @@ import re
 
 import pytest
 
-from spark_tables.core.errors import SpecError
-from spark_tables.core.identifiers import TableIdentifier
-from spark_tables.core.ownership import (
+from spark_tables.core.ctas.ownership import (
     COMPLETE,
     FILLING,
     PREFIX,
@@ -19,6 +17,8 @@ from spark_tables.core.ownership import (
     replaced_table,
     staging_table,
 )
+from spark_tables.core.errors import SpecError
+from spark_tables.core.identifiers import TableIdentifier
 
 _OWNER = TableOwner(dag_id="sales", run_id="scheduled__2026-01-01", task_id="load", map_index=2, try_number=3)
 

@@ -8,8 +8,8 @@ import pendulum
 import pytest
 
 from spark_tables.core.errors import SpecError
-from spark_tables.core.lookup_options import LookupOptions
-from spark_tables.core.reload_schedule import LastLoad, next_reload
+from spark_tables.core.lookup.options import LookupOptions
+from spark_tables.utils.reload_schedule import LastLoad, next_reload
 
 BERLIN = "Europe/Berlin"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 import threading
@@ -13,12 +14,12 @@ import pytest
 from airflow.sdk import ObjectStoragePath
 from airflow.sdk.exceptions import AirflowTaskTimeout
 
-from spark_tables.core.catalog import EmbeddedCatalog, PostgresMetastore
+from spark_tables.core.catalog_config import EmbeddedCatalog, PostgresMetastore
 from spark_tables.core.errors import SpecError
 from spark_tables.core.job_spec import JobSpec
-from spark_tables.core.sql_job import SqlJob
-from spark_tables.hooks.job_package import ENTRY_SCRIPT
+from spark_tables.core.sql.job import SqlJob
 from spark_tables.hooks.spark_job import DEFAULT_MASTER, SparkJobHook
+from spark_tables.utils.job_package import ENTRY_SCRIPT
 
 pytestmark = pytest.mark.usefixtures("spark_tables_home")
 
@@ -39,7 +40,7 @@ def cluster_connection(set_connection) -> str:
 
 
 def _command(hook: SparkJobHook) -> list[str]:
-    return hook._build_spark_submit_command(ENTRY_SCRIPT)
+    return hook.submit_command(ENTRY_SCRIPT)
 
 
 def _option(command: list[str], flag: str) -> str:
@@ -59,7 +60,7 @@ def _spec_argument(command: list[str]) -> JobSpec:
 def test_without_spark_default_the_master_is_local(catalog):
     hook = SparkJobHook(spec=SPEC, catalog=catalog)
 
-    assert hook._connection["master"] == DEFAULT_MASTER == "local[*]"
+    assert hook.connection_settings["master"] == DEFAULT_MASTER == "local[*]"
     assert _option(_command(hook), "--master") == "local[*]"
 
 
@@ -75,7 +76,7 @@ def test_master_and_deploy_mode_come_from_the_connection(catalog, set_connection
 def test_spark_default_connection_is_used_when_it_exists(catalog, set_connection):
     set_connection("spark_default", conn_type="spark", host="local[3]")
 
-    assert SparkJobHook(spec=SPEC, catalog=catalog)._connection["master"] == "local[3]"
+    assert SparkJobHook(spec=SPEC, catalog=catalog).connection_settings["master"] == "local[3]"
 
 
 def test_missing_non_default_connection_is_rejected_by_name(catalog):
@@ -251,7 +252,7 @@ def test_on_kill_logs_nothing_in_the_thread_it_interrupts(catalog, tmp_path):
     """Airflow calls on_kill from its SIGTERM handler: logging there deadlocks if that thread held the log lock."""
     hook = SparkJobHook(spec=SPEC, catalog=catalog)
     process, marker = _RunningProcess(), tmp_path / "r.cancel"
-    hook._submit_sp, hook._cancel_path = process, ObjectStoragePath(f"file://{marker}")
+    hook.submit_process, hook._cancel_path = process, ObjectStoragePath(f"file://{marker}")
     log_lock, logged_from = threading.Lock(), []
 
     class LogWithAWriteLock:
@@ -297,13 +298,13 @@ def test_a_task_interrupted_while_its_job_runs_stops_the_job_in_order_first(cata
     monkeypatch.setattr(hook.log, "info", lambda message, *args: logged.append(message % args if args else message))
 
     def submit_then_time_out(application: str, **popen_kwargs: object) -> None:
-        hook._submit_sp = subprocess.Popen(
+        hook.submit_process = subprocess.Popen(
             [sys.executable, "-c", _STOPPABLE_JOB, str(result), str(marker)],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
         )
-        assert hook._submit_sp.stdout.readline() == "job running\n"
+        assert hook.submit_process.stdout.readline() == "job running\n"
         raise AirflowTaskTimeout("Timeout")  # as the SIGALRM handler raises it, while the job runs
 
     monkeypatch.setattr(hook, "submit", submit_then_time_out)
@@ -312,10 +313,10 @@ def test_a_task_interrupted_while_its_job_runs_stops_the_job_in_order_first(cata
         with pytest.raises(AirflowTaskTimeout):
             hook.run()
     finally:
-        if hook._submit_sp.poll() is None:  # run() gave up on it: never leave it behind
-            hook._submit_sp.kill()
+        if hook.submit_process.poll() is None:  # run() gave up on it: never leave it behind
+            hook.submit_process.kill()
 
-    assert hook._submit_sp.returncode == 143, "the job ended before run() gave up"
+    assert hook.submit_process.returncode == 143, "the job ended before run() gave up"
     assert "job undone and stopped" in logged, "the job's log is still passed on while it stops"
     assert hook.last_result is not None and hook.last_result.output == {"cleaned_up": True}
     assert not result.exists() and not marker.exists(), "the result is read and the marker removed"
@@ -328,7 +329,7 @@ def test_a_spec_too_long_for_a_command_line_goes_through_a_file_beside_the_resul
     seen: list[str] = []
 
     def submit(application: str, **popen_kwargs: object) -> None:
-        seen.append(Path(hook._application_args[0].removeprefix("@file://")).read_text())
+        seen.append(Path(hook.application_args[0].removeprefix("@file://")).read_text())
         (tmp_path / "r.json").write_text(json.dumps({"kind": "sql", "output": {}}))
 
     monkeypatch.setattr(hook, "submit", submit)
@@ -342,3 +343,57 @@ def test_a_spec_too_long_for_a_command_line_goes_through_a_file_beside_the_resul
 
 def test_a_short_spec_stays_on_the_command_line(catalog):
     assert _spec_argument(_command(SparkJobHook(spec=SPEC, catalog=catalog))).job == SPEC.job
+
+
+METASTORE_PASSWORD = "m3tastore-Pa55"
+
+
+def _metastore_with_a_password() -> PostgresMetastore:
+    return PostgresMetastore(host="db", database="hms", warehouse="/wh", user="hive", password=METASTORE_PASSWORD)
+
+
+def test_a_metastore_password_is_never_on_the_command_line_but_in_the_private_spec_file(tmp_path, monkeypatch):
+    spec = JobSpec(job=SqlJob(statements=("SELECT 1",)), result_uri=f"file://{tmp_path}/r.json")
+    hook = SparkJobHook(spec=spec, catalog=_metastore_with_a_password())
+    seen: list[tuple[int, str]] = []
+
+    def submit(application: str, **popen_kwargs: object) -> None:
+        spec_file = Path(hook.application_args[0].removeprefix("@file://"))
+        seen.append((stat.S_IMODE(spec_file.stat().st_mode), spec_file.read_text()))
+        (tmp_path / "r.json").write_text(json.dumps({"kind": "sql", "output": {}}))
+
+    monkeypatch.setattr(hook, "submit", submit)
+    hook.run()
+
+    command = _command(hook)
+    assert not [arg for arg in command if METASTORE_PASSWORD in arg]
+    assert not [arg for arg in command if "ConnectionPassword" in arg], "not even an empty one over the real one"
+    confs = _confs(command)
+    assert confs["spark.hadoop.javax.jdo.option.ConnectionUserName"] == "hive"  # the rest of the catalog conf is there
+    assert confs["spark.hadoop.javax.jdo.option.ConnectionURL"] == "jdbc:postgresql://db:5432/hms"
+    assert command[-1] == f"@file://{tmp_path}/r.spec.json"
+    [(mode, spec_json)] = seen
+    assert mode == 0o600, "the spec file is readable by its owner only"
+    sent = JobSpec.from_json(spec_json)
+    assert sent.session_conf == {"spark.hadoop.javax.jdo.option.ConnectionPassword": METASTORE_PASSWORD}
+    assert sent.carries_credentials
+    assert not (tmp_path / "r.spec.json").exists(), "the spec file is removed once the job ended"
+
+
+def test_a_metastore_without_a_password_keeps_a_short_spec_on_the_command_line():
+    metastore = PostgresMetastore(host="db", database="hms", warehouse="/wh")
+
+    sent = _spec_argument(_command(SparkJobHook(spec=SPEC, catalog=metastore)))
+
+    assert sent.session_conf == {} and sent.job == SPEC.job
+
+
+def test_a_password_the_task_conf_gives_wins_over_the_catalogs():
+    key = "spark.hadoop.javax.jdo.option.ConnectionPassword"
+
+    hook = SparkJobHook(spec=SPEC, catalog=_metastore_with_a_password(), conf={key: "the-tasks-own"})
+
+    command = _command(hook)
+    assert _confs(command)[key] == "the-tasks-own"  # the task's explicit choice, as for any other setting
+    assert _spec_argument(command).session_conf == {}, "the catalog's password is not set over it in the driver"
+    assert METASTORE_PASSWORD not in " ".join(command)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from spark_tables.core.errors import SpecError
-from spark_tables.core.sql_job import MAX_RESULT_ROWS_LIMIT, SqlJob
+from spark_tables.core.sql.job import MAX_RESULT_ROWS_LIMIT, SqlJob
 
 
 def _error_message(**fields) -> str:

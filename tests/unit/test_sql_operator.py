@@ -7,9 +7,9 @@ from airflow.providers.common.compat.sdk import AirflowFailException
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.exchange import result_uri
-from spark_tables.core.sql_job import SqlJob
-from spark_tables.hooks import settings
+from spark_tables.core.sql.job import SqlJob
 from spark_tables.operators.sql import SparkSqlJobOperator
+from spark_tables.utils import settings
 
 pytestmark = pytest.mark.usefixtures("spark_tables_home")
 
@@ -87,7 +87,7 @@ class TestPrepare:
         operator, context = SparkSqlJobOperator(task_id="load", sql="SELECT 1"), _context()
         hook = operator.hook_for(context, operator.build_job(context))
 
-        assert hook._name == "sales.load"
+        assert hook.app_name == "sales.load"
 
 
 class TestExecute:

@@ -4,24 +4,33 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
-from typing import Any
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
 
-from spark_tables.core.cache_descriptor import CacheDescriptor
-from spark_tables.core.cached_table import CachedTable
-from spark_tables.core.ctas_job import CtasCleanupJob, CtasJob
+from spark_tables.core.cache.descriptor import CacheDescriptor
+from spark_tables.core.cache.table import CachedTable
+from spark_tables.core.ctas.job import CtasCleanupJob, CtasJob
 from spark_tables.core.errors import SpecError
-from spark_tables.core.lookup_job import LookupJoinJob, LookupReloadJob
-from spark_tables.core.sql_job import SqlJob
+from spark_tables.core.lookup.job import LookupJoinJob, LookupReloadJob
+from spark_tables.core.sql.job import SqlJob
 
 SPEC_VERSION = 1
+#: Names of the settings that hold a secret: those Spark's default ``spark.redaction.regex`` hides.
+SECRET_NAME = re.compile(r"(?i)secret|password|token|access[.]?key")
 
-#: Every job kind the driver runs, by name. Each is a frozen dataclass that validates itself.
-JOB_KINDS: dict[str, type] = {
+
+class Job(Protocol):
+    """A job of one kind: a frozen dataclass that validates itself, named by its ``kind``."""
+
+    kind: ClassVar[str]
+
+
+#: Every job kind the driver runs, by name. Adding a kind is one entry here and its runner in ``jobs.entry``.
+JOB_KINDS: dict[str, type[Job]] = {
     kind.kind: kind for kind in (SqlJob, CtasJob, CtasCleanupJob, LookupJoinJob, LookupReloadJob)
 }
-
-Job = SqlJob | CtasJob | CtasCleanupJob | LookupJoinJob | LookupReloadJob
 
 
 @dataclass(frozen=True)
@@ -57,36 +66,44 @@ class JobSpec:
 
     ``result_uri`` is a file URI both sides reach (local folder in client mode, shared storage in cluster
     mode). ``watch_pid`` is the Airflow task process in client mode: the driver stops itself if it dies.
+    ``session_conf`` is Spark conf the driver sets on its session before it starts, for settings that hold a
+    secret (the metastore's password): spark-submit's ``--conf`` would put them on a command line.
     """
 
     job: Job
     result_uri: str
     watch_pid: int | None = None
     caches: tuple[CacheUse, ...] = ()
+    session_conf: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         names = [use.table.name for use in self.caches]
         repeated = sorted({name for name in names if names.count(name) > 1})
         if repeated:
             raise SpecError(f"cached table(s) {repeated} given more than once: name each cached table once")
+        if not isinstance(self.session_conf, Mapping) or not all(
+            isinstance(key, str) and isinstance(value, str) for key, value in self.session_conf.items()
+        ):
+            raise SpecError("job spec: session_conf must map Spark setting names to string values")
+        object.__setattr__(self, "session_conf", dict(self.session_conf))
 
     @property
     def carries_credentials(self) -> bool:
-        """Whether the job holds a password (a lookup table's database), which must not go on a command line."""
-        lookup = getattr(self.job, "lookup", None)
-        return bool(lookup is not None and lookup.source.connection.get("password"))
+        """Whether any part of the spec holds a secret (a password, a token), which must not go on a command line."""
+        return holds_secret([self.job, self.session_conf, *self.caches])
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "version": SPEC_VERSION,
-                "kind": self.job.kind,
-                "job": dataclasses.asdict(self.job),
-                "result_uri": self.result_uri,
-                "watch_pid": self.watch_pid,
-                "caches": [use.to_dict() for use in self.caches],
-            }
-        )
+        document = {
+            "version": SPEC_VERSION,
+            "kind": self.job.kind,
+            "job": dataclasses.asdict(self.job),
+            "result_uri": self.result_uri,
+            "watch_pid": self.watch_pid,
+            "caches": [use.to_dict() for use in self.caches],
+        }
+        if self.session_conf:
+            document["session_conf"] = self.session_conf
+        return json.dumps(document)
 
     @classmethod
     def from_json(cls, text: str) -> JobSpec:
@@ -105,7 +122,28 @@ class JobSpec:
             result_uri=data["result_uri"],
             watch_pid=data.get("watch_pid"),
             caches=tuple(CacheUse.from_dict(use) for use in data.get("caches", [])),
+            session_conf=data.get("session_conf", {}),
         )
+
+
+def holds_secret(part: Any) -> bool:
+    """Whether ``part`` holds a secret, at any depth: a part that says so (a ``carries_credentials`` of its own), or
+    a non-empty string under a name ``SECRET_NAME`` matches (a dataclass field, a mapping key such as a connection's
+    ``password`` or a Spark setting's ``...ConnectionPassword``)."""
+    says = getattr(part, "carries_credentials", None)
+    if isinstance(says, bool):
+        return says
+    if dataclasses.is_dataclass(part) and not isinstance(part, type):
+        named = ((f.name, getattr(part, f.name)) for f in dataclasses.fields(part))
+    elif isinstance(part, Mapping):
+        named = ((str(key), value) for key, value in part.items())
+    elif isinstance(part, list | tuple | set | frozenset):
+        return any(holds_secret(item) for item in part)
+    else:
+        return False
+    return any(
+        (isinstance(value, str) and value and SECRET_NAME.search(name)) or holds_secret(value) for name, value in named
+    )
 
 
 def job_from_dict(kind: Any, fields: Any) -> Job:

@@ -1,1 +1,1 @@
-"""Hooks: they own the connections (Spark, catalog) and all I/O with spark-submit."""
+"""Hooks: they own the connections (Spark, catalog, lookup tables) and the I/O of each capability."""

@@ -6,9 +6,9 @@ from typing import Any
 
 from airflow.providers.common.compat.sdk import AirflowNotFoundException, BaseHook
 
-from spark_tables.core.catalog import DEFAULT_JDBC_DRIVER_JAR, Catalog, EmbeddedCatalog, PostgresMetastore
+from spark_tables.core.catalog_config import DEFAULT_JDBC_DRIVER_JAR, Catalog, EmbeddedCatalog, PostgresMetastore
 from spark_tables.core.errors import SpecError
-from spark_tables.hooks import settings
+from spark_tables.utils import settings
 
 
 class SparkTablesCatalogHook(BaseHook):

@@ -9,23 +9,23 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.common.compat.sdk import AirflowException, AirflowNotFoundException
 from airflow.sdk import ObjectStoragePath
 
-from spark_tables.core.catalog import Catalog
+from spark_tables.core.catalog_config import Catalog
 from spark_tables.core.errors import SpecError
 from spark_tables.core.exchange import cancel_uri, local_path, spec_uri
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import JobSpec
-from spark_tables.hooks import settings
-from spark_tables.hooks.catalog_lock import exclusive_catalog
-from spark_tables.hooks.class_archive import ClassArchive
-from spark_tables.hooks.job_package import ENTRY_SCRIPT, job_package
-from spark_tables.hooks.local_spark import java_binary, spark_binary_path
+from spark_tables.hooks.spark_submit import SparkSubmitAdapter
+from spark_tables.utils import settings
+from spark_tables.utils.catalog_lock import exclusive_catalog
+from spark_tables.utils.class_archive import ClassArchive
+from spark_tables.utils.job_package import ENTRY_SCRIPT, job_package
+from spark_tables.utils.local_spark import java_binary, spark_binary_path
 
 DEFAULT_MASTER = "local[*]"
 DEPLOY_MODES = ("client", "cluster")
@@ -34,8 +34,9 @@ CANCEL_GRACE_SECONDS = 60
 #: Seconds between SIGTERM and SIGKILL when the process group is ended.
 STOP_GRACE_SECONDS = 3
 #: Longest spec passed on the command line (Linux refuses an argument over 128 KiB); a longer one, with the
-#: descriptors of many cached partitions say, goes to a file in the exchange, as does one carrying a password
-#: (a command line is visible to every user of the machine; the file only to its owner).
+#: descriptors of many cached partitions say, goes to a file in the exchange, as does one carrying a password (a
+#: lookup table's, the metastore's): a command line is visible to every user of the machine, the file only to its
+#: owner.
 INLINE_SPEC_BYTES = 64 * 1024
 #: Derby's words for a database another JVM has booted (XSDB6), or the failure to start it that wraps them (XJ040).
 _DERBY_BUSY = ("ERROR XSDB6", "ERROR XJ040", "Another instance of Derby may have already booted the database")
@@ -45,7 +46,7 @@ class SparkJobFailed(AirflowException):
     """The Spark job failed; the message is the job's own one-line error."""
 
 
-class SparkJobHook(SparkSubmitHook):
+class SparkJobHook(SparkSubmitAdapter):
     """Submits the bundled driver with a job spec and returns the job's result.
 
     Master, deploy mode and binary come from the ``spark`` connection ``conn_id``; when the default
@@ -76,49 +77,53 @@ class SparkJobHook(SparkSubmitHook):
         self.last_result: JobResult | None = None
         self._derby_busy = False
         self._cancel_path: ObjectStoragePath | None = None
-        master, deploy_mode = self._connection["master"], self._connection["deploy_mode"]
+        master, deploy_mode = self.connection_settings["master"], self.connection_settings["deploy_mode"]
         if deploy_mode not in (None, *DEPLOY_MODES):
             raise SpecError(
                 f"Spark connection {conn_id!r}: deploy-mode {deploy_mode!r} is invalid: use client or cluster"
             )
         if master.startswith("local"):
             # Executors and driver use this Python, where the provider and pyspark are installed.
-            self._conf.setdefault("spark.pyspark.python", sys.executable)
-            self._conf.setdefault("spark.pyspark.driver.python", sys.executable)
-        self._spec = dataclasses.replace(spec, watch_pid=os.getpid() if deploy_mode != "cluster" else None)
+            self.spark_conf.setdefault("spark.pyspark.python", sys.executable)
+            self.spark_conf.setdefault("spark.pyspark.driver.python", sys.executable)
+        self._spec = dataclasses.replace(
+            spec,
+            watch_pid=os.getpid() if deploy_mode != "cluster" else None,
+            session_conf=_session_conf(catalog, conf or {}, spec.session_conf),
+        )
         archive_folder = settings.jvm_class_archive() if deploy_mode != "cluster" else None
-        self._class_archive = ClassArchive(archive_folder, self._driver_class_path) if archive_folder else None
+        self._class_archive = ClassArchive(archive_folder, self.driver_class_path) if archive_folder else None
         spec_json = self._spec.to_json()
         self._spec_file: tuple[ObjectStoragePath, str] | None = None
         if len(spec_json.encode()) > INLINE_SPEC_BYTES or self._spec.carries_credentials:
             self._spec_file = (ObjectStoragePath(spec_uri(self._spec.result_uri)), spec_json)
-            self._application_args = [f"@{spec_uri(self._spec.result_uri)}"]
+            self.application_args = [f"@{spec_uri(self._spec.result_uri)}"]
         else:
-            self._application_args = [spec_json]
+            self.application_args = [spec_json]
         java_binary()  # spark-submit is a JVM: fail here, with what to do, rather than in its output
-        self._spark_binary_path = spark_binary_path(self._connection["spark_binary"])
+        self._spark_binary_path = spark_binary_path(self.connection_settings["spark_binary"])
 
-    def _get_spark_binary_path(self) -> list[str]:
+    def spark_binary_command(self, default: Callable[[], list[str]]) -> list[str]:
         return [self._spark_binary_path]
 
-    def _resolve_connection(self) -> dict[str, Any]:
+    def resolve_connection(self, resolve: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         try:
-            conn = self.get_connection(self._conn_id)
+            conn = self.get_connection(self.conn_id)
         except AirflowNotFoundException:
-            if self._conn_id != "spark_default":
+            if self.conn_id != "spark_default":
                 raise SpecError(
-                    f"Spark connection {self._conn_id!r} does not exist: create it (type spark, host = master URL "
+                    f"Spark connection {self.conn_id!r} does not exist: create it (type spark, host = master URL "
                     f"such as local[*] or spark://host:7077) or use spark_default, which defaults to {DEFAULT_MASTER}"
                 ) from None
             conn = None
         try:
-            data = super()._resolve_connection()
+            data = resolve()
         except ValueError as err:
-            raise SpecError(f"Spark connection {self._conn_id!r} is invalid: {err}") from None
+            raise SpecError(f"Spark connection {self.conn_id!r} is invalid: {err}") from None
         if conn is None:
-            self.log.info("no %s connection: running on %s", self._conn_id, DEFAULT_MASTER)
+            self.log.info("no %s connection: running on %s", self.conn_id, DEFAULT_MASTER)
             data["master"] = DEFAULT_MASTER
-            data["deploy_mode"] = self._deploy_mode  # the parent applies it only when a connection exists
+            data["deploy_mode"] = self.deploy_mode_argument  # the parent applies it only when a connection exists
         return data
 
     def run(self) -> JobResult:
@@ -139,7 +144,7 @@ class SparkJobHook(SparkSubmitHook):
         self.last_result = None
         failure: AirflowException | None = None
         try:
-            with exclusive_catalog(self._catalog, holder=self._name or "a Spark job"):
+            with exclusive_catalog(self._catalog, holder=self.app_name or "a Spark job"):
                 self._use_class_archive()
                 try:
                     self.submit(ENTRY_SCRIPT, start_new_session=True)
@@ -169,33 +174,30 @@ class SparkJobHook(SparkSubmitHook):
         may have written it while this one waited for the catalog)."""
         if self._class_archive is None:
             return
-        options = self._conf.get("spark.driver.extraJavaOptions", "")
+        options = self.spark_conf.get("spark.driver.extraJavaOptions", "")
         try:
             option = self._class_archive.java_option(options)
         except OSError as err:  # an optimisation only: never the reason a task fails
             self.log.warning("not using a class-data archive for the driver: %s", err)
             return
         if option is not None:
-            self._conf["spark.driver.extraJavaOptions"] = f"{options} {option}".strip()
+            self.spark_conf["spark.driver.extraJavaOptions"] = f"{options} {option}".strip()
 
     def _failure_line(self, result: JobResult | None) -> str:
         if self._derby_busy:
             return (
                 f"the embedded Derby metastore {getattr(self._catalog, 'metastore_path', '')} is in use by another "
-                "Spark application: run one at a time, or configure a PostgreSQL metastore (see README)"
+                "Spark application: run one at a time, or configure a PostgreSQL metastore (docs/configuration.md)"
             )
         if result is not None and result.error:
             return result.error
-        returncode = self._submit_sp.returncode if self._submit_sp else None
-        errors = [line for line in self._last_submit_log_lines if "Exception" in line or "Error" in line]
+        returncode = self.submit_process.returncode if self.submit_process else None
+        errors = [line for line in self.recent_log_lines if "Exception" in line or "Error" in line]
         detail = f": {errors[-1]}" if errors else "; see the Spark driver log above"
         return f"spark-submit exited with code {returncode}{detail}"
 
-    def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
-        super()._process_spark_submit_log(self._watch_log(itr))
-
-    def _watch_log(self, itr: Iterator[Any]) -> Iterator[Any]:
-        for line in itr:
+    def watch_log(self, lines: Iterator[Any]) -> Iterator[Any]:
+        for line in lines:
             if any(marker in line for marker in _DERBY_BUSY):
                 self._derby_busy = True
             yield line
@@ -209,18 +211,18 @@ class SparkJobHook(SparkSubmitHook):
         until it exits and fails with its result; a driver that has not exited ``CANCEL_GRACE_SECONDS`` later is
         ended with its whole process group.
         """
-        process, cancel_path = self._submit_sp, self._cancel_path
+        process, cancel_path = self.submit_process, self._cancel_path
         if process is not None and process.poll() is None:
             threading.Thread(target=self._stop_job, args=(process, cancel_path), daemon=True).start()
 
     def _stop_and_wait(self) -> None:
         """Stop the job as ``on_kill`` does, and wait for it, still passing its log on (a full pipe would block it)."""
-        process = self._submit_sp
+        process = self.submit_process
         if process is None or process.poll() is not None:
             return
         self.log.warning("the task was interrupted: asking the Spark job to stop and undo what it created")
         self.on_kill()
-        self._process_spark_submit_log(iter(process.stdout))
+        self.pass_log_on(iter(process.stdout))
         process.wait()
 
     def _stop_job(self, process: subprocess.Popen, cancel_path: ObjectStoragePath | None) -> None:
@@ -242,6 +244,13 @@ def _spark_conf(catalog: Catalog, conf: dict[str, Any]) -> dict[str, Any]:
         joined = key.endswith(".extraJavaOptions") and key in merged
         merged[key] = f"{merged[key]} {value}" if joined else value
     return merged
+
+
+def _session_conf(catalog: Catalog, conf: dict[str, Any], session_conf: Any) -> dict[str, str]:
+    """The catalog's secret settings (its password), for the spec: never on spark-submit's command line. A setting
+    the task's own conf gives is left out: that one wins, as over the catalog's other settings."""
+    secrets = {key: value for key, value in catalog.secret_conf().items() if key not in conf}
+    return {**secrets, **session_conf}
 
 
 def _stop_process_group(process: subprocess.Popen) -> None:

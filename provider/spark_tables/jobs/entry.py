@@ -1,4 +1,5 @@
-"""The bundled Spark driver: ``spark-submit entry.py '<job spec JSON>'``, or ``@<URI>`` of a spec in a file.
+"""The bundled Spark driver: ``spark-submit entry.py '<job spec JSON>'``, or ``@<URI>`` of a spec in a file (a long
+spec, or one that holds a password: the driver sets the spec's ``session_conf`` on its session, never logging it).
 
 Reads the spec, starts the session, runs the job and writes a JSON result for the Airflow side, also when
 the job fails, so that the task fails with the job's own one-line error.
@@ -20,13 +21,13 @@ from spark_tables.core.errors import JobError, one_line
 from spark_tables.core.exchange import cancel_uri
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse, Job, JobSpec
-from spark_tables.jobs.cached_views import prepare_cached_views
+from spark_tables.jobs.cache.views import prepare_cached_views
 from spark_tables.jobs.cancellation import Cancellation, watch
-from spark_tables.jobs.ctas import run_ctas, run_ctas_cleanup
+from spark_tables.jobs.ctas.lifecycle import run_ctas, run_ctas_cleanup
 from spark_tables.jobs.exchange_files import read_text, write_result
-from spark_tables.jobs.lookup_join import run_lookup_join
-from spark_tables.jobs.lookup_snapshots import run_lookup_reload
-from spark_tables.jobs.sql import run_sql
+from spark_tables.jobs.lookup.join import run_lookup_join
+from spark_tables.jobs.lookup.reload import run_lookup_reload
+from spark_tables.jobs.sql.runner import run_sql
 
 log = logging.getLogger("spark_tables")
 
@@ -71,6 +72,18 @@ def run_job(
     return JobResult(output=output, caches=cache_reports, work_seconds=round(time.monotonic() - started, 3), **common)
 
 
+def session_builder(session_conf: dict[str, str]) -> SparkSession.Builder:
+    """The builder of the job's session, with the spec's session conf: the secrets spark-submit was not given.
+
+    Set before the SparkContext starts, so ``spark.hadoop.*`` reaches the Hive client's Hadoop configuration;
+    Spark's ``spark.redaction.regex`` keeps their values out of its UI, event log and ``SET`` output.
+    """
+    builder = SparkSession.builder
+    for key, value in session_conf.items():
+        builder = builder.config(key, value)
+    return builder
+
+
 def main(argv: list[str]) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="spark_tables %(levelname)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
@@ -82,7 +95,7 @@ def main(argv: list[str]) -> int:
     cancellation = Cancellation()
     watch(cancellation, parent_pid=spec.watch_pid, marker_uri=cancel_uri(spec.result_uri))
     started = time.monotonic()
-    spark = SparkSession.builder.getOrCreate()
+    spark = session_builder(spec.session_conf).getOrCreate()
     cancellation.interrupt_with(spark.interruptAll)
     session_seconds = round(time.monotonic() - started, 3)
     result = run_job(spark, spec.job, cancellation, spec.caches)

@@ -12,12 +12,13 @@ from typing import Any
 
 from airflow.providers.common.compat.sdk import AirflowFailException, BaseOperator
 
-from spark_tables.core.cache_layout import cache_name, run_folder
-from spark_tables.core.cached_table import CachedTable
+from spark_tables.core.cache.layout import cache_name, run_folder
+from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.errors import SpecError
-from spark_tables.hooks import cache_registry, cache_storage, settings
-from spark_tables.hooks.cache_uses import COUNTS
+from spark_tables.hooks.cache import registry, storage
+from spark_tables.hooks.cache.uses import COUNTS
 from spark_tables.operators.spark_job import cache_writers
+from spark_tables.utils import settings
 
 #: Runs in these states may still read their caches; the sweep leaves their folders alone.
 _ACTIVE_RUN_STATES = ["queued", "running"]
@@ -25,10 +26,10 @@ _ACTIVE_RUN_STATES = ["queued", "running"]
 
 def invalidate(context: Any, name: str) -> list[str]:
     """Delete every copy of cache ``name`` in this DAG run, files and registry entries; the locations removed."""
-    cache_registry.require_backend()
+    registry.require_backend()
     removed = []
-    for descriptor in cache_registry.registered(context["ti"], name, cache_writers(context)):
-        cache_registry.unregister(descriptor, f"invalidated by {context['ti'].task_id}")
+    for descriptor in registry.registered(context["ti"], name, cache_writers(context)):
+        registry.unregister(descriptor, f"invalidated by {context['ti'].task_id}")
         removed.append(descriptor.location)
     return removed
 
@@ -64,14 +65,14 @@ class SparkCacheReleaseOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         try:
-            cache_registry.require_backend()
+            registry.require_backend()
         except SpecError as err:
             raise AirflowFailException(str(err)) from None
         ti = context["ti"]
         run = run_folder(settings.cache_uri(), ti.dag_id, ti.run_id)
-        names = {cache_name(folder) for folder in cache_storage.folder_names(run)}
+        names = {cache_name(folder) for folder in storage.folder_names(run)}
         released = {name: invalidate(context, name) for name in sorted(names)}
-        cache_storage.remove(run)  # with copies no registry entry names (a writer that died before registering)
+        storage.remove(run)  # with copies no registry entry names (a writer that died before registering)
         self.log.info("released the caches of run %s: %s", ti.run_id, released or "none were used")
         return {"released": released, "swept_runs": sweep(ti, ti.dag_id), "usage": _usage(context)}
 
@@ -83,11 +84,11 @@ def sweep(ti: Any, dag_id: str | None = None) -> list[str]:
     frees the files then. A run that is cleared later computes its caches again.
     """
     swept = []
-    for run_dag_id, run_id, folder in cache_storage.runs(settings.cache_uri(), dag_id):
+    for run_dag_id, run_id, folder in storage.runs(settings.cache_uri(), dag_id):
         if (run_dag_id, run_id) == (ti.dag_id, ti.run_id):
             continue
         if ti.get_dr_count(dag_id=run_dag_id, run_ids=[run_id], states=_ACTIVE_RUN_STATES) == 0:
-            cache_storage.remove(folder)
+            storage.remove(folder)
             swept.append(run_id)
     return swept
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from spark_tables.core.ctas_job import CtasCleanupJob, CtasJob
-from spark_tables.core.ctas_statement import parse_ctas
+from spark_tables.core.ctas.job import CtasCleanupJob, CtasJob
+from spark_tables.core.ctas.ownership import TableOwner
+from spark_tables.core.ctas.statement import parse_ctas
 from spark_tables.core.errors import SpecError
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse
-from spark_tables.core.ownership import TableOwner
-from spark_tables.hooks import ctas_claims
+from spark_tables.hooks.ctas import claims as ctas_claims
 from spark_tables.operators.spark_job import SparkJobOperator
 
 _STATEMENT_FIELDS = ("table", "query", "producer", "partitioned_by", "properties", "location", "comment")

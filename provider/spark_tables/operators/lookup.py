@@ -7,13 +7,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from airflow.sdk.observability import stats
+from airflow.providers.common.compat.sdk import Stats
 
 from spark_tables.core.exchange import metrics_uri
 from spark_tables.core.job_result import JobResult
-from spark_tables.core.lookup_job import AVAILABLE_NOW, LookupJoinJob, LookupReloadJob
-from spark_tables.core.lookup_table import LookupTable
-from spark_tables.hooks.lookup_tables import LookupTableHook
+from spark_tables.core.lookup.job import AVAILABLE_NOW, LookupJoinJob, LookupReloadJob
+from spark_tables.core.lookup.table import LookupTable
+from spark_tables.hooks.lookup.tables import LookupTableHook
 from spark_tables.operators.spark_job import SparkJobOperator
 
 #: The FLIP's counters (added to Airflow's counters of the same name) and gauges (set), plus our hit rate.
@@ -52,10 +52,10 @@ class _LookupOperator(SparkJobOperator):
         tags = {"dag_id": self.dag_id, "task_id": self.task_id, "lookup": self.lookup.name}
         for name in COUNTERS:
             if metrics.get(name):
-                stats.incr(f"spark_tables.lookup.{self.lookup.name}.{name}", int(metrics[name]), tags=tags)
+                Stats.incr(f"spark_tables.lookup.{self.lookup.name}.{name}", int(metrics[name]), tags=tags)
         for name in GAUGES:
             if name in metrics:
-                stats.gauge(f"spark_tables.lookup.{self.lookup.name}.{name}", metrics[name], tags=tags)
+                Stats.gauge(f"spark_tables.lookup.{self.lookup.name}.{name}", metrics[name], tags=tags)
 
 
 class SparkLookupJoinOperator(_LookupOperator):

@@ -13,16 +13,17 @@ from airflow.providers.common.compat.openlineage.utils.spark import (
 )
 from airflow.providers.common.compat.sdk import AirflowFailException, BaseOperator, conf
 
-from spark_tables.core.cached_table import CachedTable
-from spark_tables.core.catalog import PostgresMetastore
+from spark_tables.core.cache.table import CachedTable
+from spark_tables.core.catalog_config import PostgresMetastore
 from spark_tables.core.errors import SpecError
 from spark_tables.core.exchange import result_uri
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse, Job, JobSpec
-from spark_tables.hooks import cache_uses, settings
+from spark_tables.hooks.cache import uses as cache_uses
 from spark_tables.hooks.catalog import SparkTablesCatalogHook
-from spark_tables.hooks.metastore_schema import ensure_metastore_schema
 from spark_tables.hooks.spark_job import SparkJobHook
+from spark_tables.utils import settings
+from spark_tables.utils.metastore_schema import ensure_metastore_schema
 
 
 def _abridged(output: dict[str, Any], width: int = 2000) -> str:

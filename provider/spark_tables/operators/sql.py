@@ -7,9 +7,9 @@ from typing import Any, ClassVar
 
 from airflow.providers.common.sql.hooks.sql import DbApiHook
 
-from spark_tables.core.cached_table import CachedTable, split_cached_views
+from spark_tables.core.cache.table import CachedTable, split_cached_views
 from spark_tables.core.errors import SpecError
-from spark_tables.core.sql_job import SqlJob
+from spark_tables.core.sql.job import SqlJob
 from spark_tables.core.statements import written_table
 from spark_tables.operators.spark_job import SparkJobOperator
 

@@ -1,1 +1,1 @@
-"""Sensors of this provider (the full-cache reload sensor lands with lookup caches)."""
+"""Sensors of this provider: the full-cache reload sensor of lookup tables."""

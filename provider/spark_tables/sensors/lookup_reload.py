@@ -17,10 +17,10 @@ from airflow.providers.standard.triggers.temporal import DateTimeTrigger
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
 from spark_tables.core.errors import SpecError
-from spark_tables.core.lookup_table import LookupTable
-from spark_tables.core.reload_schedule import next_reload
-from spark_tables.hooks import settings
-from spark_tables.hooks.lookup_tables import LookupTableHook
+from spark_tables.core.lookup.table import LookupTable
+from spark_tables.hooks.lookup.tables import LookupTableHook
+from spark_tables.utils import settings
+from spark_tables.utils.reload_schedule import next_reload
 
 
 class LookupReloadSensor(BaseSensorOperator):

@@ -1,1 +1,1 @@
-"""XCom backends of this provider (the cache registry lands with cached tables)."""
+"""XCom backends of this provider: the cache registry of cached tables."""

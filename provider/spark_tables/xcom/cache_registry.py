@@ -15,10 +15,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from airflow.sdk.bases.xcom import BaseXCom
+from airflow.sdk import BaseXCom
 
-from spark_tables.core.cache_descriptor import CacheDescriptor, is_descriptor
-from spark_tables.hooks import cache_storage
+from spark_tables.core.cache.descriptor import CacheDescriptor, is_descriptor
+from spark_tables.hooks.cache import storage
 
 log = logging.getLogger(__name__)
 
@@ -51,4 +51,4 @@ class CacheRegistryXComBackend(BaseXCom):
         if is_descriptor(xcom.value):
             descriptor = CacheDescriptor.from_dict(xcom.value)
             log.info("deleting the files of the cache copy %s", descriptor.location)
-            cache_storage.remove(descriptor.location)
+            storage.remove(descriptor.location)

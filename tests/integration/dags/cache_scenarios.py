@@ -9,11 +9,11 @@ from typing import Any
 import pendulum
 from airflow.sdk import DAG, task
 
-from spark_tables.core.cache_layout import run_folder
-from spark_tables.core.cached_table import CachedTable
-from spark_tables.hooks import settings
+from spark_tables.core.cache.layout import run_folder
+from spark_tables.core.cache.table import CachedTable
 from spark_tables.operators.cache import SparkCacheInvalidateOperator, SparkCacheSweepOperator, release_caches
 from spark_tables.operators.sql import SparkSqlJobOperator
+from spark_tables.utils import settings
 
 #: An expensive column (a SHA-256 per row) aggregated to 100 keys, over 4 partitions.
 B = CachedTable(

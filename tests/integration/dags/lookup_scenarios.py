@@ -7,7 +7,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG
 
-from spark_tables.core.lookup_table import LookupTable
+from spark_tables.core.lookup.table import LookupTable
 from spark_tables.operators.lookup import SparkLookupReloadOperator
 from spark_tables.sensors.lookup_reload import LookupReloadSensor
 

@@ -1,0 +1,37 @@
+"""Where cached tables lie under the cache root: a folder a DAG run, a folder a cache, a folder a copy.
+
+``<root>/<dag>/<run>/<cache name>-<fingerprint>/<task>__<map index>__<try>__<hash>-<nonce>/part-*.parquet``.
+Every task that writes a cache writes its own copy folder, so two writers never touch each other's files; the
+run folder holds ``_run.json`` (its dag and run ids, for the sweep of runs that no longer exist).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from spark_tables.core.cache.table import CachedTable
+from spark_tables.core.ctas.ownership import TableOwner
+from spark_tables.core.names import flat_name
+
+RUN_MARKER = "_run.json"
+#: In a copy folder: when a task last read the copy, for least-recently-used eviction under the quota.
+LAST_USED = "_last_used"
+
+
+def run_folder(cache_root: str, dag_id: str, run_id: str) -> str:
+    return f"{cache_root.rstrip('/')}/{flat_name([dag_id])}/{flat_name([run_id])}"
+
+
+def cache_folder_name(table: CachedTable) -> str:
+    return f"{table.name}-{table.fingerprint}"
+
+
+def cache_name(folder_name: str) -> str:
+    """The cache name a cache folder is named after."""
+    return folder_name.rsplit("-", 1)[0]
+
+
+def copy_folder(run: str, table: CachedTable, owner: TableOwner) -> str:
+    """A new folder for the copy this task try writes (a nonce: an attempt of the same try never reuses one)."""
+    writer = flat_name([owner.task_id, str(owner.map_index), str(owner.try_number)])
+    return f"{run}/{cache_folder_name(table)}/{writer}-{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,138 @@
+"""Where tables live: Spark's Hive-compatible catalog backed by an embedded Derby or a PostgreSQL metastore.
+
+Both produce the Spark configuration that makes tables outlive the application that wrote them: ``spark_conf``,
+which spark-submit gets on its command line, and ``secret_conf``, the settings that hold a secret (the metastore's
+password), which go to the driver in the job spec's private file and never on a command line.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from urllib.parse import quote
+
+from spark_tables.core.errors import SpecError
+
+DEFAULT_JDBC_DRIVER_JAR = "/usr/share/java/postgresql.jar"
+#: The metastore property that holds the database password.
+PASSWORD_PROPERTY = "javax.jdo.option.ConnectionPassword"
+
+
+def _absolute_uri(location: str) -> str:
+    """A warehouse location as a URI: local paths become absolute ``file:`` URIs, URIs stay as given."""
+    if "://" in location or location.startswith("file:"):
+        return location
+    return "file:" + quote(os.path.abspath(location))
+
+
+def _hive_conf(warehouse: str) -> dict[str, str]:
+    return {
+        "spark.sql.catalogImplementation": "hive",
+        "spark.sql.warehouse.dir": _absolute_uri(warehouse),
+    }
+
+
+@dataclass(frozen=True)
+class EmbeddedCatalog:
+    """Derby metastore and warehouse folder under one home folder; one Spark application at a time."""
+
+    home: str
+    exclusive = True
+    driver_class_path = None
+
+    def __post_init__(self) -> None:
+        if not self.home or "://" in self.home or self.home.startswith("file:"):
+            raise SpecError(f"embedded catalog home {self.home!r} must be a local folder path")
+        object.__setattr__(self, "home", os.path.abspath(self.home))
+
+    @property
+    def warehouse(self) -> str:
+        return os.path.join(self.home, "warehouse")
+
+    @property
+    def metastore_path(self) -> str:
+        return os.path.join(self.home, "metastore_db")
+
+    @property
+    def lock_path(self) -> str:
+        return os.path.join(self.home, "metastore.lock")
+
+    def spark_conf(self) -> dict[str, str]:
+        return {
+            **_hive_conf(self.warehouse),
+            "spark.hadoop.javax.jdo.option.ConnectionURL": (
+                f"jdbc:derby:;databaseName={self.metastore_path};create=true"
+            ),
+            "spark.driver.extraJavaOptions": f"-Dderby.stream.error.file={os.path.join(self.home, 'derby.log')}",
+        }
+
+    def secret_conf(self) -> dict[str, str]:
+        """None: Derby has no password."""
+        return {}
+
+    def describe(self) -> str:
+        return f"embedded Derby metastore at {self.metastore_path}, warehouse {self.warehouse}"
+
+
+@dataclass(frozen=True)
+class PostgresMetastore:
+    """Hive metastore schema in a PostgreSQL database: any number of applications at once."""
+
+    host: str
+    database: str
+    warehouse: str
+    port: int = 5432
+    user: str = "postgres"
+    password: str = field(default="", repr=False)  # no log line or error message shows it
+    jdbc_driver_jar: str = DEFAULT_JDBC_DRIVER_JAR
+    exclusive = False
+
+    def __post_init__(self) -> None:
+        if not self.host or not self.database:
+            raise SpecError("PostgreSQL metastore: the catalog connection needs a host and a schema (database)")
+        if not self.warehouse:
+            raise SpecError(
+                "PostgreSQL metastore: set the catalog connection's extra 'warehouse' to a folder or URI "
+                "that every Spark application reaches"
+            )
+
+    @property
+    def jdbc_url(self) -> str:
+        return f"jdbc:postgresql://{self.host}:{self.port}/{self.database}"
+
+    @property
+    def driver_class_path(self) -> str:
+        return self.jdbc_driver_jar
+
+    def metastore_properties(self) -> dict[str, str]:
+        """The DataNucleus settings shared by Spark's Hive client and the SchemaTool that creates the schema."""
+        return {
+            "javax.jdo.option.ConnectionURL": self.jdbc_url,
+            "javax.jdo.option.ConnectionDriverName": "org.postgresql.Driver",
+            "javax.jdo.option.ConnectionUserName": self.user,
+            PASSWORD_PROPERTY: self.password,
+            "datanucleus.identifierFactory": "datanucleus1",
+            "datanucleus.rdbms.useLegacyNativeValueStrategy": "true",
+        }
+
+    def spark_conf(self) -> dict[str, str]:
+        """The settings spark-submit may show on its command line: all but the password (``secret_conf``)."""
+        secret = self.secret_conf()
+        conf = _hive_conf(self.warehouse)
+        hadoop = {f"spark.hadoop.{key}": value for key, value in self.metastore_properties().items()}
+        conf.update({key: value for key, value in hadoop.items() if key not in secret})
+        # The schema is created up front by SchemaTool; lazy creation deadlocked on PostgreSQL.
+        conf["spark.hadoop.hive.metastore.schema.verification"] = "false"
+        conf["spark.hadoop.datanucleus.schema.autoCreateAll"] = "false"
+        return conf
+
+    def secret_conf(self) -> dict[str, str]:
+        """The password, for the driver to set on its session before it starts (``spark.hadoop.*`` then reaches the
+        Hive client): a command line is visible to every user of the machine. Empty without a password."""
+        return {f"spark.hadoop.{PASSWORD_PROPERTY}": self.password} if self.password else {}
+
+    def describe(self) -> str:
+        return f"PostgreSQL metastore {self.host}:{self.port}/{self.database}, warehouse {self.warehouse}"
+
+
+Catalog = EmbeddedCatalog | PostgresMetastore

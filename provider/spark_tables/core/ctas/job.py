@@ -1,0 +1,136 @@
+"""The ``ctas`` job kind: create a table from a query's (or a PySpark function's) rows, owned by one task try."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from spark_tables.core.ctas.ownership import PREFIX, TableOwner
+from spark_tables.core.errors import SpecError
+from spark_tables.core.identifiers import TableIdentifier
+from spark_tables.core.row_source import checked_query
+
+#: Atomicity levels: ``table`` (FLIP-218's: the table is visible from creation and dropped if the job fails) and
+#: ``staging`` (the rows go to a staging table that takes the final name only when complete).
+ATOMICITY_LEVELS = ("table", "staging")
+FORMATS = ("parquet", "orc", "json", "csv", "avro", "text")
+_COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class CtasCleanupJob:
+    """Drop what the tries of one CTAS task left unfinished, from outside a try that died before cleaning up.
+
+    Only tables carrying this task's marks are touched: an unfinished table under the final name, its staging
+    table, and a replaced table moved aside by a swap that did not finish (which is moved back).
+    """
+
+    kind: ClassVar[str] = "ctas_cleanup"
+    table: str
+    owner: TableOwner
+
+    def __post_init__(self) -> None:
+        TableIdentifier.parse(self.table)
+        object.__setattr__(self, "owner", TableOwner.from_dict(self.owner))
+
+    @property
+    def identifier(self) -> TableIdentifier:
+        return TableIdentifier.parse(self.table)
+
+
+def _cleanup(entry: object) -> CtasCleanupJob:
+    if isinstance(entry, CtasCleanupJob):
+        return entry
+    if not isinstance(entry, dict) or set(entry) != {"table", "owner"}:
+        raise SpecError("ctas job: each sweep entry must be an object with exactly table and owner")
+    return CtasCleanupJob(**entry)
+
+
+@dataclass(frozen=True)
+class CtasJob:
+    """``CREATE TABLE table AS query``, or ``REPLACE TABLE`` with ``replace``; rows from ``query`` or ``producer``.
+
+    ``producer`` is ``module:function``, a function of a SparkSession returning the DataFrame of rows, in a
+    module the driver imports (ship it with ``py_files``).
+    """
+
+    kind: ClassVar[str] = "ctas"
+    table: str
+    owner: TableOwner
+    query: str | None = None
+    producer: str | None = None
+    format: str = "parquet"
+    partitioned_by: tuple[str, ...] = ()
+    properties: dict[str, str] = field(default_factory=dict)
+    location: str | None = None
+    comment: str | None = None
+    if_not_exists: bool = False
+    replace: bool = False
+    atomicity: str | None = None
+    #: What lost tries of other tasks left (their claims), undone before this job's own work.
+    sweep: tuple[CtasCleanupJob, ...] = ()
+
+    def __post_init__(self) -> None:
+        TableIdentifier.parse(self.table)
+        object.__setattr__(self, "owner", TableOwner.from_dict(self.owner))
+        if isinstance(self.sweep, str) or not isinstance(self.sweep, list | tuple):
+            raise SpecError("ctas job: sweep must be a list of {table, owner} objects")
+        object.__setattr__(self, "sweep", tuple(_cleanup(entry) for entry in self.sweep))
+        object.__setattr__(self, "query", checked_query(self.query, self.producer, "ctas job"))
+        if not isinstance(self.format, str) or self.format.lower() not in FORMATS:
+            raise SpecError(f"ctas job: format {self.format!r} is not supported: use one of {', '.join(FORMATS)}")
+        object.__setattr__(self, "format", self.format.lower())
+        self._check_partitioning()
+        self._check_properties()
+        if self.location is not None and (not isinstance(self.location, str) or not self.location.strip()):
+            raise SpecError("ctas job: location must be a non-empty path or URI, or None for a managed table")
+        if self.comment is not None and not isinstance(self.comment, str):
+            raise SpecError("ctas job: comment must be a string")
+        for flag in ("if_not_exists", "replace"):
+            if not isinstance(getattr(self, flag), bool):
+                raise SpecError(f"ctas job: {flag} must be true or false")
+        if self.if_not_exists and self.replace:
+            raise SpecError("ctas job: IF NOT EXISTS and REPLACE contradict each other: use one")
+        self._check_atomicity()
+
+    def _check_partitioning(self) -> None:
+        columns = self.partitioned_by
+        if isinstance(columns, str) or not isinstance(columns, list | tuple):
+            raise SpecError("ctas job: partitioned_by must be a list of column names")
+        for column in columns:
+            if not isinstance(column, str) or not _COLUMN.fullmatch(column):
+                raise SpecError(f"ctas job: partition column {column!r} is invalid: use letters, digits, underscores")
+        if len({c.lower() for c in columns}) != len(columns):
+            raise SpecError(f"ctas job: partition columns {list(columns)} repeat a column: name each once")
+        object.__setattr__(self, "partitioned_by", tuple(columns))
+
+    def _check_properties(self) -> None:
+        if not isinstance(self.properties, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in self.properties.items()
+        ):
+            raise SpecError("ctas job: properties must map strings to strings")
+        reserved = sorted(k for k in self.properties if k.lower().startswith(PREFIX))
+        if reserved:
+            raise SpecError(f"ctas job: table properties {reserved} are reserved for ownership marks: rename them")
+
+    def _check_atomicity(self) -> None:
+        if self.atomicity is None:
+            object.__setattr__(self, "atomicity", "staging" if self.replace else "table")
+        if self.atomicity not in ATOMICITY_LEVELS:
+            raise SpecError(f"ctas job: atomicity {self.atomicity!r} is invalid: use 'table' or 'staging'")
+        if self.replace and self.atomicity != "staging":
+            raise SpecError(
+                "ctas job: REPLACE TABLE needs atomicity='staging', which keeps the old table until the new one is "
+                "complete; atomicity='table' would drop it first"
+            )
+
+    @property
+    def identifier(self) -> TableIdentifier:
+        return TableIdentifier.parse(self.table)
+
+    def describe(self) -> str:
+        verb = "CREATE TABLE IF NOT EXISTS" if self.if_not_exists else "CREATE TABLE"
+        verb = "REPLACE TABLE" if self.replace else verb
+        source = "a query" if self.query is not None else f"rows from {self.producer}"
+        return f"{verb} {self.table} AS {source} ({self.format}, atomicity {self.atomicity})"

@@ -1,0 +1,131 @@
+"""The ``lookup_join`` and ``lookup_reload`` job kinds (FLIP-221).
+
+A lookup join enriches each row of a probe side, a query or a stream, with the rows its lookup table holds for
+the row's key: through a per-worker partial cache (``PARTIAL``), per-key queries (``NONE``) or the table's
+current full-cache snapshot (``FULL``). A reload scans the whole table into a new snapshot and publishes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from spark_tables.core.durations import parse_duration
+from spark_tables.core.errors import SpecError
+from spark_tables.core.identifiers import TableIdentifier
+from spark_tables.core.lookup.options import CacheMode
+from spark_tables.core.lookup.table import LookupSpec, checked_columns
+from spark_tables.core.row_source import checked_query
+
+JOIN_TYPES = ("left", "inner")
+WRITE_MODES = ("append", "overwrite")
+#: A streaming probe's trigger: drain what is there and stop, or a micro-batch every interval until stopped.
+AVAILABLE_NOW = "available-now"
+_STREAM_FIELDS = {"format", "path", "options", "schema"}
+
+
+@dataclass(frozen=True)
+class StreamSource:
+    """A Structured Streaming probe side: ``spark.readStream.format(format).schema(schema).options(...).load(path)``."""
+
+    format: str
+    path: str | None = None
+    options: dict[str, str] = field(default_factory=dict)
+    schema: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Any) -> StreamSource:
+        if isinstance(data, StreamSource):
+            return data
+        if not isinstance(data, dict) or "format" not in data or not set(data) <= _STREAM_FIELDS:
+            raise SpecError(
+                f"lookup join: probe_stream must be an object with format and any of {sorted(_STREAM_FIELDS)}"
+            )
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class LookupJoinJob:
+    """``probe JOIN lookup ON probe.on = lookup.key``; the result is written to ``output`` or sampled back.
+
+    :param on: the probe side's columns, matched in order to the lookup table's key columns.
+    :param probe: a query whose rows are enriched, or
+    :param probe_stream: a streaming source whose rows are enriched micro-batch by micro-batch into ``output``
+        (with ``checkpoint``); a long-running stream picks up each newly published FULL snapshot.
+    :param metrics_uri: the folder where each executor worker leaves its cache metrics for the driver to add up.
+    """
+
+    kind: ClassVar[str] = "lookup_join"
+    lookup: LookupSpec
+    on: tuple[str, ...]
+    metrics_uri: str
+    probe: str | None = None
+    probe_stream: StreamSource | None = None
+    join_type: str = "left"
+    output: str | None = None
+    mode: str = "overwrite"
+    checkpoint: str | None = None
+    trigger: str = AVAILABLE_NOW
+    max_result_rows: int = 20
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lookup", LookupSpec.from_dict(self.lookup))
+        on = checked_columns(self.on, "lookup join: on", required=True)
+        if len(on) != len(self.lookup.source.key):
+            raise SpecError(
+                f"lookup join: on={list(on)} has {len(on)} column(s) but lookup table {self.lookup.name} has key "
+                f"{list(self.lookup.source.key)}: give one probe column per key column, in order"
+            )
+        object.__setattr__(self, "on", on)
+        if (self.probe is None) == (self.probe_stream is None):
+            raise SpecError("lookup join: give exactly one of probe (a query) or probe_stream (a streaming source)")
+        if self.probe is not None:
+            object.__setattr__(self, "probe", checked_query(self.probe, None, "lookup join: probe"))
+        else:
+            object.__setattr__(self, "probe_stream", StreamSource.from_dict(self.probe_stream))
+            if self.output is None or self.checkpoint is None:
+                raise SpecError("lookup join: a probe_stream needs output (a table) and checkpoint (a folder URI)")
+            if self.trigger != AVAILABLE_NOW:
+                parse_duration(self.trigger, "lookup join: trigger")
+        if self.join_type not in JOIN_TYPES:
+            raise SpecError(f"lookup join: join_type {self.join_type!r} is invalid: use one of {list(JOIN_TYPES)}")
+        if self.mode not in WRITE_MODES:
+            raise SpecError(f"lookup join: mode {self.mode!r} is invalid: use one of {list(WRITE_MODES)}")
+        if self.output is not None:
+            TableIdentifier.parse(self.output)
+
+
+@dataclass(frozen=True)
+class LookupReloadJob:
+    """Scan a lookup table whole into a new full-cache snapshot and publish it; the old one stays if this fails.
+
+    :param scheduled_for: ISO time of the reload time this load is for, when a schedule fired it.
+    :param num_partitions: parallel reads of the table (Spark's JDBC reader); default the application's parallelism.
+    :param retained: snapshots kept, the current one included; older ones are deleted after a publish.
+    """
+
+    kind: ClassVar[str] = "lookup_reload"
+    lookup: LookupSpec
+    scheduled_for: str | None = None
+    num_partitions: int | None = None
+    retained: int = 2
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lookup", LookupSpec.from_dict(self.lookup))
+        cache = self.lookup.lookup_options.cache
+        if cache is not CacheMode.FULL:
+            raise SpecError(
+                f"lookup reload: lookup table {self.lookup.name} has lookup.cache={cache}: only a FULL cache is "
+                "reloaded; set lookup.cache=FULL"
+            )
+        if self.num_partitions is not None and (
+            isinstance(self.num_partitions, bool) or not isinstance(self.num_partitions, int) or self.num_partitions < 1
+        ):
+            raise SpecError(
+                f"lookup reload: num_partitions={self.num_partitions!r} is invalid: use a whole number >= 1"
+            )
+        if isinstance(self.retained, bool) or not isinstance(self.retained, int) or self.retained < 2:
+            raise SpecError(
+                f"lookup reload: retained={self.retained!r} is invalid: keep at least 2 snapshots (the current one "
+                "and the one running readers may still use)"
+            )

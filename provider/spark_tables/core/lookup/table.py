@@ -1,0 +1,128 @@
+"""Lookup tables: dimension tables in an external database that lookup joins read by key (FLIP-221).
+
+A DAG author declares one with ``LookupTable``: the Airflow connection of the database, the table, its lookup
+key and the FLIP's ``lookup.*`` options. The Airflow side resolves the connection into a ``SourceTable`` (what a
+Spark job needs to reach the database, with no Airflow in it) and hands the job a ``LookupSpec``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from spark_tables.core.errors import SpecError
+from spark_tables.core.lookup.options import LookupOptions
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: ``table`` or ``schema.table`` in the external database, unquoted names.
+_SOURCE_TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*(?:\.[A-Za-z_][A-Za-z0-9_$]*)?")
+
+
+def checked_columns(value: Any, what: str, *, required: bool) -> tuple[str, ...]:
+    """One column name or a sequence of them, validated: plain names, each once."""
+    columns = (value,) if isinstance(value, str) else tuple(value or ())
+    if required and not columns:
+        raise SpecError(f"{what}: give at least one column")
+    for column in columns:
+        if not isinstance(column, str) or not _NAME.fullmatch(column):
+            raise SpecError(f"{what}: column {column!r} is invalid: use letters, digits and underscores")
+    if len(set(columns)) != len(columns):
+        raise SpecError(f"{what}: a column is named twice in {list(columns)}")
+    return columns
+
+
+@dataclass(frozen=True)
+class LookupTable:
+    """A dimension table that lookup joins read by ``key``, declared once and shared by a DAG's tasks.
+
+    :param name: names the table's full-cache snapshots and its metrics (letters, digits, underscores).
+    :param conn_id: Airflow connection of the database (type postgres).
+    :param table: ``table`` or ``schema.table`` in that database.
+    :param key: the lookup key columns, in the order the probe side's join columns are matched to them.
+    :param columns: the columns a lookup returns; empty: every column but the key.
+    :param options: the FLIP's ``lookup.*`` options (``lookup.cache``, ``lookup.partial-cache.max-rows``, ...).
+    """
+
+    name: str
+    conn_id: str
+    table: str
+    key: Sequence[str]
+    columns: Sequence[str] = ()
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
+            raise SpecError(f"lookup table name {self.name!r} is invalid: use letters, digits and underscores")
+        if not isinstance(self.conn_id, str) or not self.conn_id:
+            raise SpecError(f"lookup table {self.name}: conn_id must name an Airflow connection of the database")
+        if not isinstance(self.table, str) or not _SOURCE_TABLE.fullmatch(self.table):
+            raise SpecError(f"lookup table {self.name}: table {self.table!r} is invalid: use table or schema.table")
+        key = checked_columns(self.key, f"lookup table {self.name}: key", required=True)
+        columns = checked_columns(self.columns, f"lookup table {self.name}: columns", required=False)
+        if set(key) & set(columns):
+            raise SpecError(f"lookup table {self.name}: columns repeat key column(s) {sorted(set(key) & set(columns))}")
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "columns", columns)
+        object.__setattr__(self, "options", dict(LookupOptions.from_options(self.options).to_options()))
+
+    @property
+    def lookup_options(self) -> LookupOptions:
+        return LookupOptions.from_options(self.options)
+
+    def with_options(self, overrides: Mapping[str, Any] | None) -> LookupTable:
+        """The same table with a task's ``lookup.*`` options over its own."""
+        if not overrides:
+            return self
+        return dataclasses.replace(self, options=self.lookup_options.merged(overrides).to_options())
+
+
+@dataclass(frozen=True)
+class SourceTable:
+    """What a Spark job needs to read a lookup table: the source kind, its connection settings, table and key."""
+
+    kind: str
+    connection: dict[str, Any]
+    table: str
+    key: tuple[str, ...]
+    columns: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", tuple(self.key))
+        object.__setattr__(self, "columns", tuple(self.columns))
+
+    @classmethod
+    def from_dict(cls, data: Any) -> SourceTable:
+        if isinstance(data, SourceTable):
+            return data
+        if not isinstance(data, dict) or not {"kind", "connection", "table", "key"} <= set(data):
+            raise SpecError("lookup job: source must be an object with kind, connection, table and key")
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class LookupSpec:
+    """A lookup table as a job reads it: its source, its options, and the root of its full-cache snapshots."""
+
+    name: str
+    source: SourceTable
+    options: dict[str, str]
+    snapshots: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "source", SourceTable.from_dict(self.source))
+        object.__setattr__(self, "options", LookupOptions.from_options(self.options).to_options())
+
+    @property
+    def lookup_options(self) -> LookupOptions:
+        return LookupOptions.from_options(self.options)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> LookupSpec:
+        if isinstance(data, LookupSpec):
+            return data
+        if not isinstance(data, dict) or set(data) != {"name", "source", "options", "snapshots"}:
+            raise SpecError("lookup job: lookup must be an object with name, source, options and snapshots")
+        return cls(**data)

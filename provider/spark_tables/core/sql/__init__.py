@@ -1,0 +1,1 @@
+"""Spark SQL jobs (the foundation): the ``sql`` job kind."""

@@ -1,0 +1,115 @@
+"""The files of cached tables under the cache root, through Airflow's object storage: marks, sizes, removal.
+
+Every operation tolerates what another task did meanwhile (a copy removed twice is removed once).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from dataclasses import dataclass
+
+import pendulum
+from airflow.sdk import ObjectStoragePath
+
+from spark_tables.core.cache.layout import LAST_USED, RUN_MARKER
+from spark_tables.core.names import flat_name
+
+log = logging.getLogger(__name__)
+
+#: Depth of a copy folder below the cache root: <dag>/<run>/<cache>/<copy>.
+_COPY_DEPTH = 4
+
+
+@dataclass(frozen=True)
+class Copy:
+    """A copy folder: where, how many bytes its files take, and when a task last read it (ISO; "" if unknown)."""
+
+    location: str
+    bytes: int
+    last_used: str
+
+
+def remove(uri: str) -> None:
+    """Remove a folder (a copy, a run's caches) and everything in it; nothing if it is gone already."""
+    path = ObjectStoragePath(uri)
+    with contextlib.suppress(FileNotFoundError):
+        path.fs.rm(path.path, recursive=True)
+
+
+def mark_run(run_folder: str, dag_id: str, run_id: str) -> None:
+    """Note which DAG run a run folder belongs to, for the sweep of runs that have ended or are gone."""
+    marker = ObjectStoragePath(run_folder) / RUN_MARKER
+    if not marker.exists():
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(json.dumps({"dag_id": dag_id, "run_id": run_id}))
+
+
+def mark_used(location: str) -> None:
+    """Record that a task read (or wrote) a copy now: least recently used copies are evicted first."""
+    with contextlib.suppress(FileNotFoundError):  # evicted or released meanwhile: nothing to keep fresh
+        (ObjectStoragePath(location) / LAST_USED).write_text(pendulum.now("UTC").isoformat())
+
+
+def runs(cache_root: str, dag_id: str | None = None) -> list[tuple[str, str, str]]:
+    """``(dag_id, run_id, run folder)`` of every run with caches under the root, or only ``dag_id``'s."""
+    root = ObjectStoragePath(cache_root)
+    dags = [root / flat_name([dag_id])] if dag_id is not None else _folders(root)
+    found = []
+    for dag_folder in dags:
+        for run_folder in _folders(dag_folder):
+            marker = run_folder / RUN_MARKER
+            with contextlib.suppress(FileNotFoundError, ValueError, KeyError):
+                ids = json.loads(marker.read_text())
+                found.append((ids["dag_id"], ids["run_id"], str(run_folder)))
+    return found
+
+
+def folder_names(uri: str) -> list[str]:
+    """The names of the folders in a folder (the caches of a run folder, say); none if it does not exist."""
+    return [folder.name for folder in _folders(ObjectStoragePath(uri))]
+
+
+def copies(cache_root: str) -> list[Copy]:
+    """Every copy under the cache root, with its size and when it was last used."""
+    root = ObjectStoragePath(cache_root)
+    if not root.exists():
+        return []
+    prefix = root.path.rstrip("/") + "/"
+    sizes: dict[str, int] = {}
+    used: dict[str, str] = {}
+    for path, size in root.fs.du(root.path, total=False).items():
+        parts = path[len(prefix) :].split("/")
+        if len(parts) <= _COPY_DEPTH:
+            continue  # a run marker
+        location = f"{str(root).rstrip('/')}/{'/'.join(parts[:_COPY_DEPTH])}"
+        sizes[location] = sizes.get(location, 0) + size
+        if parts[_COPY_DEPTH:] == [LAST_USED]:
+            with contextlib.suppress(FileNotFoundError):
+                used[location] = (ObjectStoragePath(location) / LAST_USED).read_text().strip()
+    return [Copy(location, size, used.get(location, "")) for location, size in sizes.items()]
+
+
+def evict(cache_root: str, quota: int, keep: set[str]) -> list[Copy]:
+    """Remove least recently used copies, never one in ``keep``, until all copies take at most ``quota`` bytes."""
+    found = copies(cache_root)
+    total = sum(copy.bytes for copy in found)
+    evicted: list[Copy] = []
+    keep = {str(ObjectStoragePath(location)) for location in keep}
+    for copy in sorted(found, key=lambda c: c.last_used):
+        if total <= quota:
+            break
+        if copy.location in keep:
+            continue
+        remove(copy.location)
+        log.info("over the quota: evicted %s (%d bytes, last used %s)", copy.location, copy.bytes, copy.last_used)
+        total -= copy.bytes
+        evicted.append(copy)
+    return evicted
+
+
+def _folders(path: ObjectStoragePath) -> list[ObjectStoragePath]:
+    if not path.exists():
+        return []
+    return [child for child in path.iterdir() if child.is_dir()]

@@ -1,0 +1,103 @@
+"""Claims: a note, per CTAS task, of the table its tries may leave unfinished, kept until that is known not to be so.
+
+A task writes its claim before its job starts and releases it when the job reports that it finished or undid
+what it created. A claim that outlives its try means the try died without knowing (its process and driver
+killed outright, its machine gone). Two things find such claims: the task's failure and retry callbacks (run by
+the DAG processor when Airflow notices a lost worker), and every later CTAS task on the same catalog, whose job
+first undoes what the claimed tries of tasks that are no longer running left (``sweepable``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from airflow.sdk import ObjectStoragePath
+
+from spark_tables.core.ctas.ownership import TableOwner
+from spark_tables.core.exchange import cancel_uri, claim_uri, result_uri
+from spark_tables.utils import settings
+
+log = logging.getLogger(__name__)
+
+#: Task states in which no try of the task runs or will run again without being cleared.
+FINISHED_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
+
+
+@dataclass(frozen=True)
+class Claim:
+    table: str
+    owner: TableOwner
+    catalog_conn_id: str
+
+    def to_json(self) -> str:
+        return json.dumps({"table": self.table, "owner": asdict(self.owner), "catalog_conn_id": self.catalog_conn_id})
+
+    @classmethod
+    def from_json(cls, text: str) -> Claim:
+        data = json.loads(text)
+        return cls(data["table"], TableOwner.from_dict(data["owner"]), data["catalog_conn_id"])
+
+
+def _task(owner: TableOwner) -> dict[str, Any]:
+    return {"dag_id": owner.dag_id, "run_id": owner.run_id, "task_id": owner.task_id, "map_index": owner.map_index}
+
+
+def _path(owner: TableOwner) -> ObjectStoragePath:
+    return ObjectStoragePath(claim_uri(settings.exchange_uri(), **_task(owner)))
+
+
+def write_claim(claim: Claim) -> None:
+    path = _path(claim.owner)
+    path.parent.mkdir(parents=True, exist_ok=True)  # the exchange root, on its first use
+    path.write_text(claim.to_json())
+
+
+def read_claim(owner: TableOwner) -> Claim | None:
+    path = _path(owner)
+    return Claim.from_json(path.read_text()) if path.exists() else None
+
+
+def release_claim(owner: TableOwner) -> None:
+    """Forget the claim, and what its try may have left in the exchange: results and cancel markers."""
+    for purpose in ("", "cleanup"):
+        uri = result_uri(settings.exchange_uri(), **_task(owner), try_number=owner.try_number, purpose=purpose)
+        for leftover in (ObjectStoragePath(uri), ObjectStoragePath(cancel_uri(uri))):
+            leftover.unlink(missing_ok=True)
+    _path(owner).unlink(missing_ok=True)
+
+
+def sweepable(ti: Any, catalog_conn_id: str) -> list[Claim]:
+    """Claims on this catalog by other tasks that have finished: what their lost tries may have left.
+
+    A task without a state (its run deleted, or cleared and not yet queued) is left alone: it may run again.
+    """
+    root = ObjectStoragePath(settings.exchange_uri())
+    if not root.exists():
+        return []
+    found = []
+    for path in root.glob("*.claim.json"):
+        try:
+            claim = Claim.from_json(path.read_text())
+        except (OSError, ValueError, KeyError, TypeError) as err:  # released meanwhile, or not ours to read
+            log.warning("skipping claim %s: %s", path, err)
+            continue
+        same_task = _task(claim.owner) == {key: getattr(ti, key) for key in _task(claim.owner)}
+        if same_task or claim.catalog_conn_id != catalog_conn_id:
+            continue
+        if _task_state(ti, claim.owner) in FINISHED_STATES:
+            found.append(claim)
+    return found
+
+
+def _task_state(ti: Any, owner: TableOwner) -> str | None:
+    states = ti.get_task_states(
+        dag_id=owner.dag_id,
+        task_ids=[owner.task_id],
+        run_ids=[owner.run_id],
+        map_index=owner.map_index if owner.map_index >= 0 else None,
+    )
+    key = owner.task_id if owner.map_index < 0 else f"{owner.task_id}_{owner.map_index}"
+    return states.get(owner.run_id, {}).get(key)

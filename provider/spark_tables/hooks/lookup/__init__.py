@@ -1,0 +1,1 @@
+"""The Airflow side of lookup tables: their connections and full-cache snapshot pointers."""

@@ -1,0 +1,101 @@
+"""Lookup tables on the Airflow side: their database connections, and their full-cache snapshots' pointers."""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+from airflow.providers.common.compat.sdk import AirflowNotFoundException, BaseHook
+from airflow.sdk import ObjectStoragePath
+
+from spark_tables.core.catalog_config import DEFAULT_JDBC_DRIVER_JAR
+from spark_tables.core.errors import SpecError
+from spark_tables.core.lookup.snapshot import POINTER, Snapshot, snapshot_root
+from spark_tables.core.lookup.table import LookupSpec, LookupTable, SourceTable
+from spark_tables.utils import settings
+from spark_tables.utils.local_spark import postgres_jdbc_driver
+from spark_tables.utils.reload_schedule import LastLoad
+
+#: Airflow connection types a lookup table can read, and the source kind of the Spark job for each.
+SOURCE_KINDS = {"postgres": "postgres", "postgresql": "postgres"}
+
+
+class LookupTableHook(BaseHook):
+    """Resolves a lookup table's Airflow connection into what its Spark jobs need, and reads its snapshot pointer.
+
+    The connection (type postgres) gives host, port, database (schema), login and password; its extra
+    ``jdbc-driver-jar`` the JDBC driver full-cache reloads read with (default: Debian's libpostgresql-jdbc-java).
+    """
+
+    def __init__(self, lookup: LookupTable, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.lookup = lookup
+
+    def get_conn(self) -> SourceTable:
+        return self.source_table()
+
+    @functools.cached_property
+    def _connection(self) -> Any:
+        try:
+            return self.get_connection(self.lookup.conn_id)
+        except AirflowNotFoundException:
+            raise SpecError(
+                f"lookup table {self.lookup.name}: connection {self.lookup.conn_id!r} does not exist: create it "
+                "(type postgres: host, port, schema = database, login, password)"
+            ) from None
+
+    def source_table(self) -> SourceTable:
+        conn = self._connection
+        kind = SOURCE_KINDS.get(conn.conn_type or "")
+        if kind is None:
+            raise SpecError(
+                f"lookup table {self.lookup.name}: connection {self.lookup.conn_id!r} is of type {conn.conn_type!r}: "
+                f"lookup tables read {sorted(SOURCE_KINDS)} connections"
+            )
+        if not conn.host or not conn.schema:
+            raise SpecError(
+                f"lookup table {self.lookup.name}: connection {self.lookup.conn_id!r} needs a host and a schema "
+                "(the database name)"
+            )
+        settings_ = {"host": conn.host, "port": conn.port or 5432, "database": conn.schema, "user": conn.login}
+        if conn.password:
+            settings_["password"] = conn.password
+        return SourceTable(
+            kind=kind, connection=settings_, table=self.lookup.table, key=self.lookup.key, columns=self.lookup.columns
+        )
+
+    def jdbc_driver_jar(self) -> str:
+        """The JDBC driver for ``--jars``: a local file (checked here) or a URL Spark fetches."""
+        jar = self._connection.extra_dejson.get("jdbc-driver-jar") or DEFAULT_JDBC_DRIVER_JAR
+        if "://" in jar:
+            return jar
+        return postgres_jdbc_driver(jar, f"the extra 'jdbc-driver-jar' of connection {self.lookup.conn_id!r}")
+
+    def snapshots(self) -> str:
+        return snapshot_root(settings.lookup_uri(), self.lookup.name)
+
+    def spec(self) -> LookupSpec:
+        """The lookup table as a job reads it."""
+        return LookupSpec(
+            name=self.lookup.name,
+            source=self.source_table(),
+            options=dict(self.lookup.options),
+            snapshots=self.snapshots(),
+        )
+
+    def current_snapshot(self) -> Snapshot | None:
+        """The published full-cache snapshot; None before the table's first load."""
+        pointer = ObjectStoragePath(self.snapshots()) / POINTER
+        if not pointer.exists():
+            return None
+        return Snapshot.from_dict(json.loads(pointer.read_text()))
+
+    def last_load(self) -> LastLoad | None:
+        """When the current snapshot was loaded, and for which reload time: what the reload schedule counts from."""
+        snapshot = self.current_snapshot()
+        if snapshot is None:
+            return None
+        return LastLoad.from_dict(
+            {"started": snapshot.started, "finished": snapshot.finished, "scheduled_for": snapshot.scheduled_for}
+        )

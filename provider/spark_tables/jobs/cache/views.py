@@ -1,0 +1,142 @@
+"""Cached tables inside a job: each becomes a temporary view before the job's own work starts.
+
+The view reads the oldest registered copy that is whole: every partition present with its registered size and
+CRC-32 (FLIP-36's cache source). If there is none (a miss), or every copy is damaged (a fallback), the table is
+computed from its definition, written whole to the job's copy folder (the FLIP's cache sink: every column, as
+declared, so no later query can prune the expensive ones away), described partition by partition, and the view
+reads that copy. The Airflow side registers what was written once the job ends.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from spark_tables.core.cache.descriptor import COPY_FORMAT, CacheDescriptor, CachePartition
+from spark_tables.core.errors import one_line
+from spark_tables.core.job_spec import CacheUse
+from spark_tables.jobs.cancellation import Cancellation
+from spark_tables.jobs.row_frames import rows
+
+log = logging.getLogger(__name__)
+
+#: The files of a copy: Spark's part files (not _SUCCESS, checksum side files or markers).
+_PART_FILES = "part-*"
+
+
+def prepare_cached_views(
+    spark: SparkSession, uses: tuple[CacheUse, ...], cancellation: Cancellation, reports: dict[str, dict[str, Any]]
+) -> None:
+    """Make each cached table a view; ``reports`` gets, by name, what was read, written and found damaged.
+
+    ``reports`` is filled as each table is ready, so what was written is known even if a later one fails.
+    """
+    for use in uses:
+        cancellation.check()
+        reports[use.table.name] = _prepare(spark, use, cancellation)
+
+
+def _prepare(spark: SparkSession, use: CacheUse, cancellation: Cancellation) -> dict[str, Any]:
+    started, name = time.monotonic(), use.table.name
+    damaged: list[dict[str, Any]] = []
+    for descriptor in use.registered:
+        problem = damage(spark, descriptor)
+        cancellation.check()  # an interrupted check proves nothing about the copy
+        if problem is None:
+            _read_as_view(spark, name, descriptor.location, descriptor.schema, descriptor.partitions)
+            log.info("cache %s: hit, reading the copy %s", name, descriptor.describe())
+            return _report("hit", descriptor.location, started, damaged, bytes_read=descriptor.bytes)
+        log.warning("cache %s: the copy at %s cannot be used (%s): falling back", name, descriptor.location, problem)
+        damaged.append({"location": descriptor.location, "problem": problem})
+    status = "fallback" if damaged else "miss"
+    log.info("cache %s: %s, computing it and writing a copy to %s", name, status, use.location)
+    frame = rows(spark, use.table.query, use.table.producer)
+    cancellation.check()
+    schema, partitions = write_copy(spark, frame, use.location)
+    _read_as_view(spark, name, use.location, schema, partitions)
+    written, row_count = sum(p.bytes for p in partitions), sum(p.rows for p in partitions)
+    log.info("cache %s: wrote %d rows, %d bytes in %d partitions", name, row_count, written, len(partitions))
+    report = _report(status, use.location, started, damaged, bytes_written=written)
+    return {**report, "written": {"schema": schema, "partitions": [vars(p) for p in partitions]}}
+
+
+def _report(
+    status: str,
+    location: str,
+    started: float,
+    damaged: list[dict[str, Any]],
+    *,
+    bytes_read: int = 0,
+    bytes_written: int = 0,
+) -> dict[str, Any]:
+    return {
+        "status": status,
+        "location": location,
+        "damaged": damaged,
+        "bytes_read": bytes_read,
+        "bytes_written": bytes_written,
+        "seconds": round(time.monotonic() - started, 3),
+    }
+
+
+def write_copy(spark: SparkSession, frame: DataFrame, location: str) -> tuple[str, tuple[CachePartition, ...]]:
+    """Write every column and row of ``frame`` under ``location``; its schema (JSON) and partitions, described."""
+    frame.write.mode("errorifexists").format(COPY_FORMAT).save(location)
+    row_counts = {
+        row[0]: row[1]
+        for row in spark.read.format(COPY_FORMAT).load(location).groupBy(F.col("_metadata.file_name")).count().collect()
+    }
+    partitions = tuple(
+        CachePartition(file=file, rows=row_counts.get(file, 0), bytes=size, crc32=crc)
+        for file, (size, crc) in sorted(file_checksums(spark, location).items())
+    )
+    return frame.schema.json(), partitions
+
+
+def file_checksums(spark: SparkSession, location: str) -> dict[str, tuple[int, int]]:
+    """Size and CRC-32 of every part file under ``location``, computed by the executors."""
+    files = (
+        spark.read.format("binaryFile")
+        .option("pathGlobFilter", _PART_FILES)
+        .load(location)
+        .select(F.element_at(F.split("path", "/"), -1), "length", F.crc32("content"))
+        .collect()
+    )
+    return {file: (size, crc) for file, size, crc in files}
+
+
+def damage(spark: SparkSession, descriptor: CacheDescriptor) -> str | None:
+    """What makes a registered copy unusable (a partition missing, resized or changed), or None if it is whole."""
+    try:
+        found = file_checksums(spark, descriptor.location)
+    except AnalysisException as err:
+        if err.getCondition() == "PATH_NOT_FOUND":
+            return "its folder is gone"
+        return f"its files cannot be read ({one_line(err)})"
+    except Exception as err:  # a file system's own checksum failing, say: a cache can always be computed again
+        return f"its files cannot be read ({one_line(err)})"
+    for partition in descriptor.partitions:
+        if partition.file not in found:
+            return f"partition {partition.file} is missing"
+        size, crc = found[partition.file]
+        if size != partition.bytes:
+            return f"partition {partition.file} has {size} bytes, {partition.bytes} were written"
+        if crc != partition.crc32:
+            return f"partition {partition.file} was changed (CRC-32 {crc}, {partition.crc32} was written)"
+    return None
+
+
+def _read_as_view(
+    spark: SparkSession, name: str, location: str, schema: str, partitions: tuple[CachePartition, ...]
+) -> None:
+    """The view reads exactly the copy's partitions, with its schema as written (no files listed or inferred)."""
+    files = [f"{location.rstrip('/')}/{p.file}" for p in partitions]
+    reader = spark.read.format(COPY_FORMAT).schema(StructType.fromJson(json.loads(schema)))
+    reader.load(files).createOrReplaceTempView(name)

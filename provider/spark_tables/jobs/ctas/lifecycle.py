@@ -1,0 +1,231 @@
+"""The ``ctas`` and ``ctas_cleanup`` jobs: FLIP-218's job status hooks, run inside the Spark application.
+
+- created: the query is analysed (not run) and the table is created with its schema, marked as this try's.
+- finished: the rows are written, statistics computed, the table marked complete (level ``table``), or the
+  staging table marked complete and given the final name (level ``staging``; for a replace, swapped in).
+- failed or cancelled: what this try created is dropped with its files, and the job fails with the error.
+
+Every try starts by undoing what earlier tries of the same task left unfinished, so retries are safe; the
+``ctas_cleanup`` job runs the same undo from outside, for a try that died before it could clean up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+
+from spark_tables.core.ctas.job import CtasCleanupJob, CtasJob
+from spark_tables.core.ctas.ownership import (
+    COMPLETE,
+    FILLING,
+    REPLACED,
+    STATE,
+    TARGET,
+    TableOwner,
+    owner_try,
+    replaced_table,
+    staging_table,
+)
+from spark_tables.core.errors import JobError, one_line
+from spark_tables.core.identifiers import TableIdentifier, quote_part
+from spark_tables.jobs.cancellation import Cancellation
+from spark_tables.jobs.ctas import catalog_tables
+from spark_tables.jobs.row_frames import rows
+
+log = logging.getLogger(__name__)
+
+#: Spark's error conditions when creating or renaming onto a name fails because the name is taken (see
+#: ``_taken_by_another``).
+_NAME_TAKEN_CONDITIONS = ("TABLE_OR_VIEW_ALREADY_EXISTS", "_LEGACY_ERROR_TEMP_3065")
+
+
+class CtasFailed(JobError):
+    """The job failed and left nothing of its own behind; ``output`` says what it undid."""
+
+    def __init__(self, message: str, output: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.output = output
+
+
+def run_ctas(spark: SparkSession, job: CtasJob, cancellation: Cancellation) -> dict[str, Any]:
+    target, owner = job.identifier, job.owner
+    log.info("%s, for %s", job.describe(), owner.describe())
+    result: dict[str, Any] = {"table": str(target), "atomicity": job.atomicity}
+    created = name_was_free = False
+    result["swept"] = [_sweep(spark, cleanup) for cleanup in job.sweep]
+    try:
+        result["undone_before"] = undo_unfinished(spark, target, owner)
+        existing = catalog_tables.properties(spark, target)
+        if existing is not None and owner.is_same_task(existing) and existing.get(STATE) == COMPLETE:
+            log.info("%s was completed by try %s of this task: nothing to do", target, owner_try(existing))
+            return {**result, **_finished(spark, target), "created": False, "reused_from_try": owner_try(existing)}
+        if existing is not None and not job.replace:
+            if job.if_not_exists:
+                log.info("%s exists and IF NOT EXISTS was given: the job does not run", target)
+                return {**result, "created": False, "skipped": "table exists"}
+            raise JobError(
+                f"table {target} already exists, and this task did not create it: use IF NOT EXISTS to skip, "
+                "REPLACE TABLE to replace it, or another name"
+            )
+        name_was_free = existing is None
+        # Analysed, not run: a query that does not analyse fails before anything exists.
+        frame = rows(spark, job.query, job.producer)
+        _check_before_creating(job, frame)
+        cancellation.check()
+        name = staging_table(target, owner) if job.atomicity == "staging" else target
+        _create(spark, name, frame, job)
+        created = True
+        cancellation.check()
+        _fill(spark, name, frame)
+        cancellation.check()
+        catalog_tables.analyze(spark, name)
+        if job.atomicity == "staging":
+            _publish(spark, name, target, owner, replacing=existing is not None)
+        else:
+            catalog_tables.set_properties(spark, name, {STATE: COMPLETE})
+    except Exception as err:
+        undone = undo_unfinished(spark, target, owner) if created else []
+        lost_race = name_was_free and _taken_by_another(spark, target, owner, err)
+        if lost_race and job.if_not_exists:
+            log.info("%s was created meanwhile by another task, and IF NOT EXISTS was given", target)
+            return {**result, "created": False, "skipped": "table created meanwhile by another task", "undone": undone}
+        if lost_race:
+            cause = f"table {target} was created meanwhile by another task, whose table is left as it is"
+        elif cancellation.requested:
+            cause = f"cancelled: {cancellation.reason}"
+        else:
+            cause = one_line(err)
+        undone_text = f" (undone: {'; '.join(undone) or 'nothing was left'})" if created else ""
+        raise CtasFailed(cause + undone_text, output={**result, "undone": undone, "cleaned_up": True}) from err
+    finished = _finished(spark, target)
+    log.info("%s is complete: %s rows, %s bytes", target, finished["rows"], finished["bytes"])
+    return {**result, **finished, "created": True, "replaced": existing is not None}
+
+
+def run_ctas_cleanup(spark: SparkSession, job: CtasCleanupJob, cancellation: Cancellation) -> dict[str, Any]:
+    log.info("undoing what %s left unfinished of %s", job.owner.describe(), job.table)
+    undone = undo_unfinished(spark, job.identifier, job.owner, up_to_try=job.owner.try_number)
+    return {"table": job.table, "undone": undone, "cleaned_up": True}
+
+
+def _sweep(spark: SparkSession, cleanup: CtasCleanupJob) -> dict[str, Any]:
+    """Undo what a lost try of another task left; a failure here is logged, and its claim is kept for later."""
+    swept = {"table": cleanup.table, "owner": dataclasses.asdict(cleanup.owner)}
+    try:
+        undone = undo_unfinished(spark, cleanup.identifier, cleanup.owner, up_to_try=cleanup.owner.try_number)
+    except Exception as err:
+        log.warning("could not sweep %s of %s: %s", cleanup.table, cleanup.owner.describe(), one_line(err))
+        return {**swept, "undone": None}
+    log.info("swept %s of %s: %s", cleanup.table, cleanup.owner.describe(), "; ".join(undone) or "nothing was left")
+    return {**swept, "undone": undone}
+
+
+def undo_unfinished(
+    spark: SparkSession, target: TableIdentifier, owner: TableOwner, *, up_to_try: int | None = None
+) -> list[str]:
+    """Put back what tries of this task left half done; touch only tables with this task's marks or names.
+
+    ``up_to_try``: leave tables of later tries alone (a cleanup from outside must not undo a retry at work).
+    Returns what it did, in words. Safe to run at any point, any number of times.
+    """
+    done: list[str] = []
+    staging, replaced = staging_table(target, owner), replaced_table(target, owner)
+
+    def ours(marks: dict[str, str] | None) -> bool:
+        if marks is None or not owner.is_same_task(marks):
+            return False
+        return up_to_try is None or not owner_try(marks).isdigit() or int(owner_try(marks)) <= up_to_try
+
+    target_marks = catalog_tables.properties(spark, target)
+    staging_marks = catalog_tables.properties(spark, staging)
+    later_try_swapping = staging_marks is not None and owner.is_same_task(staging_marks) and not ours(staging_marks)
+    if target_marks is None and not later_try_swapping and catalog_tables.exists(spark, replaced):
+        catalog_tables.rename(spark, replaced, target)  # a swap cut short: the old table gets its name back
+        done.append(f"restored the replaced table {target}")
+        target_marks = catalog_tables.properties(spark, target)
+    if ours(target_marks):
+        if target_marks.get(STATE) != COMPLETE:
+            catalog_tables.drop(spark, target)
+            done.append(f"dropped the unfinished {target} of try {owner_try(target_marks)}")
+        elif target_marks.get(REPLACED) and catalog_tables.exists(spark, replaced):
+            catalog_tables.drop(spark, replaced)  # the swap finished but for dropping the table it replaced
+            done.append(f"dropped {replaced}, which {target} replaced")
+    if ours(staging_marks):
+        catalog_tables.drop(spark, staging)
+        done.append(f"dropped the staging table {staging} of try {owner_try(staging_marks)}")
+    for line in done:
+        log.warning("cleanup: %s", line)
+    return done
+
+
+def _check_before_creating(job: CtasJob, frame: DataFrame) -> None:
+    columns = {c.lower() for c in frame.columns}
+    missing = [c for c in job.partitioned_by if c.lower() not in columns]
+    if missing:
+        raise JobError(f"partition column(s) {missing} are not in the query's columns {frame.columns}")
+    if job.partitioned_by and len(job.partitioned_by) == len(columns):
+        raise JobError("every column is a partition column: leave at least one column out of PARTITIONED BY")
+    if job.location is not None and not catalog_tables.is_empty_location(job.location):
+        raise JobError(
+            f"location {job.location} is not empty: CTAS writes only to an empty location, so that a failure can "
+            "remove what it wrote; choose another, or empty it"
+        )
+
+
+def _create(spark: SparkSession, name: TableIdentifier, frame: DataFrame, job: CtasJob) -> None:
+    marks = job.owner.properties(FILLING)
+    if name != job.identifier:
+        marks[TARGET] = str(job.identifier)
+    clauses = [f"USING {job.format}"]
+    if job.partitioned_by:
+        clauses.append(f"PARTITIONED BY ({', '.join(job.partitioned_by)})")
+    if job.location is not None:
+        clauses.append(f"LOCATION {catalog_tables.sql_string(job.location)}")
+    if job.comment is not None:
+        clauses.append(f"COMMENT {catalog_tables.sql_string(job.comment)}")
+    clauses.append(f"TBLPROPERTIES ({catalog_tables.property_list({**job.properties, **marks})})")
+    spark.sql(f"CREATE TABLE {name.quoted()} ({catalog_tables.column_list(frame.schema)}) {' '.join(clauses)}")
+    log.info("created %s, owned by %s", name, job.owner.describe())
+
+
+def _fill(spark: SparkSession, name: TableIdentifier, frame: DataFrame) -> None:
+    columns = spark.table(name.quoted()).columns  # partition columns come last in the table
+    frame.select(*[quote_part(c) for c in columns]).write.insertInto(name.quoted())
+
+
+def _publish(
+    spark: SparkSession, staging: TableIdentifier, target: TableIdentifier, owner: TableOwner, *, replacing: bool
+) -> None:
+    """Give the complete staging table the final name; a replace moves the old table aside for the instant."""
+    replaced = replaced_table(target, owner)
+    marks = {STATE: COMPLETE, **({REPLACED: str(replaced)} if replacing else {})}
+    catalog_tables.set_properties(spark, staging, marks)
+    if replacing:
+        catalog_tables.rename(spark, target, replaced)
+    catalog_tables.rename(spark, staging, target)
+    if replacing:
+        catalog_tables.drop(spark, replaced)
+
+
+def _finished(spark: SparkSession, table: TableIdentifier) -> dict[str, Any]:
+    details = catalog_tables.describe(spark, table)
+    rows, size = catalog_tables.statistics(details)
+    return {"location": details.get("location"), "format": details.get("provider"), "rows": rows, "bytes": size}
+
+
+def _taken_by_another(spark: SparkSession, target: TableIdentifier, owner: TableOwner, err: BaseException) -> bool:
+    """Whether creating or renaming onto the free name ``target`` failed because another task took it meanwhile.
+
+    Spark refuses a taken name with ``TABLE_OR_VIEW_ALREADY_EXISTS``; when the name is taken between Spark's own
+    check and its metastore call, the metastore refuses and Spark passes that on as ``_LEGACY_ERROR_TEMP_3065``
+    (any metastore error). Either way the catalog then decides: a table under the name that this task did not
+    create.
+    """
+    if not (isinstance(err, AnalysisException) and err.getCondition() in _NAME_TAKEN_CONDITIONS):
+        return False
+    marks = catalog_tables.properties(spark, target)
+    return marks is not None and not owner.is_same_task(marks)

@@ -1,0 +1,179 @@
+"""FLIP-221's CachingLookupFunction: a lookup through a cache, loading what it misses with retries.
+
+Metrics follow Flink: the cache counts hits and misses; a load that succeeds counts once in ``loadCount``
+however many attempts it took, and sets ``latestLoadTime`` to the time they took together; a load whose
+every attempt failed counts once in ``numLoadFailure`` and not in ``loadCount``. With a cache that is
+always filled after a miss (PARTIAL), ``loadCount`` plus ``numLoadFailure`` equals ``missCount``. Without a
+cache (NONE), every lookup is a load and counts neither a hit nor a miss.
+
+A join first ``prefetch``es the keys of a batch of rows, then looks each row's key up in order; each miss (each
+lookup, without a cache) takes one prefetched result of its key as its load, so misses, loads and the rows
+returned are those of key-by-key lookups. What is prefetched, and how:
+
+- with ``load_async`` (``lookup.async``): the keys the cache lacks, each once (without a cache, every key of the
+  batch, duplicates too), each loaded by ``load_async`` with its own retries, at most ``async_capacity`` at once;
+  a load whose every attempt failed is kept as its failure, which the lookup of that key then raises;
+- else, with a cache and ``load_many``: the keys the cache lacks, each once, in one request, whose time each
+  load counts; if the request fails after its retries, nothing is prefetched and each miss loads alone;
+- else nothing: each lookup loads alone (NONE's query per row).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from spark_tables.core.errors import JobError, one_line
+from spark_tables.jobs.lookup.cache import Key, LookupCache, Rows
+from spark_tables.jobs.lookup.metrics import CacheMetrics
+from spark_tables.jobs.lookup.retries import Backoff, retrying, retrying_async
+
+
+class LookupFailed(JobError):
+    """Every attempt to load the rows of a key failed; the message names the key and the last error."""
+
+
+class CachingLookup:
+    """The rows of a key from ``cache``, else loaded (by ``load``, or fetched ahead), which the cache then keeps.
+
+    Lookups are safe to share between threads; a ``prefetch`` and the lookups that take what it fetched belong to
+    one thread at a time (a worker's join of one batch). Two threads missing the same key at once both load it:
+    both loads and misses count, the later put wins.
+    """
+
+    def __init__(
+        self,
+        load: Callable[[Key], Sequence[Sequence[Any]]],
+        cache: LookupCache | None,
+        metrics: CacheMetrics,
+        *,
+        max_retries: int,
+        backoff: Backoff = Backoff(),  # noqa: B008 - a frozen dataclass, safe to share
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        load_async: Callable[[Key], Awaitable[Sequence[Sequence[Any]]]] | None = None,
+        sleep_async: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        load_many: Callable[[Sequence[Key]], Sequence[Sequence[Sequence[Any]]]] | None = None,
+        async_capacity: int = 100,
+    ) -> None:
+        self._load = load
+        self._load_async = load_async
+        self._cache = cache
+        self._metrics = metrics
+        self._max_retries = max_retries
+        self._retrying = functools.partial(retrying, max_retries=max_retries, backoff=backoff, sleep=sleep)
+        self._retrying_async = functools.partial(
+            retrying_async, max_retries=max_retries, backoff=backoff, sleep=sleep_async
+        )
+        self._clock = clock
+        self._load_many = load_many
+        self._async_capacity = async_capacity
+        self._loop: asyncio.AbstractEventLoop | None = None
+        #: Per key, the results fetched ahead and not yet taken, each with how long its load took (ms): rows, or
+        #: the error of a load that failed. A miss takes the first.
+        self._prefetched: dict[Key, list[tuple[Sequence[Sequence[Any]] | Exception, float]]] = {}
+
+    @property
+    def metrics(self) -> CacheMetrics:
+        return self._metrics
+
+    def open(self) -> None:
+        if self._cache is not None:
+            self._cache.open(self._metrics)
+
+    def close(self) -> None:
+        if self._cache is not None:
+            self._cache.close()
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
+
+    def prefetch(self, keys: Sequence[Key]) -> None:
+        """Fetch ahead the results of the lookups of ``keys`` that will load (see the module's doc)."""
+        if self._load_async is None and (self._cache is None or self._load_many is None):
+            return  # each lookup loads alone
+        if self._cache is not None:
+            keys = [key for key in dict.fromkeys(keys) if not self._cache.contains(key)]
+        if not keys:
+            return
+        if self._load_async is not None:
+            self._event_loop().run_until_complete(self._prefetch_async(keys))
+        else:
+            self._prefetch_together(keys)
+
+    def _prefetch_together(self, keys: Sequence[Key]) -> None:
+        """Load ``keys`` in one ``load_many`` request; nothing is prefetched if it fails after its retries."""
+        started = self._clock()
+        try:
+            loaded = self._retrying(
+                functools.partial(self._load_many, keys), what=f"lookup of {len(keys)} keys together"
+            )
+        except Exception:
+            return
+        milliseconds = (self._clock() - started) * 1000
+        self._prefetched = {key: [(rows, milliseconds)] for key, rows in zip(keys, loaded, strict=True)}
+
+    async def _prefetch_async(self, keys: Sequence[Key]) -> None:
+        """Load each of ``keys`` through ``load_async``, at most ``async_capacity`` at once."""
+        slots = asyncio.Semaphore(self._async_capacity)
+
+        async def load(key: Key) -> tuple[Sequence[Sequence[Any]] | Exception, float]:
+            async with slots:
+                started = self._clock()
+                try:
+                    loaded: Sequence[Sequence[Any]] | Exception = await self._retrying_async(
+                        functools.partial(self._load_async, key), what=f"lookup of key {key!r}"
+                    )
+                except Exception as error:
+                    loaded = error
+                return loaded, (self._clock() - started) * 1000
+
+        results = await asyncio.gather(*(load(key) for key in keys))
+        self._prefetched = {}
+        for key, result in zip(keys, results, strict=True):
+            self._prefetched.setdefault(key, []).append(result)
+
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        """This lookup's event loop, kept for its life: an async client's connections belong to the loop they
+        were opened on."""
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop
+
+    def clear_prefetched(self) -> None:
+        """Drop what ``prefetch`` fetched and no lookup took."""
+        self._prefetched = {}
+
+    def lookup(self, key: Key) -> Rows:
+        """The rows of ``key``; raises ``LookupFailed`` when every attempt to load them failed."""
+        cached = self._cache.get_if_present(key) if self._cache is not None else None
+        if cached is not None:
+            return cached
+        prefetched = self._prefetched.get(key)
+        if prefetched:
+            loaded, milliseconds = prefetched.pop(0)
+            if isinstance(loaded, Exception):
+                raise self._failed(key, loaded) from loaded
+            return self._keep(key, loaded, milliseconds=milliseconds)
+        started = self._clock()
+        try:
+            loaded = self._retrying(functools.partial(self._load, key), what=f"lookup of key {key!r}")
+        except Exception as error:
+            raise self._failed(key, error) from error
+        return self._keep(key, loaded, milliseconds=(self._clock() - started) * 1000)
+
+    def _keep(self, key: Key, loaded: Sequence[Sequence[Any]], *, milliseconds: float) -> Rows:
+        """Count a load that took ``milliseconds``, cache its rows and return them, frozen."""
+        rows = tuple(tuple(row) for row in loaded)
+        self._metrics.loaded(milliseconds)
+        if self._cache is not None:
+            self._cache.put(key, rows)
+        return rows
+
+    def _failed(self, key: Key, error: Exception) -> LookupFailed:
+        self._metrics.load_failed()
+        attempts = self._max_retries + 1
+        return LookupFailed(f"lookup of key {key!r} failed after {attempts} attempt(s): {one_line(error)}")

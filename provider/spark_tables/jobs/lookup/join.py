@@ -1,0 +1,220 @@
+"""The ``lookup_join`` job: enrich a query's or a stream's rows with their lookup table's rows (FLIP-221).
+
+NONE and PARTIAL look each probe row's key up from the executors' Python workers (``lookup_partition``), PARTIAL
+through each worker's cache. FULL sends no per-key query: it joins the probe side with the current full-cache
+snapshot, which a stream reads again at every micro-batch, so a published reload is picked up without a restart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+from typing import Any
+
+from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType
+
+from spark_tables.core.durations import parse_duration
+from spark_tables.core.errors import JobError
+from spark_tables.core.lookup.job import AVAILABLE_NOW, LookupJoinJob
+from spark_tables.core.lookup.options import CacheMode
+from spark_tables.core.lookup.snapshot import Snapshot
+from spark_tables.jobs.cancellation import Cancellation
+from spark_tables.jobs.exchange_files import read_text
+from spark_tables.jobs.lookup.arrow_types import arrow_type
+from spark_tables.jobs.lookup.metrics import aggregate
+from spark_tables.jobs.lookup.partition import PartitionLookup
+from spark_tables.jobs.lookup.reload import current_snapshot, full_cache_metrics
+from spark_tables.jobs.lookup.source import source_for
+from spark_tables.jobs.storage_files import list_names, remove
+
+log = logging.getLogger(__name__)
+
+#: The column the snapshot side carries through a FULL join to tell matched probe rows from unmatched ones.
+_MATCHED = "__spark_tables_lookup_matched"
+
+
+class LookupJoin:
+    """One lookup table joined to probe sides of one shape: a batch's query, or each micro-batch of a stream."""
+
+    def __init__(self, spark: SparkSession, job: LookupJoinJob) -> None:
+        self.spark, self.job = spark, job
+        self.options = job.lookup.lookup_options
+        self.key = job.lookup.source.key
+        self.snapshot: Snapshot | None = None
+        self._snapshot_frame: DataFrame | None = None
+        if self.options.cache is CacheMode.FULL:
+            self.value_fields = self._current_snapshot_frame()[1].schema.fields[len(self.key) :]
+        else:
+            source = source_for(job.lookup.source)
+            self.value_fields = source.schema(spark).fields[len(self.key) :]
+            source.close()
+        self.value_names = tuple(field.name for field in self.value_fields)
+        #: Observations of joins not yet added to ``_totals`` (a stream makes one a micro-batch).
+        self._pending: list[Observation] = []
+        self._totals = {"rows": 0, "hitCount": 0, "missCount": 0}
+
+    def _current_snapshot_frame(self) -> tuple[Snapshot, DataFrame]:
+        snapshot = current_snapshot(self.job.lookup.snapshots)
+        if snapshot is None:
+            raise JobError(
+                f"lookup table {self.job.lookup.name} has no full-cache snapshot yet: run its reload "
+                "(SparkLookupReloadOperator) before a FULL lookup join"
+            )
+        if self.snapshot is None or snapshot.version != self.snapshot.version:
+            log.info(
+                "lookup table %s: reading snapshot %s (%d rows)", self.job.lookup.name, snapshot.version, snapshot.rows
+            )
+            self._snapshot_frame = self.spark.read.parquet(snapshot.location)
+        self.snapshot = snapshot  # the same version may come back with more load failures counted
+        return snapshot, self._snapshot_frame
+
+    def apply(self, probe: DataFrame) -> DataFrame:
+        """The joined rows: the probe's columns, then the lookup table's value columns."""
+        clash = sorted(set(probe.columns) & set(self.value_names))
+        if clash:
+            raise JobError(
+                f"lookup join: column(s) {clash} are both in the probe side and in lookup table "
+                f"{self.job.lookup.name}: rename them in the probe query or name the lookup table's columns"
+            )
+        missing = [column for column in self.job.on if column not in probe.columns]
+        if missing:
+            raise JobError(f"lookup join: on column(s) {missing} are not in the probe side's columns {probe.columns}")
+        if self.options.shuffle:
+            probe = probe.repartition(*self.job.on)
+        observation = Observation(f"lookup_join_{self.job.lookup.name}")
+        self._pending.append(observation)
+        if self.options.cache is CacheMode.FULL:
+            return self._join_snapshot(probe, observation)
+        return self._join_per_key(probe).observe(observation, F.count(F.lit(1)).alias("rows"))
+
+    def _join_snapshot(self, probe: DataFrame, observation: Observation) -> DataFrame:
+        _, snapshot = self._current_snapshot_frame()
+        keys = [f"__key{i}" for i in range(len(self.key))]
+        dimension = snapshot.select(
+            *(F.col(k).alias(alias) for k, alias in zip(self.key, keys, strict=True)),
+            *self.value_names,
+            F.lit(True).alias(_MATCHED),
+        )
+        condition = [probe[column] == dimension[alias] for column, alias in zip(self.job.on, keys, strict=True)]
+        joined = probe.join(dimension, condition, "left").observe(
+            observation,
+            F.count(F.lit(1)).alias("rows"),
+            F.count(F.col(_MATCHED)).alias("hitCount"),
+            F.count(F.when(F.col(_MATCHED).isNull(), 1)).alias("missCount"),
+        )
+        if self.job.join_type == "inner":
+            joined = joined.where(F.col(_MATCHED).isNotNull())
+        return joined.select(*(probe[column] for column in probe.columns), *self.value_names)
+
+    def _join_per_key(self, probe: DataFrame) -> DataFrame:
+        resolved = dataclasses.replace(self.job.lookup.source, columns=self.value_names)
+        time_zone = self.spark.conf.get("spark.sql.session.timeZone")  # how Arrow batches carry TIMESTAMP columns
+        definition = json.dumps([dataclasses.asdict(resolved), self.job.lookup.options], sort_keys=True, default=str)
+        partition_lookup = PartitionLookup(
+            lookup_id=f"{self.spark.conf.get('spark.app.id')}:{hashlib.sha256(definition.encode()).hexdigest()[:16]}",
+            name=self.job.lookup.name,
+            source=resolved,
+            options=self.job.lookup.options,
+            on=self.job.on,
+            value_names=self.value_names,
+            value_types=tuple(arrow_type(field.dataType, time_zone) for field in self.value_fields),
+            inner=self.job.join_type == "inner",
+            metrics_folder=self.job.metrics_uri,
+        )
+        fields = [StructField(f.name, f.dataType, True) for f in self.value_fields]
+        return probe.mapInArrow(partition_lookup, StructType([*probe.schema.fields, *fields]))
+
+    def metrics(self) -> dict[str, Any]:
+        """The FLIP's metrics, added up over every executor worker (per key) or read from the snapshot (FULL)."""
+        self._settle()
+        if self.options.cache is CacheMode.FULL:
+            hits, misses = self._totals["hitCount"], self._totals["missCount"]
+            metrics = {"hitCount": hits, "missCount": misses, **full_cache_metrics(self.snapshot)}
+            return {**metrics, "hitRate": hits / (hits + misses) if hits + misses else 0.0}
+        return aggregate(_worker_metrics(self.job.metrics_uri))
+
+    def rows(self) -> int:
+        self._settle()
+        return self._totals["rows"]
+
+    def _settle(self) -> None:
+        """Add what the finished joins observed to the totals (``get`` waits for a join's action to end)."""
+        for observation in self._pending:
+            for name, value in observation.get.items():
+                self._totals[name] += int(value)
+        self._pending.clear()
+
+
+def _worker_metrics(folder: str) -> list[dict[str, Any]]:
+    """The metrics each worker left, one file a worker."""
+    names = [name for name in list_names(folder) if name.endswith(".json")]
+    return [json.loads(read_text(f"{folder.rstrip('/')}/{name}")) for name in names]
+
+
+def run_lookup_join(spark: SparkSession, job: LookupJoinJob, cancellation: Cancellation) -> dict[str, Any]:
+    lookup_join = LookupJoin(spark, job)
+    log.info(
+        "lookup join with %s (lookup.cache=%s) on %s = %s",
+        job.lookup.name,
+        lookup_join.options.cache,
+        list(job.on),
+        list(job.lookup.source.key),
+    )
+    try:
+        if job.probe is not None:
+            joined = lookup_join.apply(spark.sql(job.probe))
+            if job.output is not None:
+                joined.write.mode(job.mode).saveAsTable(job.output)
+            else:
+                joined.write.format("noop").mode("overwrite").save()
+            batches = 1
+        else:
+            batches = _run_stream(spark, job, lookup_join, cancellation)
+        metrics = lookup_join.metrics()
+    finally:
+        remove(job.metrics_uri)
+    output: dict[str, Any] = {
+        "lookup": job.lookup.name,
+        "cache": str(lookup_join.options.cache),
+        "rows": lookup_join.rows(),
+        "output": job.output,
+        "batches": batches,
+        "metrics": metrics,
+    }
+    if lookup_join.snapshot is not None:
+        output["snapshot"] = lookup_join.snapshot.version
+    return output
+
+
+def _run_stream(spark: SparkSession, job: LookupJoinJob, lookup_join: LookupJoin, cancellation: Cancellation) -> int:
+    """Enrich each micro-batch and append it to the output; returns how many batches ran."""
+    source = job.probe_stream
+    reader = spark.readStream.format(source.format).options(**source.options)
+    if source.schema:
+        reader = reader.schema(source.schema)
+    stream = reader.load(source.path) if source.path else reader.load()
+    batches = 0
+
+    def enrich(batch: DataFrame, batch_id: int) -> None:
+        nonlocal batches
+        lookup_join.apply(batch).write.mode("append").saveAsTable(job.output)
+        batches += 1
+        log.info("micro-batch %d enriched: %s", batch_id, json.dumps(lookup_join.metrics()))
+
+    writer = stream.writeStream.foreachBatch(enrich).option("checkpointLocation", job.checkpoint)
+    if job.trigger == AVAILABLE_NOW:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{parse_duration(job.trigger, 'trigger').total_seconds()} seconds")
+    query = writer.start()
+    try:
+        while not query.awaitTermination(0.5):
+            cancellation.check()
+    finally:
+        if query.isActive:
+            query.stop()
+    return batches

@@ -1,0 +1,173 @@
+"""PostgreSQL as a lookup source: per-key queries with psycopg (prepared, autocommit), scans with Spark's JDBC reader.
+
+``connection`` holds ``host``, ``port``, ``database``, ``user`` and optionally ``password``. The scan needs
+PostgreSQL's JDBC driver on the driver's and executors' class path (the Airflow side adds it to ``jars``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import IntegralType, StructType
+
+from spark_tables.core.lookup.table import SourceTable
+from spark_tables.jobs.lookup.source import LookupSource
+
+JDBC_DRIVER = "org.postgresql.Driver"
+#: Rows the JDBC reader fetches per round trip (its default, 0, fetches the whole result at once).
+FETCH_SIZE = 10_000
+#: Connections the async lookups of one source share at most: a connection runs one query at a time, so this
+#: bounds how many of them PostgreSQL serves at once, whatever ``lookup.async.capacity`` lets wait.
+ASYNC_CONNECTIONS = 4
+
+
+class PostgresLookupSource(LookupSource):
+    def __init__(self, table: SourceTable) -> None:
+        super().__init__(table)
+        self._connection: psycopg.Connection | None = None
+        #: One slot per async connection: the connection, or None until a lookup opens it (again, once broken).
+        self._async_slots: asyncio.Queue[psycopg.AsyncConnection | None] | None = None
+        self._table_name = sql.Identifier(*self.table.table.split("."))
+        self._query = self._select(self.table.columns, where_key=True)
+        self._many_query: sql.Composed | None = None
+
+    def _select(self, columns: Sequence[str], *, where_key: bool) -> sql.Composed:
+        names = sql.SQL(", ").join(sql.Identifier(c) for c in columns) if columns else sql.SQL("*")
+        query = sql.SQL("SELECT {} FROM {}").format(names, self._table_name)
+        if where_key:
+            condition = sql.SQL(" AND ").join(sql.SQL("{} = %s").format(sql.Identifier(k)) for k in self.table.key)
+            query = sql.SQL("{} WHERE {}").format(query, condition)
+        return query
+
+    def _connect_kwargs(self) -> dict[str, Any]:
+        settings = self.table.connection
+        kwargs = {"host": settings["host"], "port": settings.get("port", 5432), "dbname": settings["database"]}
+        kwargs["user"] = settings.get("user")
+        if settings.get("password"):
+            kwargs["password"] = settings["password"]
+        return {**kwargs, "autocommit": True, "prepare_threshold": 0}
+
+    def _connected(self) -> psycopg.Connection:
+        if self._connection is None or self._connection.closed:
+            self._connection = psycopg.connect(**self._connect_kwargs())
+        return self._connection
+
+    def lookup(self, key: tuple) -> Sequence[Sequence]:
+        """The value columns (``table.columns``, which the driver fills in when none were named) of each match."""
+        connection = self._connected()
+        try:
+            return connection.execute(self._query, key).fetchall()
+        except psycopg.OperationalError:
+            connection.close()  # a broken connection: the next attempt opens a new one
+            raise
+
+    def lookup_many(self, keys: Sequence[tuple]) -> Sequence[Sequence[Sequence]]:
+        """The rows of every key in one query: the keys go as one array a key column, cast to that column's type,
+        and each row comes back with the ordinal of its key, so no key value is compared in Python."""
+        connection = self._connected()
+        try:
+            if self._many_query is None:
+                self._many_query = self._select_many(connection)
+            found = connection.execute(self._many_query, [list(column) for column in zip(*keys, strict=True)])
+            results: list[list[tuple]] = [[] for _ in keys]
+            for ordinal, *values in found:
+                results[ordinal - 1].append(tuple(values))
+        except psycopg.OperationalError:
+            connection.close()
+            raise
+        return results
+
+    def _select_many(self, connection: psycopg.Connection) -> sql.Composed:
+        """``SELECT k.ord, t.<columns> FROM unnest(%s::<type>[], ...) WITH ORDINALITY k(...) JOIN <table> t ON ...``."""
+        types = dict(
+            connection.execute(
+                "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+                "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped",
+                (self._table_name.as_string(connection),),
+            ).fetchall()
+        )
+        aliases = [sql.Identifier(f"k{i}") for i in range(len(self.table.key))]
+        arrays = sql.SQL(", ").join(sql.SQL("%s::{}[]").format(sql.SQL(types[key])) for key in self.table.key)
+        condition = sql.SQL(" AND ").join(
+            sql.SQL("t.{} = k.{}").format(sql.Identifier(key), alias)
+            for key, alias in zip(self.table.key, aliases, strict=True)
+        )
+        return sql.SQL("SELECT k.ord, {} FROM unnest({}) WITH ORDINALITY AS k({}, ord) JOIN {} AS t ON {}").format(
+            sql.SQL(", ").join(sql.SQL("t.{}").format(sql.Identifier(c)) for c in self.table.columns)
+            if self.table.columns
+            else sql.SQL("t.*"),
+            arrays,
+            sql.SQL(", ").join(aliases),
+            self._table_name,
+            condition,
+        )
+
+    async def lookup_async(self, key: tuple) -> Sequence[Sequence]:
+        """``lookup`` on one of ``ASYNC_CONNECTIONS`` async connections, waiting for a free one."""
+        if self._async_slots is None:
+            self._async_slots = asyncio.Queue()
+            for _ in range(ASYNC_CONNECTIONS):
+                self._async_slots.put_nowait(None)
+        connection = await self._async_slots.get()
+        try:
+            if connection is None or connection.closed:
+                connection = await psycopg.AsyncConnection.connect(**self._connect_kwargs())
+            cursor = await connection.execute(self._query, key)
+            return await cursor.fetchall()
+        except psycopg.OperationalError:
+            if connection is not None:
+                await connection.close()  # a broken connection: the slot's next user opens a new one
+            raise
+        finally:
+            self._async_slots.put_nowait(connection)
+
+    def _jdbc(self, spark: SparkSession) -> Any:
+        settings = self.table.connection
+        url = f"jdbc:postgresql://{settings['host']}:{settings.get('port', 5432)}/{settings['database']}"
+        reader = spark.read.format("jdbc").option("url", url).option("driver", JDBC_DRIVER)
+        reader = reader.option("user", settings.get("user") or "")
+        if settings.get("password"):
+            reader = reader.option("password", settings["password"])
+        # A ``timestamp`` column holds wall-clock times: TIMESTAMP_NTZ keeps them as they are on both paths, where
+        # Spark's TIMESTAMP would read them as instants in the JVM's zone (JDBC) but in UTC (per key, through Arrow).
+        return reader.option("fetchsize", FETCH_SIZE).option("preferTimestampNTZ", "true")
+
+    def _ordered(self, frame: DataFrame) -> DataFrame:
+        """Key columns first, then the value columns (all others when none were named)."""
+        values = self.table.columns or [c for c in frame.columns if c not in self.table.key]
+        return frame.select(*self.table.key, *values)
+
+    def schema(self, spark: SparkSession) -> StructType:
+        query = self._select((), where_key=False).as_string(None) + " WHERE false"
+        return self._ordered(self._jdbc(spark).option("query", query).load()).schema
+
+    def scan(self, spark: SparkSession, num_partitions: int) -> DataFrame:
+        table = self._select((), where_key=False).as_string(None).removeprefix("SELECT * FROM ")
+        first_key = self.table.key[0]
+        reader = self._jdbc(spark).option("dbtable", table)
+        if num_partitions > 1 and isinstance(self.schema(spark)[first_key].dataType, IntegralType):
+            low, high = self._bounds(first_key)
+            if low is not None and high > low:
+                reader = (
+                    reader.option("partitionColumn", first_key)
+                    .option("lowerBound", low)
+                    .option("upperBound", high + 1)
+                    .option("numPartitions", num_partitions)
+                )
+        return self._ordered(reader.load())
+
+    def _bounds(self, column: str) -> tuple[Any, Any]:
+        query = sql.SQL("SELECT min({0}), max({0}) FROM {1}").format(sql.Identifier(column), self._table_name)
+        with psycopg.connect(**self._connect_kwargs()) as connection:
+            return connection.execute(query).fetchone()
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+        self._async_slots = None  # async connections close with their event loop's process

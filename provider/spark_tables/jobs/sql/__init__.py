@@ -1,0 +1,1 @@
+"""The ``sql`` job: statements run in order in one application."""

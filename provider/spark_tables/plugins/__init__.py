@@ -1,1 +1,0 @@
-"""Airflow plugins of this provider: listeners and UI pages, registered through ``airflow.plugins``."""

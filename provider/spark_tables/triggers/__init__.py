@@ -1,1 +1,0 @@
-"""Triggers of this provider: serialise themselves and run in Airflow's triggerer."""
