@@ -76,6 +76,7 @@ class TestLookupTableHook:
             "user": "reader",
             "password": "s3cret",
         }
+        assert "s3cret" not in repr(source) and "s3cret" not in repr(LookupTableHook(_table()).spec())
 
     def test_a_missing_connection_is_one_line_naming_it(self) -> None:
         with pytest.raises(SpecError, match=r"lookup table customers: connection 'crm' does not exist: create it"):

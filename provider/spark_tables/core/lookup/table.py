@@ -84,7 +84,7 @@ class SourceTable:
     """What a Spark job needs to read a lookup table: the source kind, its connection settings, table and key."""
 
     kind: str
-    connection: dict[str, Any]
+    connection: dict[str, Any] = field(repr=False)  # with the password: no log line or error message shows it
     table: str
     key: tuple[str, ...]
     columns: tuple[str, ...] = ()
