@@ -2,6 +2,8 @@
 #   - stops at once with a clear message if Java 17+ or Python 3.11 is missing
 #   - creates .venv and installs the provider with its test extras (again only when pyproject.toml changes)
 #   - points Airflow at .airflow/ (SQLite metadata DB, this repo's dags/) and migrates the DB
+#   - defines postgres_ready (scripts/services.sh), which test.sh and demo.sh call for their PostgreSQL: the JDBC
+#     driver installed, the server started, the databases created, where that can be done
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -41,3 +43,5 @@ export AIRFLOW__CORE__LOAD_EXAMPLES=False
 export AIRFLOW__CORE__XCOM_BACKEND=spark_tables.xcom.cache_registry.CacheRegistryXComBackend
 mkdir -p "$AIRFLOW_HOME"
 airflow db migrate > "$AIRFLOW_HOME/db-migrate.log" 2>&1 || { cat "$AIRFLOW_HOME/db-migrate.log" >&2; exit 1; }
+
+source "$ROOT/scripts/services.sh"

@@ -1,9 +1,24 @@
 #!/usr/bin/env bash
 # Sets everything up, then runs the whole test suite: unit (seconds), spark (one local session) and
-# integration (spark-submit, Airflow, PostgreSQL on 127.0.0.1:5432 unless SPARK_TABLES_TEST_PG says otherwise),
-# on two pytest-xdist workers, a test file a worker at a time (its tests share its fixtures). Extra arguments go to
-# pytest: -n 0 runs in one process.
+# integration (spark-submit, Airflow, PostgreSQL on 127.0.0.1:5432 unless SPARK_TABLES_TEST_PG_HOST/_PORT/_USER
+# say otherwise), on two pytest-xdist workers, a test file a worker at a time (its tests share its fixtures).
+# Extra arguments go to pytest: -n 0 runs in one process; paths choose what runs (scripts/test.sh tests/unit).
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+
+# The tests' PostgreSQL, as tests/integration/conftest.py reads it: the metastore tests create their own
+# database (spark_tables_test_gw0, _gw1, one per worker); the lookup tests need spark_tables_test.
+PG_HOST=${SPARK_TABLES_TEST_PG_HOST:-127.0.0.1}
+PG_PORT=${SPARK_TABLES_TEST_PG_PORT:-5432}
+PG_USER=${SPARK_TABLES_TEST_PG_USER:-postgres}
+postgres_ready SPARK_TABLES_TEST_PG_HOST/_PORT/_USER "$PG_HOST" "$PG_PORT" "$PG_USER" "" spark_tables_test || {
+  echo "error: $POSTGRES_PROBLEM" >&2
+  exit 1
+}
+
 ruff check .
 ruff format --check .
-python -m pytest tests -n 2 --dist loadfile "$@"
+targets=(tests)  # the whole suite, unless a path among the arguments says what to run
+for arg in "$@"; do
+  if [[ "$arg" != -* && -e "${arg%%::*}" ]]; then targets=(); break; fi
+done
+python -m pytest "${targets[@]}" -n 2 --dist loadfile "$@"

@@ -24,7 +24,7 @@ READ_BACK_SCRIPT = Path(__file__).with_name("read_back.py")
 SCENARIOS = Path(__file__).with_name("dags")
 #: One class-data archive for every deployment's drivers: only the first driver of a test session writes it.
 JVM_CLASS_ARCHIVE = REPO / ".spark_tables" / "jvm"
-#: PostgreSQL for the metastore tests; .ci/run starts it and creates the database.
+#: PostgreSQL for the metastore tests; scripts/test.sh starts it (as root) and creates spark_tables_test.
 PG_HOST = os.environ.get("SPARK_TABLES_TEST_PG_HOST", "127.0.0.1")
 PG_PORT = int(os.environ.get("SPARK_TABLES_TEST_PG_PORT", "5432"))
 PG_USER = os.environ.get("SPARK_TABLES_TEST_PG_USER", "postgres")

@@ -1,0 +1,148 @@
+"""The closing summary of scripts/demo.sh, a block per capability: what ran, the key figures it found (from the
+tasks' XComs in the last run of each example DAG, and the tables' parquet files), and where to look.
+
+Usage: python scripts/demo_summary.py DS LOOKUP_LEFT_OUT LOOKUP_DATABASE, with AIRFLOW_HOME set (scripts/setup.sh);
+LOOKUP_LEFT_OUT is empty when example_spark_lookup ran, else why it did not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+from typing import Any
+
+import pandas as pd
+
+HOME = os.environ["AIRFLOW_HOME"]
+WAREHOUSE = f"{HOME}/spark_tables/warehouse"
+
+
+def xcoms(dag_id: str) -> dict[str, Any]:
+    """The return values of the DAG's last run, by task."""
+    with sqlite3.connect(f"{HOME}/airflow.db") as db:
+        [run_id] = db.execute("SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC", (dag_id,)).fetchone()
+        rows = db.execute(
+            "SELECT task_id, value FROM xcom WHERE dag_id = ? AND run_id = ? AND key = 'return_value'", (dag_id, run_id)
+        ).fetchall()
+    return {task: json.loads(value) for task, value in rows}
+
+
+def created(ctas: dict[str, Any]) -> str:
+    """What a CTAS task did: created its table, or found it there (IF NOT EXISTS on a rerun: no job ran)."""
+    if ctas["created"]:
+        return f"created {ctas['table']} ({ctas['rows']:,} rows, {ctas['bytes']:,} bytes)"
+    return f"found {ctas['table']} there from an earlier run (IF NOT EXISTS: its job did not run)"
+
+
+def table(frame: pd.DataFrame) -> list[str]:
+    return ["      " + line for line in frame.to_string(index=False).splitlines()]
+
+
+def sql_jobs(ds: str) -> list[str]:
+    x = xcoms("example_spark_sql")
+    totals = pd.read_parquet(f"{WAREHOUSE}/demo.db/daily_totals/ds={ds}").sort_values("customer")
+    return [
+        "SQL jobs (example_spark_sql)",
+        f"  ran:   load_orders wrote {x['load_orders']['row_counts']['demo.orders']:,} orders into demo.orders, "
+        f"partition ds={ds};",
+        f"         summarise totalled them per customer into demo.daily_totals ({len(totals)} rows, read back):",
+        *table(totals),
+        f"  look:  {WAREHOUSE}/demo.db/orders/ and .../daily_totals/ (parquet, a folder per ds);",
+        "         summarise's XCom 'rows' (the same totals)",
+    ]
+
+
+def ctas() -> list[str]:
+    x = xcoms("example_spark_ctas")
+    snapshot, published = x["snapshot_orders"], x["publish_customer_totals"]
+    customers = pd.read_parquet(f"{WAREHOUSE}/customer_totals").sort_values("customer")
+    return [
+        "CTAS (example_spark_ctas)",
+        f"  ran:   snapshot_orders {created(snapshot)};",
+        "         partitioned by region; atomicity table: a failed job would have dropped it with its files;",
+        f"         publish_customer_totals {'replaced' if published['replaced'] else 'created'} customer_totals "
+        f"({published['rows']:,} rows) through a staging table renamed",
+        "         into place once complete (atomicity staging: readers see the old table until then); read back:",
+        *table(customers),
+        f"  look:  {WAREHOUSE}/{snapshot['table']}/ and .../customer_totals/;",
+        "         who owns them: their spark_tables.ctas.* table properties; each task's XCom (rows, bytes, created)",
+    ]
+
+
+def cached_tables() -> list[str]:
+    x = xcoms("example_spark_cache")
+    uses = {task: x[task]["caches"]["b"] for task in ("max_b", "min_b", "normalise_b", "count_b")}
+    computed = ", ".join(task for task, b in uses.items() if b["status"] == "miss") or "no task"
+    read = ", ".join(task for task, b in uses.items() if b["status"] == "hit") or "no task"
+    usage = x["release_caches"]["usage"]["b"]
+    released = len(x["release_caches"]["released"].get("b", []))
+    keys, rows = x["count_b"]["rows"][0]
+    return [
+        "Cached tables (example_spark_cache)",
+        f"  ran:   make_a {created(x['make_a'])};",
+        f"         cached table b ({rows:,} rows hashed, grouped to {keys:,} keys): computed by {computed},",
+        f"         read from its copy by {read} (count_b declares b in SQL: the same cache);",
+        f"         release_caches deleted {released} copy of b at the run's end. Spark work per task, and b in it:",
+        *(
+            f"      {task:12} {b['status']:5} work {x[task]['work_seconds']:5.1f} s  "
+            f"read {b['bytes_read']:>10,} B  written {b['bytes_written']:>10,} B"
+            for task, b in uses.items()
+        ),
+        f"      the run's usage of b: hits {usage['hits']}, misses {usage['misses']}, fallbacks {usage['fallbacks']}",
+        "  look:  each task's XCom 'caches' and release_caches' XCom 'usage';",
+        f"         the copy lived under {HOME}/spark_tables/cache/ until release_caches",
+    ]
+
+
+def lookup_joins(left_out: str, database: str) -> list[str]:
+    if left_out:
+        return ["Lookup joins (example_spark_lookup)", f"  not run: {left_out}"]
+    x = xcoms("example_spark_lookup")
+    loaded = x["reload"]["snapshot"]
+    enriched = {
+        cache: pd.read_parquet(f"{WAREHOUSE}/orders_enriched_{cache}").sort_values("order_id", ignore_index=True)
+        for cache in ("none", "partial", "full")
+    }
+    same = all(enriched["none"].equals(frame) for frame in enriched.values())
+    unmatched = int(enriched["none"]["name"].isna().sum())
+    none, partial, full = (x[f"enrich_{cache}"]["metrics"] for cache in ("none", "partial", "full"))
+    return [
+        "Lookup joins (example_spark_lookup)",
+        "  ran:   seed_customers filled the dimension table spark_tables_demo.customers in PostgreSQL",
+        f"         ({database}); wait_for_reload found its full cache's reload due;",
+        f"         reload loaded the table into snapshot {loaded['version']} ({loaded['rows']:,} rows, "
+        f"{loaded['bytes']:,} bytes, {loaded['load_milliseconds']:,} ms);",
+        f"         enrich_none, enrich_partial and enrich_full joined the same {x['enrich_none']['rows']:,} orders "
+        "with it:",
+        f"      NONE     {none['loadCount']:>6,} queries, one per order",
+        f"      PARTIAL  {partial['loadCount']:>6,} queries (misses), "
+        f"{partial['hitCount']:,} hits in the workers' caches",
+        f"      FULL     {full['loadCount']:>6,} load (the snapshot, {full['numCachedRecords']:,} rows), "
+        f"{full['hitCount']:,} hits, no query per order",
+        f"      the three tables are {'identical' if same else 'NOT identical'}: {len(enriched['none']):,} rows, "
+        f"{unmatched:,} of them of customers the table lacks (left join)",
+        "  look:  each enrich_* task's XCom 'metrics' (the FLIP-221 metrics);",
+        f"         {WAREHOUSE}/orders_enriched_none/, _partial/, _full/;",
+        f"         the full cache's snapshots: {HOME}/spark_tables/lookup/demo_customers/",
+    ]
+
+
+def main(ds: str, lookup_left_out: str, lookup_database: str) -> None:
+    blocks = [sql_jobs(ds), ctas(), cached_tables(), lookup_joins(lookup_left_out, lookup_database)]
+    blocks.append(
+        [
+            "Everything",
+            f"  the embedded Derby metastore:  {HOME}/spark_tables/metastore_db",
+            f"  each DAG's whole run log:      {HOME}/demo-<dag_id>.log (its tasks' logs and the Spark drivers')",
+            "  the Airflow UI (runs, XComs):  source scripts/setup.sh && airflow standalone  # http://localhost:8080",
+        ]
+    )
+    print(f"\nSummary for {ds}, capability by capability (tables: {WAREHOUSE}/)")
+    for block in blocks:
+        print("\n" + "\n".join(block))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])

@@ -1,0 +1,95 @@
+# Sourced by scripts/setup.sh: the PostgreSQL part of the setup, one function that scripts/test.sh and
+# scripts/demo.sh call (the test command stops when it fails, the demo leaves out its lookup example).
+#
+#   postgres_ready CHOOSER HOST PORT USER PASSWORD DATABASE...
+#
+# makes sure that
+#   - the PostgreSQL JDBC driver is at /usr/share/java/postgresql.jar (where Spark's JDBC reads and the PostgreSQL
+#     metastore load it from): as root, installs Debian's libpostgresql-jdbc-java when it is missing;
+#   - PostgreSQL lets USER log in at HOST:PORT (PASSWORD may be empty: trust auth): as root, starts the local
+#     cluster of that port when it is installed but down;
+#   - every DATABASE exists: creates the missing ones.
+# Returns 0 when all of it is there; otherwise 1, with POSTGRES_PROBLEM set to one line saying what is missing
+# and the command that fixes it. CHOOSER names the setting that points the caller at another server.
+
+JDBC_DRIVER_JAR=/usr/share/java/postgresql.jar
+JDBC_DRIVER_FIX="run 'apt-get install libpostgresql-jdbc-java' as root"
+
+postgres_ready() {
+  POSTGRES_PROBLEM=""
+  _jdbc_driver_installed && _postgres_databases "$@"
+}
+
+_jdbc_driver_installed() {
+  [ -f "$JDBC_DRIVER_JAR" ] && return 0
+  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get > /dev/null; then
+    POSTGRES_PROBLEM="the PostgreSQL JDBC driver is missing ($JDBC_DRIVER_JAR): $JDBC_DRIVER_FIX"
+    return 1
+  fi
+  echo "installing the PostgreSQL JDBC driver (apt-get install libpostgresql-jdbc-java) ..."
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libpostgresql-jdbc-java; } \
+    < /dev/null > "$AIRFLOW_HOME/apt-get.log" 2>&1
+  [ -f "$JDBC_DRIVER_JAR" ] && return 0
+  POSTGRES_PROBLEM="installing the PostgreSQL JDBC driver failed (log: $AIRFLOW_HOME/apt-get.log): $JDBC_DRIVER_FIX"
+  return 1
+}
+
+_postgres_databases() {
+  local chooser=$1 host=$2 port=$3 cluster
+  shift
+  _create_databases "$@" && return 0
+  # No login at all: start the local cluster of that port if it is installed but down. A cluster that is up
+  # is left alone.
+  cluster=$(pg_lsclusters --no-header 2> /dev/null | awk -v port="$port" '$3 == port && $4 == "down" { print $1, $2 }')
+  if [ "$_POSTGRES_STATUS" -eq 2 ] && [[ "$host" =~ ^(127\.0\.0\.1|localhost)$ ]] && [ -n "$cluster" ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+      POSTGRES_PROBLEM="PostgreSQL $cluster is installed but down: run 'pg_ctlcluster $cluster start' as root"
+      return 1
+    fi
+    echo "starting PostgreSQL (pg_ctlcluster $cluster start) ..."
+    # shellcheck disable=SC2086  # $cluster is "VERSION NAME"
+    pg_ctlcluster --skip-systemctl-redirect $cluster start < /dev/null > /dev/null 2>&1 || true
+    for _ in $(seq 1 30); do pg_isready -h "$host" -p "$port" -q && break; sleep 1; done
+    _create_databases "$@" && return 0
+  fi
+  if [ "$_POSTGRES_STATUS" -eq 2 ]; then
+    POSTGRES_PROBLEM+=": start it there (or let that user in), or set $chooser to a server that does"
+  fi
+  return 1
+}
+
+# With the venv's psycopg, so that the psql client is not needed. Says which databases it creates; on failure
+# sets POSTGRES_PROBLEM and _POSTGRES_STATUS (2: no login at all, 1: logged in but could not create).
+_create_databases() {
+  _POSTGRES_STATUS=0
+  POSTGRES_PROBLEM=$(PGCONNECT_TIMEOUT=5 python - "$@" <<'PY'
+import sys
+
+import psycopg
+from psycopg import sql
+
+host, port, user, password, *databases = sys.argv[1:]
+try:
+    conn = psycopg.connect(
+        host=host, port=port, user=user, password=password or None, dbname="postgres", autocommit=True
+    )
+except psycopg.Error as err:
+    reason = " ".join(str(err).splitlines()[0].split())  # the first line has the cause
+    print(f"PostgreSQL does not let user {user} log in at {host}:{port} ({reason})")
+    sys.exit(2)
+with conn:
+    for name in databases:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
+            continue
+        try:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        except psycopg.Error as err:
+            print(f"creating the PostgreSQL database {name} failed: {' '.join(str(err).split())}")
+            sys.exit(1)
+        print(f"created the PostgreSQL database {name}", file=sys.stderr)
+PY
+  ) || _POSTGRES_STATUS=$?
+  [ "$_POSTGRES_STATUS" -eq 0 ] && return 0
+  POSTGRES_PROBLEM=${POSTGRES_PROBLEM:-checking PostgreSQL at $1:$2 failed (the error is above)}
+  return 1
+}
