@@ -142,25 +142,40 @@ def test_a_failure_without_output_has_an_empty_output(monkeypatch):
     assert result.spark_version == "4.2.0"
 
 
+class FakeBuilder:
+    """``SparkSession.builder`` for ``entry.main``: records the conf it is given, then the session's start and stop."""
+
+    def __init__(self) -> None:
+        self.calls: list[Any] = []
+
+    def config(self, key: str, value: str) -> FakeBuilder:
+        self.calls.append((key, value))
+        return self
+
+    def getOrCreate(self) -> Any:
+        self.calls.append("getOrCreate")
+        return SimpleNamespace(interruptAll=lambda: [], stop=lambda: self.calls.append("stopped"))
+
+
+def _main_with_spec(spec: JobSpec, folder: Any, monkeypatch: Any, ran: list[Any]) -> FakeBuilder:
+    """``entry.main`` on ``spec`` left as a file in ``folder``, with a fake session; the jobs it ran go to ``ran``."""
+    (folder / "r.spec.json").write_text(spec.to_json())
+    builder = FakeBuilder()
+    monkeypatch.setattr(entry, "watch", lambda *args, **kwargs: None)
+    monkeypatch.setattr(entry.SparkSession, "builder", builder)
+    monkeypatch.setattr(entry, "run_job", lambda spark, job, cancellation, caches: ran.append(job) or JobResult("sql"))
+    assert entry.main(["entry.py", f"@file://{folder}/r.spec.json"]) == 0
+    return builder
+
+
 def test_main_reads_a_spec_given_as_a_file(tmp_path, monkeypatch):
     """``entry.py @<uri>``: the driver reads the spec the task left in the exchange."""
     spec = JobSpec(job=SqlJob(statements=("SELECT 1",)), result_uri=f"file://{tmp_path}/r.json")
-    (tmp_path / "r.spec.json").write_text(spec.to_json())
     ran: list[Any] = []
 
-    class Session:
-        def interruptAll(self) -> list[str]:
-            return []
+    builder = _main_with_spec(spec, tmp_path, monkeypatch, ran)
 
-        def stop(self) -> None:
-            ran.append("stopped")
-
-    monkeypatch.setattr(entry, "watch", lambda *args, **kwargs: None)
-    monkeypatch.setattr(entry.SparkSession, "builder", SimpleNamespace(getOrCreate=Session))
-    monkeypatch.setattr(entry, "run_job", lambda spark, job, cancellation, caches: ran.append(job) or JobResult("sql"))
-
-    assert entry.main(["entry.py", f"@file://{tmp_path}/r.spec.json"]) == 0
-    assert ran == [spec.job, "stopped"]
+    assert ran == [spec.job] and builder.calls == ["getOrCreate", "stopped"]
     assert JobResult.from_json((tmp_path / "r.json").read_text()).kind == "sql"
 
 
@@ -168,31 +183,13 @@ def test_main_sets_the_specs_session_conf_before_the_session_starts(tmp_path, mo
     """The secrets spark-submit was not given (the metastore's password) reach the session, and no log line."""
     secret = {"spark.hadoop.javax.jdo.option.ConnectionPassword": "m3tastore-Pa55"}
     spec = JobSpec(job=SqlJob(statements=("SELECT 1",)), result_uri=f"file://{tmp_path}/r.json", session_conf=secret)
-    (tmp_path / "r.spec.json").write_text(spec.to_json())
-    calls: list[Any] = []
-
-    class Session:
-        def interruptAll(self) -> list[str]:
-            return []
-
-        def stop(self) -> None:
-            pass
-
-    class Builder:
-        def config(self, key: str, value: str) -> Builder:
-            calls.append((key, value))
-            return self
-
-        def getOrCreate(self) -> Session:
-            calls.append("getOrCreate")
-            return Session()
-
-    monkeypatch.setattr(entry, "watch", lambda *args, **kwargs: None)
-    monkeypatch.setattr(entry.SparkSession, "builder", Builder())
-    monkeypatch.setattr(entry, "run_job", lambda spark, job, cancellation, caches: JobResult("sql"))
 
     with caplog.at_level(logging.DEBUG):
-        assert entry.main(["entry.py", f"@file://{tmp_path}/r.spec.json"]) == 0
+        builder = _main_with_spec(spec, tmp_path, monkeypatch, [])
 
-    assert calls == [("spark.hadoop.javax.jdo.option.ConnectionPassword", "m3tastore-Pa55"), "getOrCreate"]
+    assert builder.calls == [
+        ("spark.hadoop.javax.jdo.option.ConnectionPassword", "m3tastore-Pa55"),
+        "getOrCreate",
+        "stopped",
+    ]
     assert "m3tastore-Pa55" not in caplog.text
