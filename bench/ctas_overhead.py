@@ -43,7 +43,7 @@ SIDES = ("native", "ctas_table", "ctas_staging")
 STEPS = (
     (ctas, "undo_unfinished", "checks"),
     (catalog_tables, "properties", "checks"),
-    (ctas, "_rows", "analyse"),
+    (ctas, "rows", "analyse"),
     (ctas, "_create", "create"),
     (ctas, "_fill", "fill"),
     (catalog_tables, "analyze", "analyze"),
