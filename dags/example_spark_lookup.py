@@ -63,7 +63,7 @@ with DAG(
     tags=["spark_tables", "flip-221"],
 ) as dag:
     seed = SQLExecuteQueryOperator(task_id="seed_customers", conn_id=CONN_ID, sql=SEED)
-    wait_for_reload = LookupReloadSensor(task_id="wait_for_reload", lookup=customers)
+    wait_for_reload = LookupReloadSensor(task_id="wait_for_reload", lookup=customers, deferrable=True)
     reload = SparkLookupReloadOperator(
         task_id="reload",
         lookup=customers,
@@ -100,7 +100,7 @@ with DAG(
     tags=["spark_tables", "flip-221"],
 ) as reload_dag:
     (
-        LookupReloadSensor(task_id="wait_for_reload", lookup=nightly_customers)
+        LookupReloadSensor(task_id="wait_for_reload", lookup=nightly_customers, deferrable=True)
         >> SparkLookupReloadOperator(
             task_id="reload",
             lookup=nightly_customers,

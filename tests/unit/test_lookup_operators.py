@@ -176,11 +176,12 @@ class TestReloadSensor:
     def test_it_defers_to_a_trigger_at_the_next_reload_time(self, crm: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         started = pendulum.now("UTC").subtract(minutes=10)
         monkeypatch.setattr(LookupTableHook, "last_load", lambda self: _last_load(started))
-        sensor = LookupReloadSensor(task_id="wait", lookup=_table())
+        sensor = LookupReloadSensor(task_id="wait", lookup=_table(), deferrable=True, timeout=3600 * 5)
 
         with pytest.raises(TaskDeferred) as deferred:
             sensor.execute(_context())
 
+        assert deferred.value.timeout == 3600 * 5, "the deferral ends with the sensor's timeout"
         trigger = deferred.value.trigger
         assert isinstance(trigger, DateTimeTrigger)
         assert trigger.moment == started.add(hours=1)  # FIXED_RATE: an hour after the last load started
@@ -196,7 +197,9 @@ class TestReloadSensor:
         monkeypatch.setattr(LookupTableHook, "last_load", lambda self: last)
         timed = {"lookup.cache": "FULL", "lookup.full-cache.reload-strategy": "TIMED"}
         sensor = LookupReloadSensor(
-            task_id="wait", lookup=_table(options={**timed, "lookup.full-cache.timed-reload.iso-time": "10:00"})
+            task_id="wait",
+            lookup=_table(options={**timed, "lookup.full-cache.timed-reload.iso-time": "10:00"}),
+            deferrable=True,
         )
 
         evening = pendulum.datetime(2026, 3, 28, 18, 0, tz="UTC")
@@ -207,6 +210,17 @@ class TestReloadSensor:
         # the next day at 10:00 on Berlin's wall clock, which is CEST (+02:00) by then: 23 hours after the last one
         assert deferred.value.trigger.moment == pendulum.datetime(2026, 3, 29, 8, 0, tz="UTC")
         assert deferred.value.trigger.moment - scheduled_for == pendulum.duration(hours=23)
+
+    @pytest.mark.parametrize(("setting", "defers"), [(None, False), ("true", True), ("false", False)])
+    def test_deferring_follows_operators_default_deferrable(
+        self, crm: Path, monkeypatch: pytest.MonkeyPatch, setting: str | None, defers: bool
+    ) -> None:
+        if setting is None:
+            monkeypatch.delenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", raising=False)
+        else:
+            monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", setting)
+
+        assert LookupReloadSensor(task_id="wait", lookup=_table()).deferrable is defers
 
     def test_a_sensor_that_does_not_defer_pokes(self, crm: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         started = pendulum.now("UTC").subtract(minutes=10)

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pendulum
-from airflow.providers.common.compat.sdk import AirflowFailException
+from airflow.providers.common.compat.sdk import AirflowFailException, conf
 from airflow.providers.standard.triggers.temporal import DateTimeTrigger
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
@@ -34,7 +34,11 @@ class LookupReloadSensor(BaseSensorOperator):
 
     :param lookup: the ``LookupTable`` (its ``lookup.cache`` must be FULL).
     :param lookup_options: ``lookup.*`` options over the table's own. (templated)
-    :param deferrable: wait in the triggerer (the default); False pokes from a worker every ``poke_interval``.
+    :param deferrable: wait in the triggerer; False pokes from a worker every ``poke_interval``. Default:
+        ``[operators] default_deferrable``, as for Airflow's own deferrable operators.
+
+    Deferred or poking, the sensor fails after ``timeout`` seconds (the sensors' default: 7 days) if the reload is
+    not due by then.
     """
 
     template_fields: Sequence[str] = ("lookup_options",)
@@ -45,7 +49,7 @@ class LookupReloadSensor(BaseSensorOperator):
         *,
         lookup: LookupTable,
         lookup_options: Mapping[str, Any] | None = None,
-        deferrable: bool = True,
+        deferrable: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -53,6 +57,8 @@ class LookupReloadSensor(BaseSensorOperator):
             raise TypeError(f"lookup must be a LookupTable declaration, not {type(lookup).__name__}")
         self.lookup = lookup
         self.lookup_options = dict(lookup_options or {})
+        if deferrable is None:  # read when the DAG is parsed, as Airflow's deferrable operators read it
+            deferrable = conf.getboolean("operators", "default_deferrable", fallback=False)
         self.deferrable = deferrable
 
     def due(self) -> pendulum.DateTime:
@@ -74,7 +80,7 @@ class LookupReloadSensor(BaseSensorOperator):
             self.log.info("the reload of lookup table %s is due now (%s)", self.lookup.name, due.isoformat())
             return due.isoformat()
         self.log.info("the next reload of lookup table %s is due at %s: deferring", self.lookup.name, due.isoformat())
-        self.defer(trigger=DateTimeTrigger(moment=due), method_name="execute_complete")
+        self.defer(trigger=DateTimeTrigger(moment=due), method_name="execute_complete", timeout=self.timeout)
 
     def execute_complete(self, context: Any, event: Any = None) -> str:
         """The trigger fired: the reload is due. The due time is computed again from the same last load."""

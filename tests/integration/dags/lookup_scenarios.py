@@ -29,6 +29,6 @@ with DAG(
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
 ) as dag:
-    LookupReloadSensor(task_id="wait_for_reload", lookup=customers) >> SparkLookupReloadOperator(
+    LookupReloadSensor(task_id="wait_for_reload", lookup=customers, deferrable=True) >> SparkLookupReloadOperator(
         task_id="reload", lookup=customers, scheduled_for="{{ ti.xcom_pull(task_ids='wait_for_reload') }}"
     )
