@@ -18,7 +18,8 @@ import pytest
 from spark_tables.core.errors import JobError
 from spark_tables.jobs.lookup.cache import DefaultLookupCache, Key, deep_sizeof
 from spark_tables.jobs.lookup.caching_lookup import CachingLookup, LookupFailed
-from spark_tables.jobs.lookup.metrics import METRIC_NAMES, CacheMetrics, aggregate
+from spark_tables.jobs.lookup.metrics import METRIC_NAMES, UNINITIALIZED, CacheMetrics, aggregate
+from spark_tables.jobs.lookup.reload import full_cache_metrics
 from spark_tables.jobs.lookup.retries import Backoff, retrying
 
 
@@ -498,6 +499,21 @@ def test_aggregate_sums_counters_and_recomputes_the_hit_rate() -> None:
         "hitRate": 0.6,
     }
     assert aggregate([])["hitRate"] == 0.0
+
+
+def test_latest_load_time_is_uninitialised_before_any_load() -> None:
+    """Flink's LookupCacheMetrics: -1 until a load, which a load of 0 ms can be told from."""
+    metrics = CacheMetrics()
+    metrics.hit()
+    assert metrics.snapshot()["latestLoadTime"] == UNINITIALIZED == -1
+    assert aggregate([metrics.snapshot(), CacheMetrics().snapshot()])["latestLoadTime"] == -1
+    assert aggregate([])["latestLoadTime"] == -1
+
+    assert full_cache_metrics(None, failed=True)["latestLoadTime"] == -1, "a full cache never loaded"
+
+    metrics.loaded(0.0)
+    assert metrics.snapshot()["latestLoadTime"] == 0.0
+    assert aggregate([metrics.snapshot(), CacheMetrics().snapshot()])["latestLoadTime"] == 0.0
 
 
 class ManyLoad:

@@ -21,6 +21,13 @@ METRIC_NAMES = (
 #: The counters, which only grow; the other metrics are gauges of the cache as it is now.
 COUNTER_NAMES = ("hitCount", "missCount", "loadCount", "numLoadFailure")
 _SUMMED_NAMES = ("hitCount", "missCount", "loadCount", "numLoadFailure", "numCachedRecords", "numCachedBytes")
+#: A gauge not measured yet, as Flink reports it (``MetricNames``' UNINITIALIZED): ``latestLoadTime`` before any
+#: load, which a 0 ms load could not be told from.
+UNINITIALIZED = -1
+
+
+def _initial_values() -> dict[str, float | int]:
+    return {**dict.fromkeys(METRIC_NAMES, 0), "latestLoadTime": UNINITIALIZED}
 
 
 def _hit_rate(hits: float, misses: float) -> float:
@@ -29,14 +36,15 @@ def _hit_rate(hits: float, misses: float) -> float:
 
 
 class CacheMetrics:
-    """Counters and gauges of one lookup cache, shared by the threads of a worker; every value starts at 0.
+    """Counters and gauges of one lookup cache, shared by the threads of a worker; every value starts at 0 but
+    ``latestLoadTime``, which is ``UNINITIALIZED`` (-1) until the first load.
 
     ``latestLoadTime`` is in milliseconds; ``numCachedRecords`` counts rows, not keys.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._values: dict[str, float | int] = dict.fromkeys(METRIC_NAMES, 0)
+        self._values = _initial_values()
 
     def _add_one(self, name: str) -> None:
         with self._lock:
@@ -72,9 +80,9 @@ class CacheMetrics:
 
 
 def aggregate(snapshots: Iterable[Mapping[str, float | int]]) -> dict[str, float | int]:
-    """One snapshot for several caches (one per executor worker): sums, the largest ``latestLoadTime``, the hit rate
-    of the sums."""
-    total: dict[str, float | int] = dict.fromkeys(METRIC_NAMES, 0)
+    """One snapshot for several caches (one per executor worker): sums, the largest ``latestLoadTime`` (still
+    ``UNINITIALIZED`` if none loaded), the hit rate of the sums."""
+    total = _initial_values()
     for snapshot in snapshots:
         for name in _SUMMED_NAMES:
             total[name] += snapshot[name]

@@ -19,6 +19,7 @@ from spark_tables.core.lookup.job import LookupReloadJob
 from spark_tables.core.lookup.snapshot import POINTER, Snapshot, is_version, new_version
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.exchange_files import read_text, write_result
+from spark_tables.jobs.lookup.metrics import UNINITIALIZED
 from spark_tables.jobs.lookup.retries import retrying
 from spark_tables.jobs.lookup.source import source_for
 from spark_tables.jobs.storage_files import folder_bytes, list_names, remove
@@ -130,7 +131,7 @@ def full_cache_metrics(snapshot: Snapshot | None, failed: bool = False) -> dict[
         return {
             "loadCount": 0,
             "numLoadFailure": int(failed),
-            "latestLoadTime": 0,
+            "latestLoadTime": UNINITIALIZED,
             "numCachedRecords": 0,
             "numCachedBytes": 0,
         }
