@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, ClassVar
@@ -266,6 +267,20 @@ class TestStorage:
         assert sorted(r[:2] for r in cache_storage.runs(root, "flip36")) == [("flip36", RUN), ("flip36", "other")]
         assert len(cache_storage.runs(root)) == 3
         assert cache_storage.runs(root, "never_ran") == []
+
+    def test_a_malformed_run_marker_leaves_its_folder_out_of_the_runs_and_says_so(self, caplog):
+        root = settings.cache_uri()
+        cache_storage.mark_run(run_folder(root, "flip36", RUN), "flip36", RUN)
+        broken = run_folder(root, "flip36", "broken")
+        local(broken).mkdir(parents=True)
+        (local(broken) / RUN_MARKER).write_text('{"dag_id": "flip36"}')
+
+        with caplog.at_level(logging.WARNING, logger="spark_tables.hooks.cache.storage"):
+            found = cache_storage.runs(root, "flip36")
+
+        assert [r[:2] for r in found] == [("flip36", RUN)]
+        [record] = [r for r in caplog.records if r.name == "spark_tables.hooks.cache.storage"]
+        assert broken.removeprefix("file://") in record.getMessage() and "left out of the sweep" in record.getMessage()
 
     def test_copies_are_sized_and_dated_by_their_last_use(self):
         used, unused = registered_copy("max_b"), registered_copy("min_b")

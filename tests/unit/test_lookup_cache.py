@@ -569,11 +569,15 @@ def test_a_prefetched_result_serves_one_miss_only() -> None:
     assert metrics.snapshot()["missCount"] == metrics.snapshot()["loadCount"] == 2
 
 
-def test_a_failed_prefetch_falls_back_to_loading_each_key() -> None:
+def test_a_failed_prefetch_falls_back_to_loading_each_key(caplog: pytest.LogCaptureFixture) -> None:
     many = ManyLoad(failures=2)  # the request and its one retry
     lookup, load, metrics = _prefetching(many)
 
-    lookup.prefetch([(1,), (2,)])
+    with caplog.at_level(logging.WARNING, logger="spark_tables.jobs.lookup.caching_lookup"):
+        lookup.prefetch([(1,), (2,)])
+    [record] = [r for r in caplog.records if r.name == "spark_tables.jobs.lookup.caching_lookup"]
+    assert record.getMessage().startswith("the lookup of 2 keys together failed after its retries (")
+    assert record.getMessage().endswith("): each of them loads alone")
     lookup.lookup((1,))
     lookup.lookup((2,))
 

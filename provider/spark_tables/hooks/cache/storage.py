@@ -60,9 +60,19 @@ def runs(cache_root: str, dag_id: str | None = None) -> list[tuple[str, str, str
     for dag_folder in dags:
         for run_folder in _folders(dag_folder):
             marker = run_folder / RUN_MARKER
-            with contextlib.suppress(FileNotFoundError, ValueError, KeyError):
+            try:
                 ids = json.loads(marker.read_text())
                 found.append((ids["dag_id"], ids["run_id"], str(run_folder)))
+            except FileNotFoundError:  # removed meanwhile, or not marked yet by the task that is making it
+                continue
+            except (ValueError, KeyError, TypeError) as err:
+                log.warning(
+                    "cache run folder %s: its marker %s is not a run's (%s): left out of the sweep; remove the "
+                    "folder if its DAG run has ended",
+                    run_folder,
+                    RUN_MARKER,
+                    err,
+                )
     return found
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -30,6 +31,8 @@ from spark_tables.core.errors import JobError, one_line
 from spark_tables.jobs.lookup.cache import Key, LookupCache, Rows
 from spark_tables.jobs.lookup.metrics import CacheMetrics
 from spark_tables.jobs.lookup.retries import Backoff, retrying, retrying_async
+
+log = logging.getLogger(__name__)
 
 
 class LookupFailed(JobError):
@@ -111,7 +114,12 @@ class CachingLookup:
             loaded = self._retrying(
                 functools.partial(self._load_many, keys), what=f"lookup of {len(keys)} keys together"
             )
-        except Exception:
+        except Exception as error:
+            log.warning(
+                "the lookup of %d keys together failed after its retries (%s): each of them loads alone",
+                len(keys),
+                one_line(error),
+            )
             return
         milliseconds = (self._clock() - started) * 1000
         self._prefetched = {key: [(rows, milliseconds)] for key, rows in zip(keys, loaded, strict=True)}
