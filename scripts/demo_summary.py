@@ -120,7 +120,7 @@ def lookup_joins(left_out: str, database: str) -> list[str]:
         f"      PARTIAL  {partial['loadCount']:>6,} queries (misses), "
         f"{partial['hitCount']:,} hits in the workers' caches",
         f"      FULL     {full['loadCount']:>6,} load (the snapshot, {full['numCachedRecords']:,} rows), "
-        f"{full['hitCount']:,} hits, no query per order",
+        f"{full['hitCount']:,} hits ({full['unmatchedCount']:,} of keys it lacks), no query per order",
         f"      the three tables are {'identical' if same else 'NOT identical'}: {len(enriched['none']):,} rows, "
         f"{unmatched:,} of them of customers the table lacks (left join)",
         "  look:  each enrich_* task's XCom 'metrics' (the FLIP-221 metrics);",

@@ -17,7 +17,7 @@ from spark_tables.hooks.lookup.tables import LookupTableHook
 from spark_tables.operators.spark_job import SparkJobOperator
 
 #: The FLIP's counters (added to Airflow's counters of the same name) and gauges (set), plus our hit rate.
-COUNTERS = ("hitCount", "missCount", "loadCount", "numLoadFailure")
+COUNTERS = ("hitCount", "missCount", "loadCount", "numLoadFailure", "unmatchedCount")
 GAUGES = ("latestLoadTime", "numCachedRecords", "numCachedBytes", "hitRate")
 
 

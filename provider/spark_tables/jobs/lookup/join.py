@@ -8,6 +8,7 @@ snapshot, which a stream reads again at every micro-batch, so a published reload
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -55,7 +56,7 @@ class LookupJoin:
         self.value_names = tuple(field.name for field in self.value_fields)
         #: Observations of joins not yet added to ``_totals`` (a stream makes one a micro-batch).
         self._pending: list[Observation] = []
-        self._totals = {"rows": 0, "hitCount": 0, "missCount": 0}
+        self._totals = {"rows": 0, "hitCount": 0, "unmatchedCount": 0}
 
     def _current_snapshot_frame(self) -> tuple[Snapshot, DataFrame]:
         snapshot = current_snapshot(self.job.lookup.snapshots)
@@ -99,12 +100,17 @@ class LookupJoin:
             *self.value_names,
             F.lit(True).alias(_MATCHED),
         )
+        # As in Flink's LookupFullCache, the full cache answers every lookup: a probe row with a key is a hit, with
+        # the table's rows for it or none (counted apart as unmatched); a null key looks nothing up, as per key.
+        keyed = functools.reduce(lambda a, b: a & b, [probe[column].isNotNull() for column in self.job.on])
+        lookups = Observation(f"lookup_join_{self.job.lookup.name}_lookups")
+        self._pending.append(lookups)
+        probe = probe.observe(lookups, F.count(F.when(keyed, 1)).alias("hitCount"))
         condition = [probe[column] == dimension[alias] for column, alias in zip(self.job.on, keys, strict=True)]
         joined = probe.join(dimension, condition, "left").observe(
             observation,
             F.count(F.lit(1)).alias("rows"),
-            F.count(F.col(_MATCHED)).alias("hitCount"),
-            F.count(F.when(F.col(_MATCHED).isNull(), 1)).alias("missCount"),
+            F.count(F.when(F.col(_MATCHED).isNull() & keyed, 1)).alias("unmatchedCount"),
         )
         if self.job.join_type == "inner":
             joined = joined.where(F.col(_MATCHED).isNotNull())
@@ -132,9 +138,14 @@ class LookupJoin:
         """The FLIP's metrics, added up over every executor worker (per key) or read from the snapshot (FULL)."""
         self._settle()
         if self.options.cache is CacheMode.FULL:
-            hits, misses = self._totals["hitCount"], self._totals["missCount"]
-            metrics = {"hitCount": hits, "missCount": misses, **full_cache_metrics(self.snapshot)}
-            return {**metrics, "hitRate": hits / (hits + misses) if hits + misses else 0.0}
+            hits = self._totals["hitCount"]
+            return {
+                "hitCount": hits,
+                "missCount": 0,
+                "unmatchedCount": self._totals["unmatchedCount"],
+                **full_cache_metrics(self.snapshot),
+                "hitRate": 1.0 if hits else 0.0,
+            }
         return aggregate(_worker_metrics(self.job.metrics_uri))
 
     def rows(self) -> int:
