@@ -204,3 +204,21 @@ def test_an_empty_result_is_cached_and_read_back_empty_with_its_schema(spark, tm
 
     assert (copy.rows, hit["status"]) == (0, "hit")
     assert spark.table("b").count() == 0 and spark.table("b").columns == ["k", "h"]
+
+
+def test_a_streaming_producer_fails_before_anything_is_written(spark, tmp_path, monkeypatch):
+    """FLIP-36 makes cache() of a stream table a no-op; a cached table of a stream fails with one line instead."""
+    (tmp_path / "stream_producers.py").write_text(
+        "def ticks(spark):\n    return spark.readStream.format('rate').load()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    streaming = CachedTable("b", producer="stream_producers:ticks")
+    use = CacheUse(streaming, registered=(), location=str(tmp_path / "copy"))
+
+    result = run_job(spark, SqlJob(statements=("SELECT count(*) FROM b",)), Cancellation(), (use,))
+
+    assert result.error == (
+        "cache b: its producer stream_producers:ticks gives a streaming DataFrame, and streaming results cannot be "
+        "cached: give a batch DataFrame (spark.read, not spark.readStream), or do not cache it"
+    )
+    assert not (tmp_path / "copy").exists() and spark.streams.active == []

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from spark_tables.core.cache.descriptor import COPY_FORMAT, CacheDescriptor, CachePartition
-from spark_tables.core.errors import one_line
+from spark_tables.core.errors import JobError, one_line
 from spark_tables.core.job_spec import CacheUse
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.row_frames import rows
@@ -58,6 +58,12 @@ def _prepare(spark: SparkSession, use: CacheUse, cancellation: Cancellation) -> 
     status = "fallback" if damaged else "miss"
     log.info("cache %s: %s, computing it and writing a copy to %s", name, status, use.location)
     frame = rows(spark, use.table.query, use.table.producer)
+    if frame.isStreaming:  # FLIP-36 makes cache() of a stream table a no-op; here it would fail at the write
+        definition = f"producer {use.table.producer}" if use.table.producer else "query"
+        raise JobError(
+            f"cache {name}: its {definition} gives a streaming DataFrame, and streaming results cannot be cached: "
+            "give a batch DataFrame (spark.read, not spark.readStream), or do not cache it"
+        )
     cancellation.check()
     schema, partitions = write_copy(spark, frame, use.location)
     _read_as_view(spark, name, use.location, schema, partitions)
