@@ -18,6 +18,7 @@ from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.job_spec import CacheUse
 from spark_tables.core.sql.job import SqlJob
+from spark_tables.jobs.cache import views
 from spark_tables.jobs.cache.views import prepare_cached_views
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.entry import run_job
@@ -148,6 +149,32 @@ def test_a_partition_changed_in_place_without_file_system_checksums_is_found_by_
 
     assert report["damaged"][0]["problem"].startswith(f"partition {path.name} was changed (CRC-32")
     assert view_rows(spark) == rows
+
+
+def test_a_copy_that_cannot_be_read_for_another_reason_is_kept_and_not_reported_damaged(
+    spark, tmp_path, first, monkeypatch
+):
+    """A storage error proves nothing about a copy: the job computes the table, and the copy is left registered."""
+    descriptor, rows = first
+
+    checksums = views.file_checksums
+
+    def storage_timeout(spark, location):
+        if location == descriptor.location:
+            raise TimeoutError("the object store did not answer")
+        return checksums(spark, location)
+
+    monkeypatch.setattr(views, "file_checksums", storage_timeout)
+    report = prepare(spark, CacheUse(B, registered=(descriptor,), location=str(tmp_path / "copy-2")))
+
+    assert report["status"] == "fallback" and report["damaged"] == []
+    assert report["unchecked"] == [
+        {
+            "location": descriptor.location,
+            "problem": "its files could not be read: TimeoutError: the object store did not answer",
+        }
+    ]
+    assert all(path.exists() for path in part_files(descriptor)) and view_rows(spark) == rows
 
 
 def test_a_copy_whose_folder_is_gone_falls_back(spark, tmp_path, first):

@@ -76,8 +76,8 @@ class FakeJobs:
             if use.registered:
                 copy = use.registered[0]
                 caches[use.table.name] = {
-                    "status": "hit", "location": copy.location, "damaged": [], "bytes_read": copy.bytes,
-                    "bytes_written": 0, "seconds": 0.1,
+                    "status": "hit", "location": copy.location, "damaged": [], "unchecked": [],
+                    "bytes_read": copy.bytes, "bytes_written": 0, "seconds": 0.1,
                 }  # fmt: skip
             else:
                 caches[use.table.name] = written_report(use.location)

@@ -81,12 +81,15 @@ def a_copy(location: str, files: dict[str, bytes]) -> list[CachePartition]:
     return [CachePartition(name, 1, len(data), 0) for name, data in files.items()]
 
 
-def written_report(location: str, files: dict[str, bytes] | None = None, damaged: list | None = None) -> dict:
+def written_report(
+    location: str, files: dict[str, bytes] | None = None, damaged: list | None = None, unchecked: list | None = None
+) -> dict:
     partitions = a_copy(location, files or {"part-0.parquet": b"x" * 10})
     return {
-        "status": "fallback" if damaged else "miss",
+        "status": "fallback" if damaged or unchecked else "miss",
         "location": location,
         "damaged": damaged or [],
+        "unchecked": unchecked or [],
         "bytes_read": 0,
         "bytes_written": sum(p.bytes for p in partitions),
         "seconds": 1.0,
@@ -217,12 +220,14 @@ class TestSettle:
             "seconds": 1.0,
             "location": use.location,
             "damaged": [],
+            "unchecked": [],
         }
 
     def test_a_hit_registers_nothing_and_marks_the_copy_used(self, xcom):
         copy = registered_copy("max_b")
         [use] = cache_uses.cache_uses(ti("min_b"), [B], TASKS)
-        report = {"status": "hit", "location": copy.location, "damaged": [], "bytes_read": 10, "bytes_written": 0}
+        report = {"status": "hit", "location": copy.location, "damaged": [], "unchecked": []}
+        report |= {"bytes_read": 10, "bytes_written": 0}
 
         summary = cache_uses.settle(ti("min_b"), (use,), {"b": {**report, "seconds": 0.2}}, TASKS)
 
@@ -240,6 +245,20 @@ class TestSettle:
         assert [d.location for d in cache_registry.registered(ti(), "b", TASKS)] == [use.location]
         assert not local(damaged.location).exists()
         assert (summary["b"]["fallbacks"], summary["b"]["damaged"]) == (1, problem)
+
+    def test_a_copy_that_could_not_be_checked_stays_registered_with_its_files(self):
+        kept = registered_copy("max_b")
+        [use] = cache_uses.cache_uses(ti("min_b"), [B], TASKS)
+        unchecked = [{"location": kept.location, "problem": "its files could not be read: TimeoutError: storage"}]
+
+        report = written_report(use.location, unchecked=unchecked)
+        summary = cache_uses.settle(ti("min_b"), (use,), {"b": report}, TASKS)
+
+        # Nothing proves the copy damaged: it stays registered with its files, and, being the run's first copy,
+        # it is the one the run keeps (the task's own copy is withdrawn, as of two tasks that missed at once).
+        assert [d.location for d in cache_registry.registered(ti(), "b", TASKS)] == [kept.location]
+        assert local(kept.location).exists() and not local(use.location).exists()
+        assert (summary["b"]["fallbacks"], summary["b"]["damaged"], summary["b"]["unchecked"]) == (1, [], unchecked)
 
     def test_of_two_tasks_that_missed_at_once_the_first_registered_keeps_its_copy(self):
         [slow] = cache_uses.cache_uses(ti("min_b"), [B], TASKS)  # looked up before the other registered

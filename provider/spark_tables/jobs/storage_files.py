@@ -8,6 +8,7 @@ import contextlib
 import os
 import re
 import shutil
+import zlib
 from typing import Any
 
 from spark_tables.core.exchange import local_path
@@ -40,6 +41,38 @@ def list_names(folder: str) -> list[str]:
     if not fs.exists(remote):
         return []
     return sorted(entry.rstrip("/").rsplit("/", 1)[-1] for entry in fs.ls(remote, detail=False))
+
+
+def file_sizes(folder: str) -> dict[str, int] | None:
+    """Size of each file directly in ``folder``, by name; None when the folder does not exist."""
+    path = local_path(folder)
+    if path is not None:
+        if not os.path.isdir(path):
+            return None
+        return {entry.name: entry.stat().st_size for entry in os.scandir(path) if entry.is_file()}
+    fs, remote = _filesystem(folder)
+    if not fs.exists(remote):
+        return None
+    return {
+        entry["name"].rstrip("/").rsplit("/", 1)[-1]: entry["size"]
+        for entry in fs.ls(remote, detail=True)
+        if entry["type"] == "file"
+    }
+
+
+def file_crc32(uri: str) -> int:
+    """CRC-32 of a file's bytes, read here (as ``crc32`` of Spark's ``binaryFile`` content gives it)."""
+    path = local_path(uri)
+    if path is not None:
+        opened = open(path, "rb")  # noqa: SIM115 (closed by the with below, for both kinds of file)
+    else:
+        fs, remote = _filesystem(uri)
+        opened = fs.open(remote, "rb")
+    crc = 0
+    with opened as handle:
+        while chunk := handle.read(1 << 20):
+            crc = zlib.crc32(chunk, crc)
+    return crc
 
 
 def folder_bytes(folder: str) -> int:

@@ -101,6 +101,7 @@ def _summary(report: dict[str, Any]) -> dict[str, Any]:
         "seconds": report["seconds"],
         "location": report["location"],
         "damaged": report["damaged"],
+        "unchecked": report["unchecked"],
     }
 
 

@@ -9,12 +9,12 @@ reads that copy. The Airflow side registers what was written once the job ends.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
 from typing import Any
 
-from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
@@ -24,6 +24,7 @@ from spark_tables.core.errors import JobError, one_line
 from spark_tables.core.job_spec import CacheUse
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.row_frames import rows
+from spark_tables.jobs.storage_files import file_crc32, file_sizes
 
 log = logging.getLogger(__name__)
 
@@ -46,16 +47,28 @@ def prepare_cached_views(
 def _prepare(spark: SparkSession, use: CacheUse, cancellation: Cancellation) -> dict[str, Any]:
     started, name = time.monotonic(), use.table.name
     damaged: list[dict[str, Any]] = []
+    unchecked: list[dict[str, Any]] = []
     for descriptor in use.registered:
-        problem = damage(spark, descriptor)
+        try:
+            problem = damage(spark, descriptor)
+        except CopyNotChecked as err:
+            cancellation.check()
+            log.warning(
+                "cache %s: the copy at %s could not be checked (%s): computing the table instead; the copy is kept",
+                name,
+                descriptor.location,
+                err,
+            )
+            unchecked.append({"location": descriptor.location, "problem": str(err)})
+            continue
         cancellation.check()  # an interrupted check proves nothing about the copy
         if problem is None:
             _read_as_view(spark, name, descriptor.location, descriptor.schema, descriptor.partitions)
             log.info("cache %s: hit, reading the copy %s", name, descriptor.describe())
-            return _report("hit", descriptor.location, started, damaged, bytes_read=descriptor.bytes)
-        log.warning("cache %s: the copy at %s cannot be used (%s): falling back", name, descriptor.location, problem)
+            return _report("hit", descriptor.location, started, damaged, unchecked, bytes_read=descriptor.bytes)
+        log.warning("cache %s: the copy at %s is damaged (%s): falling back", name, descriptor.location, problem)
         damaged.append({"location": descriptor.location, "problem": problem})
-    status = "fallback" if damaged else "miss"
+    status = "fallback" if damaged or unchecked else "miss"
     log.info("cache %s: %s, computing it and writing a copy to %s", name, status, use.location)
     frame = rows(spark, use.table.query, use.table.producer)
     if frame.isStreaming:  # FLIP-36 makes cache() of a stream table a no-op; here it would fail at the write
@@ -69,7 +82,7 @@ def _prepare(spark: SparkSession, use: CacheUse, cancellation: Cancellation) -> 
     _read_as_view(spark, name, use.location, schema, partitions)
     written, row_count = sum(p.bytes for p in partitions), sum(p.rows for p in partitions)
     log.info("cache %s: wrote %d rows, %d bytes in %d partitions", name, row_count, written, len(partitions))
-    report = _report(status, use.location, started, damaged, bytes_written=written)
+    report = _report(status, use.location, started, damaged, unchecked, bytes_written=written)
     return {**report, "written": {"schema": schema, "partitions": [vars(p) for p in partitions]}}
 
 
@@ -78,14 +91,18 @@ def _report(
     location: str,
     started: float,
     damaged: list[dict[str, Any]],
+    unchecked: list[dict[str, Any]],
     *,
     bytes_read: int = 0,
     bytes_written: int = 0,
 ) -> dict[str, Any]:
+    """``damaged``: copies proven unusable, which the task unregisters (their files go); ``unchecked``: copies that
+    could not be checked, left as they are."""
     return {
         "status": status,
         "location": location,
         "damaged": damaged,
+        "unchecked": unchecked,
         "bytes_read": bytes_read,
         "bytes_written": bytes_written,
         "seconds": round(time.monotonic() - started, 3),
@@ -118,24 +135,59 @@ def file_checksums(spark: SparkSession, location: str) -> dict[str, tuple[int, i
     return {file: (size, crc) for file, size, crc in files}
 
 
+class CopyNotChecked(Exception):
+    """A registered copy could not be checked (a storage error): nothing is proven about it, so it is kept."""
+
+
 def damage(spark: SparkSession, descriptor: CacheDescriptor) -> str | None:
-    """What makes a registered copy unusable (a partition missing, resized or changed), or None if it is whole."""
+    """What proves a registered copy unusable, in one line naming the file: its folder gone, a partition missing,
+    resized or changed; None if it is whole. ``CopyNotChecked`` if it cannot be checked: a storage error proves
+    nothing (only a proof may unregister a copy, whose files then go)."""
+    try:
+        problem = _missing_or_resized(descriptor)
+    except Exception as err:
+        raise CopyNotChecked(f"its files could not be listed: {one_line(err)}") from err
+    if problem is not None:
+        return problem
     try:
         found = file_checksums(spark, descriptor.location)
-    except AnalysisException as err:
-        if err.getCondition() == "PATH_NOT_FOUND":
-            return "its folder is gone"
-        return f"its files cannot be read ({one_line(err)})"
-    except Exception as err:  # a file system's own checksum failing, say: a cache can always be computed again
-        return f"its files cannot be read ({one_line(err)})"
+    except Exception as err:
+        # The executors could not read the copy. What the driver finds is proof: a partition deleted since the
+        # listing, or one changed in place (a file system that keeps checksums of its own, as Hadoop's local one
+        # does, refuses to read it). Anything else proves nothing.
+        with contextlib.suppress(Exception):
+            problem = _missing_or_resized(descriptor) or _changed(descriptor)
+        if problem is not None:
+            return problem
+        raise CopyNotChecked(f"its files could not be read: {one_line(err)}") from err
     for partition in descriptor.partitions:
         if partition.file not in found:
             return f"partition {partition.file} is missing"
-        size, crc = found[partition.file]
-        if size != partition.bytes:
-            return f"partition {partition.file} has {size} bytes, {partition.bytes} were written"
+        crc = found[partition.file][1]
         if crc != partition.crc32:
             return f"partition {partition.file} was changed (CRC-32 {crc}, {partition.crc32} was written)"
+    return None
+
+
+def _changed(descriptor: CacheDescriptor) -> str | None:
+    """The first partition file whose CRC-32, read by the driver, is not the registered one."""
+    for partition in descriptor.partitions:
+        crc = file_crc32(f"{descriptor.location.rstrip('/')}/{partition.file}")
+        if crc != partition.crc32:
+            return f"partition {partition.file} was changed (CRC-32 {crc}, {partition.crc32} was written)"
+    return None
+
+
+def _missing_or_resized(descriptor: CacheDescriptor) -> str | None:
+    """The first partition file that is not there with its registered size, from a listing of the copy's folder."""
+    sizes = file_sizes(descriptor.location)
+    if sizes is None:
+        return "its folder is gone"
+    for partition in descriptor.partitions:
+        if partition.file not in sizes:
+            return f"partition {partition.file} is missing"
+        if sizes[partition.file] != partition.bytes:
+            return f"partition {partition.file} has {sizes[partition.file]} bytes, {partition.bytes} were written"
     return None
 
 
