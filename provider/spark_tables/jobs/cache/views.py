@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -155,24 +156,21 @@ def damage(spark: SparkSession, descriptor: CacheDescriptor) -> str | None:
         # The executors could not read the copy. What the driver finds is proof: a partition deleted since the
         # listing, or one changed in place (a file system that keeps checksums of its own, as Hadoop's local one
         # does, refuses to read it). Anything else proves nothing.
+        folder = descriptor.location.rstrip("/")
         with contextlib.suppress(Exception):
-            problem = _missing_or_resized(descriptor) or _changed(descriptor)
+            problem = _missing_or_resized(descriptor) or _changed(descriptor, lambda f: file_crc32(f"{folder}/{f}"))
         if problem is not None:
             return problem
         raise CopyNotChecked(f"its files could not be read: {one_line(err)}") from err
+    return _changed(descriptor, lambda file: found[file][1] if file in found else None)
+
+
+def _changed(descriptor: CacheDescriptor, crc_of: Callable[[str], int | None]) -> str | None:
+    """The first partition file whose CRC-32 (``crc_of`` it; None: the file is not there) is not the registered one."""
     for partition in descriptor.partitions:
-        if partition.file not in found:
+        crc = crc_of(partition.file)
+        if crc is None:
             return f"partition {partition.file} is missing"
-        crc = found[partition.file][1]
-        if crc != partition.crc32:
-            return f"partition {partition.file} was changed (CRC-32 {crc}, {partition.crc32} was written)"
-    return None
-
-
-def _changed(descriptor: CacheDescriptor) -> str | None:
-    """The first partition file whose CRC-32, read by the driver, is not the registered one."""
-    for partition in descriptor.partitions:
-        crc = file_crc32(f"{descriptor.location.rstrip('/')}/{partition.file}")
         if crc != partition.crc32:
             return f"partition {partition.file} was changed (CRC-32 {crc}, {partition.crc32} was written)"
     return None
