@@ -61,18 +61,20 @@ _postgres_databases() {
 # With the venv's psycopg, so that the psql client is not needed. Says which databases it creates; on failure
 # sets POSTGRES_PROBLEM and _POSTGRES_STATUS (2: no login at all, 1: logged in but could not create).
 _create_databases() {
+  local host=$1 port=$2 user=$3 password=$4
+  shift 4
   _POSTGRES_STATUS=0
-  POSTGRES_PROBLEM=$(PGCONNECT_TIMEOUT=5 python - "$@" <<'PY'
+  # The password goes through libpq's PGPASSWORD: an argument would be on every user's process list.
+  POSTGRES_PROBLEM=$([ -z "$password" ] || export PGPASSWORD="$password"
+    PGCONNECT_TIMEOUT=5 python - "$host" "$port" "$user" "$@" <<'PY'
 import sys
 
 import psycopg
 from psycopg import sql
 
-host, port, user, password, *databases = sys.argv[1:]
+host, port, user, *databases = sys.argv[1:]
 try:
-    conn = psycopg.connect(
-        host=host, port=port, user=user, password=password or None, dbname="postgres", autocommit=True
-    )
+    conn = psycopg.connect(host=host, port=port, user=user, dbname="postgres", autocommit=True)
 except psycopg.Error as err:
     reason = " ".join(str(err).splitlines()[0].split())  # the first line has the cause
     print(f"PostgreSQL does not let user {user} log in at {host}:{port} ({reason})")
@@ -90,6 +92,6 @@ with conn:
 PY
   ) || _POSTGRES_STATUS=$?
   [ "$_POSTGRES_STATUS" -eq 0 ] && return 0
-  POSTGRES_PROBLEM=${POSTGRES_PROBLEM:-checking PostgreSQL at $1:$2 failed (the error is above)}
+  POSTGRES_PROBLEM=${POSTGRES_PROBLEM:-checking PostgreSQL at $host:$port failed (the error is above)}
   return 1
 }
