@@ -1,5 +1,6 @@
 """Lookup joins through `airflow dags test` on the embedded default, against a real PostgreSQL dimension table:
-the example DAG (reload, then NONE, PARTIAL and FULL joins of the same orders), and a reload whose sensor defers."""
+the example DAG (reload, then NONE, PARTIAL and FULL joins of the same orders), and turns of a reload DAG whose sensor
+defers until the reload is due and backs off after failed loads."""
 
 from __future__ import annotations
 
@@ -10,13 +11,17 @@ from typing import Any
 
 import pandas as pd
 import pendulum
+import psycopg
 import pytest
 
+from spark_tables.core.lookup.snapshot import POINTER
 from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, SCENARIOS, Deployment
 
 pytestmark = pytest.mark.integration
 
 CONN = f"postgres://{PG_USER}@{PG_HOST}:{PG_PORT}/spark_tables_test"
+#: The reload scenario's table: a copy of the example's customers, made and dropped by the test.
+SCENARIO_TABLE = "spark_tables_demo.scenario_customers"
 
 
 @pytest.fixture(scope="module")
@@ -30,12 +35,22 @@ def example_run(lookups: Deployment) -> str:
     return _run(lookups, "example_spark_lookup")[0]
 
 
-def _run(deployment: Deployment, dag_id: str) -> tuple[str, str]:
+def _run(deployment: Deployment, dag_id: str, succeeds: bool = True) -> tuple[str, str]:
     done = deployment.airflow("dags", "test", dag_id)
-    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+    assert (done.returncode == 0) == succeeds, done.stdout[-6000:] + done.stderr[-3000:]
     with sqlite3.connect(deployment.home / "airflow.db") as db:
         run_id = db.execute("SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC", (dag_id,)).fetchone()[0]
     return run_id, done.stdout + done.stderr
+
+
+def _execute(statement: str) -> None:
+    with psycopg.connect(host=PG_HOST, port=PG_PORT, dbname="spark_tables_test", user=PG_USER, autocommit=True) as db:
+        db.execute(statement)
+
+
+def _pointer(deployment: Deployment) -> dict[str, Any]:
+    """The scenario table's snapshot pointer, as the reloads left it."""
+    return json.loads((deployment.home / "spark_tables" / "lookup" / "scenario_customers" / POINTER).read_text())
 
 
 def _xcoms(deployment: Deployment, dag_id: str, run_id: str) -> dict[str, Any]:
@@ -71,16 +86,37 @@ def test_example_dag_enriches_the_same_rows_through_every_cache(lookups: Deploym
     assert xcoms["enrich_full"]["snapshot"] == reload["snapshot"]["version"]
 
 
-def test_the_reload_sensor_defers_until_the_reload_is_due(lookups: Deployment, example_run: str) -> None:
+def test_the_reload_sensor_defers_until_due_and_backs_off_after_failed_loads(
+    lookups: Deployment, example_run: str
+) -> None:
+    """Turns of the reload DAG: a first load; a reload that waits for its time, then fails (the table is gone);
+    another that waits the backoff after that failure, not the interval's, and fails too. The first snapshot
+    stays in use throughout."""
     scenarios = lookups.with_dags(SCENARIOS)
-    first_run, _ = _run(scenarios, "lookup_reload_every_20s")
-    second_run, log = _run(scenarios, "lookup_reload_every_20s")
+    _execute(f"CREATE TABLE {SCENARIO_TABLE} AS SELECT * FROM spark_tables_demo.customers")
+    try:
+        first_run, _ = _run(scenarios, "lookup_reload_scenario")
+    finally:
+        _execute(f"DROP TABLE {SCENARIO_TABLE}")
+    second_run, _ = _run(scenarios, "lookup_reload_scenario", succeeds=False)
+    after_second = _pointer(scenarios)
+    third_run, third_log = _run(scenarios, "lookup_reload_scenario", succeeds=False)
+    after_third = _pointer(scenarios)
 
-    first = _xcoms(scenarios, "lookup_reload_every_20s", first_run)["reload"]["snapshot"]
-    second_xcoms = _xcoms(scenarios, "lookup_reload_every_20s", second_run)
-    due = pendulum.parse(second_xcoms["wait_for_reload"])
-    assert "deferring" in log  # the second run's sensor waited in the trigger, not in a worker slot
-    assert due == pendulum.parse(first["finished"]).add(seconds=20)  # FIXED_DELAY: from the end of the last load
-    second = second_xcoms["reload"]["snapshot"]
-    assert pendulum.parse(second["started"]) >= due
-    assert second["scheduled_for"] == second_xcoms["wait_for_reload"] and second["loads"] == 2
+    first = _xcoms(scenarios, "lookup_reload_scenario", first_run)["reload"]
+    assert first["loaded"] and first["snapshot"]["rows"] == 1000
+    second_due = pendulum.parse(_xcoms(scenarios, "lookup_reload_scenario", second_run)["wait_for_reload"])
+    assert second_due == pendulum.parse(first["snapshot"]["finished"]).add(seconds=20)  # FIXED_DELAY: from the end
+    assert pendulum.parse(after_second["failing"]["started"]) >= second_due  # the sensor waited for it
+    assert after_second["failing"]["count"] == 1 and "scenario_customers" in after_second["failing"]["error"]
+
+    # after the failure the next attempt waits the 15 s backoff from it: not the 20 s interval, and not 0 s
+    third_due = pendulum.parse(_xcoms(scenarios, "lookup_reload_scenario", third_run)["wait_for_reload"])
+    assert third_due == pendulum.parse(after_second["failing"]["finished"]).add(seconds=15)
+    assert "1 load(s) failed in a row" in third_log and "backing off" in third_log
+    assert pendulum.parse(after_third["failing"]["started"]) >= third_due
+    assert after_third["failing"]["count"] == 2 and after_third["load_failures"] == 2
+
+    # the first snapshot is still the one served, whole
+    assert after_third["current"] == first["snapshot"] and after_third["loads"] == 1
+    assert len(pd.read_parquet(first["snapshot"]["location"].removeprefix("file://"))) == 1000

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
+import logging
 import os
 import threading
 from collections.abc import Iterator
@@ -23,7 +25,7 @@ from spark_tables.core.lookup.table import LookupSpec, SourceTable
 from spark_tables.jobs.cancellation import Cancellation, JobCancelled
 from spark_tables.jobs.lookup.join import LookupJoin, run_lookup_join
 from spark_tables.jobs.lookup.postgres import PostgresLookupSource
-from spark_tables.jobs.lookup.reload import current_snapshot, run_lookup_reload, versions
+from spark_tables.jobs.lookup.reload import LoadFailed, load_snapshot, read_pointer, run_lookup_reload, versions
 
 pytestmark = pytest.mark.spark
 
@@ -38,6 +40,7 @@ SCHEMA = "lookup_spark_tests"
 DIMENSION = [(k, f"customer-{k}", Decimal(k) / 4) for k in range(1, 41)] + [(7, "customer-7-bis", Decimal("0.50"))]
 #: Probe keys: repeats (hits), keys the table lacks (41, 99), and a null key.
 PROBE_KEYS = [1, 2, 1, 3, 7, 41, 1, 2, None, 99, 40, 7, 3]
+HOURLY = {"lookup.full-cache.periodic-reload.interval": "1 h"}
 
 
 def _execute(*statements: str) -> None:
@@ -201,11 +204,34 @@ def test_a_failing_reload_keeps_the_old_snapshot_and_counts_a_failure(
     with pytest.raises(JobError, match=rf"failed after 2 attempt\(s\).*snapshot {first['version']} stays in use"):
         _reload(spark, broken)
 
-    current = current_snapshot(spec.snapshots)
-    assert current.version == first["version"] and current.load_failures == 1
+    pointer = read_pointer(spec.snapshots)
+    assert pointer.current.version == first["version"] and pointer.load_failures == 1
     assert versions(spec.snapshots) == [first["version"]]  # the failed attempt left nothing
     output = run_lookup_join(spark, _join_job(spec, tmp_path), Cancellation())
     assert output["snapshot"] == first["version"] and output["metrics"]["numLoadFailure"] == 1
+
+
+def test_failed_reloads_in_a_row_are_recorded_in_the_pointer_until_one_publishes(
+    spark: SparkSession, dimension: str, tmp_path: Path
+) -> None:
+    spec = _spec(dimension, tmp_path, "FULL", **HOURLY, **{"lookup.max-retries": "0"})
+    broken = dataclasses.replace(spec, source=dataclasses.replace(spec.source, table=f"{SCHEMA}.no_such_table"))
+
+    for count in (1, 2):
+        with pytest.raises(LoadFailed, match=rf"\({count} failed load\(s\) in a row\).*no snapshot yet") as failed:
+            _reload(spark, broken, scheduled_for="2026-11-22T10:00:00+00:00")
+        pointer = read_pointer(spec.snapshots)
+        assert pointer.current is None and pointer.loads == 0 and pointer.load_failures == count
+        assert pointer.failing.count == count and "no_such_table" in pointer.failing.error
+        assert pointer.failing.scheduled_for == "2026-11-22T10:00:00+00:00"
+        assert pointer.failing.started <= pointer.failing.finished
+        assert failed.value.output["metrics"]["numLoadFailure"] == count  # what the task reports
+
+    published = _reload(spark, spec)
+
+    pointer = read_pointer(spec.snapshots)
+    assert pointer.failing is None and pointer.loads == 1 and pointer.load_failures == 2
+    assert pointer.current.version == published["snapshot"]["version"]
 
 
 def test_reloads_publish_new_versions_and_drop_the_oldest(spark: SparkSession, dimension: str, tmp_path: Path) -> None:
@@ -213,9 +239,93 @@ def test_reloads_publish_new_versions_and_drop_the_oldest(spark: SparkSession, d
     made = [_reload(spark, spec, scheduled_for=f"2026-11-22T0{i}:00:00+00:00")["snapshot"] for i in range(3)]
 
     assert versions(spec.snapshots) == [made[1]["version"], made[2]["version"]]
-    current = current_snapshot(spec.snapshots)
-    assert current.version == made[2]["version"] and current.loads == 3
-    assert current.scheduled_for == "2026-11-22T02:00:00+00:00"
+    pointer = read_pointer(spec.snapshots)
+    assert pointer.current.version == made[2]["version"] and pointer.loads == 3
+    assert pointer.current.scheduled_for == "2026-11-22T02:00:00+00:00"
+
+
+def test_a_full_join_before_any_reload_loads_the_snapshot_itself(
+    spark: SparkSession, dimension: str, probe: None, tmp_path: Path
+) -> None:
+    spec = _spec(dimension, tmp_path, "FULL", **HOURLY)
+    first = run_lookup_join(
+        spark, dataclasses.replace(_join_job(spec, tmp_path), output="joined_first"), Cancellation()
+    )
+
+    assert sorted((tuple(row) for row in spark.table("joined_first").collect()), key=repr) == _expected("left")
+    pointer = read_pointer(spec.snapshots)
+    assert versions(spec.snapshots) == [pointer.current.version] == [first["snapshot"]]
+    assert first["loaded_snapshot"] is True and first["metrics"]["loadCount"] == 1
+    assert first["metrics"]["latestLoadTime"] == pointer.current.load_milliseconds >= 0
+    second = run_lookup_join(spark, _join_job(spec, tmp_path), Cancellation())
+    assert second["loaded_snapshot"] is False and second["snapshot"] == first["snapshot"]
+    assert second["metrics"]["loadCount"] == 1 and versions(spec.snapshots) == [first["snapshot"]]
+
+
+def test_a_first_load_and_a_reload_waiting_on_the_same_lock_publish_once(
+    spark: SparkSession, dimension: str, tmp_path: Path
+) -> None:
+    """A FULL join's first load and a reload started together: whichever takes the table's lock first loads and
+    publishes; the other, having waited, finds that snapshot and uses it."""
+    spec = _spec(dimension, tmp_path, "FULL", **HOURLY)
+    waiting = _Waiting(expected=2)
+    loads: dict[str, object] = {}
+
+    def first_load() -> None:
+        loads["join"] = load_snapshot(spark, spec, Cancellation(), only_if_missing=True)
+
+    def reload() -> None:
+        loads["reload"] = load_snapshot(spark, spec, Cancellation())
+
+    with _holding_the_load_lock(spec), waiting.watching():
+        threads = [threading.Thread(target=first_load), threading.Thread(target=reload)]
+        for thread in threads:
+            thread.start()
+        assert waiting.all.wait(60), "both loads wait for the lock the test holds"
+    for thread in threads:
+        thread.join(120)
+
+    assert sorted(load.loaded for load in loads.values()) == [False, True]  # one loaded, the other used it
+    pointer = read_pointer(spec.snapshots)
+    assert versions(spec.snapshots) == [pointer.current.version] and pointer.loads == 1
+    assert {load.pointer.current for load in loads.values()} == {pointer.current}
+
+
+class _Waiting(logging.Handler):
+    """Sets ``all`` once ``expected`` loads have said that they wait for the table's lock."""
+
+    def __init__(self, expected: int) -> None:
+        super().__init__(logging.INFO)
+        self.expected, self.seen, self.all = expected, 0, threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "waiting for another load" in record.getMessage():
+            self.seen += 1
+            if self.seen == self.expected:
+                self.all.set()
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[None]:
+        logger = logging.getLogger("spark_tables.jobs.lookup.reload")
+        level = logger.level
+        logger.setLevel(logging.INFO)
+        logger.addHandler(self)
+        try:
+            yield
+        finally:
+            logger.removeHandler(self)
+            logger.setLevel(level)
+
+
+@contextlib.contextmanager
+def _holding_the_load_lock(spec: LookupSpec) -> Iterator[None]:
+    """The table's load lock, held from another PostgreSQL session, as a load running elsewhere would hold it."""
+    with psycopg.connect(
+        host=PG["host"], port=PG["port"], dbname=PG["database"], user=PG["user"], autocommit=True
+    ) as connection:
+        resource = f"spark_tables.lookup:{spec.snapshots}"
+        assert connection.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (resource,)).fetchone()[0]
+        yield
 
 
 def test_a_running_stream_picks_up_a_new_snapshot_without_restarting(

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from spark_tables.core.errors import JobError
+from spark_tables.core.lookup.snapshot import Pointer
 from spark_tables.jobs.lookup.cache import DefaultLookupCache, Key, deep_sizeof
 from spark_tables.jobs.lookup.caching_lookup import CachingLookup, LookupFailed
 from spark_tables.jobs.lookup.metrics import METRIC_NAMES, UNINITIALIZED, CacheMetrics, aggregate
@@ -509,7 +510,8 @@ def test_latest_load_time_is_uninitialised_before_any_load() -> None:
     assert aggregate([metrics.snapshot(), CacheMetrics().snapshot()])["latestLoadTime"] == -1
     assert aggregate([])["latestLoadTime"] == -1
 
-    assert full_cache_metrics(None, failed=True)["latestLoadTime"] == -1, "a full cache never loaded"
+    never_loaded = Pointer(current=None, load_failures=1, failing=None)
+    assert full_cache_metrics(never_loaded)["latestLoadTime"] == -1, "a full cache never loaded"
 
     metrics.loaded(0.0)
     assert metrics.snapshot()["latestLoadTime"] == 0.0

@@ -19,13 +19,12 @@ from spark_tables.core.catalog_config import EmbeddedCatalog
 from spark_tables.core.errors import SpecError
 from spark_tables.core.exchange import result_uri, spec_uri
 from spark_tables.core.job_spec import JobSpec
-from spark_tables.core.lookup.snapshot import POINTER, Snapshot
+from spark_tables.core.lookup.snapshot import POINTER, FailedReloads, Pointer, Snapshot
 from spark_tables.core.lookup.table import LookupTable
 from spark_tables.hooks.lookup.tables import LookupTableHook
 from spark_tables.hooks.spark_job import SparkJobHook, _write_private
 from spark_tables.operators.lookup import SparkLookupJoinOperator, SparkLookupReloadOperator
 from spark_tables.sensors.lookup_reload import LookupReloadSensor
-from spark_tables.utils.reload_schedule import LastLoad
 
 pytestmark = pytest.mark.usefixtures("spark_tables_home")
 
@@ -95,27 +94,15 @@ class TestLookupTableHook:
         with pytest.raises(SpecError, match=r"PostgreSQL JDBC driver not found at /no/such.jar: apt-get install"):
             LookupTableHook(_table()).jdbc_driver_jar()
 
-    def test_the_last_load_is_read_from_the_snapshot_pointer(self, crm: Path, spark_tables_home: Path) -> None:
+    def test_the_pointer_is_read_from_the_lookup_root(self, crm: Path, spark_tables_home: Path) -> None:
         hook = LookupTableHook(_table())
-        assert hook.last_load() is None
+        assert hook.pointer() == Pointer(current=None)
         pointer = spark_tables_home / "lookup" / "customers" / POINTER
         pointer.parent.mkdir(parents=True)
-        snapshot = Snapshot(
-            version="v-20261122T100000000000-0a0b0c0d",
-            location="file:///x",
-            rows=3,
-            bytes=10,
-            started="2026-11-22T10:00:00+00:00",
-            finished="2026-11-22T10:07:00+00:00",
-            load_milliseconds=420000,
-            scheduled_for="2026-11-22T10:00:00+00:00",
-        )
-        pointer.write_text(json.dumps(snapshot.to_dict()))
+        written = _pointer(pendulum.datetime(2026, 11, 22, 10), loads=4, load_failures=1)
+        pointer.write_text(json.dumps(written.to_dict()))
 
-        last = hook.last_load()
-
-        assert last.started == pendulum.datetime(2026, 11, 22, 10) and last.finished.minute == 7
-        assert last.scheduled_for == pendulum.datetime(2026, 11, 22, 10)
+        assert hook.pointer() == written
 
 
 class TestOperators:
@@ -175,7 +162,7 @@ class TestReloadSensor:
 
     def test_it_defers_to_a_trigger_at_the_next_reload_time(self, crm: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         started = pendulum.now("UTC").subtract(minutes=10)
-        monkeypatch.setattr(LookupTableHook, "last_load", lambda self: _last_load(started))
+        monkeypatch.setattr(LookupTableHook, "pointer", lambda self: _pointer(started))
         sensor = LookupReloadSensor(task_id="wait", lookup=_table(), deferrable=True, timeout=3600 * 5)
 
         with pytest.raises(TaskDeferred) as deferred:
@@ -193,8 +180,8 @@ class TestReloadSensor:
     ) -> None:
         monkeypatch.setenv("AIRFLOW__CORE__DEFAULT_TIMEZONE", "Europe/Berlin")
         scheduled_for = pendulum.datetime(2026, 3, 28, 10, 0, tz="Europe/Berlin")  # CET, +01:00
-        last = LastLoad(started=scheduled_for, finished=scheduled_for.add(minutes=3), scheduled_for=scheduled_for)
-        monkeypatch.setattr(LookupTableHook, "last_load", lambda self: last)
+        last = _pointer(scheduled_for, minutes=3, scheduled_for=scheduled_for)
+        monkeypatch.setattr(LookupTableHook, "pointer", lambda self: last)
         timed = {"lookup.cache": "FULL", "lookup.full-cache.reload-strategy": "TIMED"}
         sensor = LookupReloadSensor(
             task_id="wait",
@@ -224,12 +211,58 @@ class TestReloadSensor:
 
     def test_a_sensor_that_does_not_defer_pokes(self, crm: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         started = pendulum.now("UTC").subtract(minutes=10)
-        monkeypatch.setattr(LookupTableHook, "last_load", lambda self: _last_load(started))
+        monkeypatch.setattr(LookupTableHook, "pointer", lambda self: _pointer(started))
         sensor = LookupReloadSensor(task_id="wait", lookup=_table(), deferrable=False)
 
         poked = sensor.poke(_context())
 
         assert poked.is_done is False and poked.xcom_value == started.add(hours=1).isoformat()
+
+    def test_after_failed_reloads_it_backs_off_and_says_so(
+        self, crm: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        started = pendulum.now("UTC").subtract(hours=3)  # FIXED_RATE, 1 h: the reload was due, and it failed
+        failed_at = pendulum.now("UTC").subtract(seconds=5)
+        failing = FailedReloads(
+            count=3,
+            started=failed_at.subtract(seconds=9).isoformat(),
+            finished=failed_at.isoformat(),
+            error="relation crm.customers does not exist",
+        )
+        monkeypatch.setattr(LookupTableHook, "pointer", lambda self: _pointer(started, failing=failing))
+        sensor = LookupReloadSensor(task_id="wait", lookup=_table(), deferrable=True, failure_backoff="30 s")
+
+        with pytest.raises(TaskDeferred) as deferred:
+            sensor.execute(_context())
+
+        assert deferred.value.trigger.moment == failed_at.add(minutes=2)  # 30 s, doubled for each further failure
+        log = capsys.readouterr().out
+        assert "3 load(s) failed in a row" in log and "relation crm.customers does not exist" in log
+        assert f"the next attempt is due at {failed_at.add(minutes=2).isoformat()}" in log
+
+    def test_a_first_load_that_failed_is_not_tried_again_at_once(
+        self, crm: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        failed_at = pendulum.now("UTC")
+        failing = FailedReloads(
+            count=1, started=failed_at.isoformat(), finished=failed_at.isoformat(), error="connection refused"
+        )
+        monkeypatch.setattr(
+            LookupTableHook, "pointer", lambda self: Pointer(current=None, load_failures=1, failing=failing)
+        )
+        sensor = LookupReloadSensor(task_id="wait", lookup=_table(), deferrable=False)
+
+        poked = sensor.poke(_context())
+
+        assert poked.is_done is False and poked.xcom_value == failed_at.add(minutes=1).isoformat()
+
+    @pytest.mark.parametrize(
+        ("backoff", "message"),
+        [("0 s", r"failure_backoff is zero"), ("soon", r"failure_backoff='soon' is not a duration")],
+    )
+    def test_a_bad_failure_backoff_fails_the_dag_with_one_line(self, crm: Path, backoff: str, message: str) -> None:
+        with pytest.raises(SpecError, match=message):
+            LookupReloadSensor(task_id="wait", lookup=_table(), failure_backoff=backoff)
 
     def test_a_table_that_is_not_full_fails_the_sensor_with_one_line(self, crm: Path) -> None:
         sensor = LookupReloadSensor(task_id="wait", lookup=_table(), lookup_options={"lookup.cache": "NONE"})
@@ -238,8 +271,26 @@ class TestReloadSensor:
             sensor.execute(_context())
 
 
-def _last_load(started: pendulum.DateTime) -> LastLoad:
-    return LastLoad(started=started, finished=started.add(minutes=7))
+def _pointer(
+    started: pendulum.DateTime,
+    *,
+    minutes: int = 7,
+    scheduled_for: pendulum.DateTime | None = None,
+    failing: FailedReloads | None = None,
+    **counters: int,
+) -> Pointer:
+    """A pointer to a snapshot whose load started at ``started`` and took ``minutes``."""
+    snapshot = Snapshot(
+        version="v-20261122T100000000000-0a0b0c0d",
+        location="file:///x",
+        rows=3,
+        bytes=10,
+        started=started.isoformat(),
+        finished=started.add(minutes=minutes).isoformat(),
+        load_milliseconds=minutes * 60_000,
+        scheduled_for=scheduled_for.isoformat() if scheduled_for is not None else None,
+    )
+    return Pointer(current=snapshot, failing=failing, **counters)
 
 
 def test_a_spec_carrying_a_password_goes_through_a_file_only_its_owner_reads(

@@ -9,7 +9,7 @@ import pytest
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.lookup.options import LookupOptions
-from spark_tables.utils.reload_schedule import LastLoad, next_reload
+from spark_tables.utils.reload_schedule import FailedLoads, LastLoad, next_reload
 
 BERLIN = "Europe/Berlin"
 
@@ -258,3 +258,75 @@ class TestLastLoad:
     def test_naive_instants_are_rejected(self):
         with pytest.raises(SpecError, match=r"^last load: started=.* is not an instant"):
             LastLoad(started=pendulum.naive(2026, 6, 1), finished=utc("2026-06-01T10:00:00"))
+
+
+class TestBackoffAfterFailedLoads:
+    """After failed loads the next attempt waits, doubling with each failure in a row, within the schedule's bound:
+    without it a ``@continuous`` reload DAG would start load after load while the table cannot be read."""
+
+    def failed(self, count: int, finished: pendulum.DateTime, scheduled_for: pendulum.DateTime | None = None):
+        return FailedLoads(count=count, finished=finished, scheduled_for=scheduled_for)
+
+    @pytest.mark.parametrize(("count", "minutes"), [(1, 1), (2, 2), (3, 4), (6, 32), (7, 60)])
+    def test_the_wait_doubles_up_to_the_periodic_interval(self, count: int, minutes: int) -> None:
+        last = first_load(utc("2026-11-22T08:00:00"))  # FIXED_RATE: the 10:00 tick has come, and its reload failed
+        now = utc("2026-11-22T10:00:30")
+        failing = self.failed(count, finished=utc("2026-11-22T10:00:20"))
+
+        instant = next_reload(periodic("FIXED_RATE"), last, now=now, timezone=BERLIN, failing=failing)
+
+        assert instant == utc("2026-11-22T10:00:20").add(minutes=minutes)
+
+    @pytest.mark.parametrize(("count", "retry"), [(2, "2026-11-22T10:02:00"), (1000, "2026-11-22T11:00:00")])
+    def test_a_table_whose_first_loads_failed_backs_off_within_the_interval(self, count: int, retry: str) -> None:
+        failing = self.failed(count, finished=utc("2026-11-22T10:00:00"))
+
+        instant = next_reload(
+            periodic("FIXED_DELAY"), None, now=utc("2026-11-22T10:00:05"), timezone=BERLIN, failing=failing
+        )
+
+        assert instant == utc(retry)
+
+    def test_the_first_backoff_is_a_parameter(self) -> None:
+        failing = self.failed(3, finished=utc("2026-11-22T10:00:00"))
+
+        instant = next_reload(
+            periodic("FIXED_DELAY", "10 min"),
+            None,
+            now=utc("2026-11-22T10:00:01"),
+            timezone=BERLIN,
+            failing=failing,
+            failure_backoff=timedelta(seconds=2),
+        )
+
+        assert instant == utc("2026-11-22T10:00:08")
+
+    def test_a_failed_timed_reload_is_tried_again_no_later_than_the_next_reload_time(self) -> None:
+        options = timed("02:00")
+        scheduled_for = berlin(2026, 11, 22, 2, 0)
+        last = scheduled_load(berlin(2026, 11, 21, 2, 0))
+
+        soon = self.failed(1, finished=scheduled_for.add(minutes=1), scheduled_for=scheduled_for)
+        assert next_reload(options, last, now=scheduled_for.add(minutes=2), timezone=BERLIN, failing=soon) == (
+            scheduled_for.add(minutes=2)
+        )
+        many = self.failed(30, finished=scheduled_for.add(minutes=1), scheduled_for=scheduled_for)
+        assert next_reload(options, last, now=scheduled_for.add(minutes=2), timezone=BERLIN, failing=many) == (
+            berlin(2026, 11, 23, 2, 0)
+        )
+
+    def test_a_failed_load_does_not_bring_a_later_reload_forward(self) -> None:
+        last = first_load(utc("2026-11-22T10:00:00"))  # FIXED_RATE: next due 11:00
+        failing = self.failed(1, finished=utc("2026-11-22T10:20:00"))  # a manual reload failed in between
+
+        instant = next_reload(
+            periodic("FIXED_RATE"), last, now=utc("2026-11-22T10:20:05"), timezone=BERLIN, failing=failing
+        )
+
+        assert instant == utc("2026-11-22T11:00:00")
+
+    def test_a_failed_load_record_needs_a_count_and_instants(self) -> None:
+        with pytest.raises(SpecError, match=r"failed loads: count=0 is invalid"):
+            self.failed(0, finished=utc("2026-11-22T10:00:00"))
+        with pytest.raises(SpecError, match=r"failed loads: finished=.* is not an instant"):
+            FailedLoads(count=1, finished=pendulum.naive(2026, 11, 22))

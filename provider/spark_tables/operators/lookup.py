@@ -63,8 +63,9 @@ class SparkLookupJoinOperator(_LookupOperator):
 
     The table's ``lookup.cache`` option decides how: NONE, a query per probe row; PARTIAL, through an LRU/expiring
     cache in each executor worker; FULL, a join with the table's current full-cache snapshot, with no per-key query
-    (run ``SparkLookupReloadOperator`` first). XCom gets ``rows``, ``cache``, ``snapshot`` (FULL) and the FLIP's
-    ``metrics`` added up over every executor, also logged and emitted as Airflow metrics.
+    (a table without one yet is loaded first, as a reload would). XCom gets ``rows``, ``cache``, ``snapshot`` and
+    ``loaded_snapshot`` (FULL) and the FLIP's ``metrics`` added up over every executor, also logged and emitted as
+    Airflow metrics.
 
     :param lookup: the ``LookupTable``.
     :param on: the probe side's columns matched, in order, to the lookup table's key columns.
@@ -137,8 +138,10 @@ class SparkLookupReloadOperator(_LookupOperator):
 
     Running lookup joins are not blocked and keep reading the snapshot they started with; the next ones (and the
     next micro-batch of a stream) read the new one. A failed reload, after ``lookup.max-retries`` retries with
-    backoff, keeps the old snapshot in use, counts a load failure and fails the task. Schedule it behind a
-    ``LookupReloadSensor``; XCom gets ``snapshot``, ``attempts``, ``dropped`` (old snapshots deleted) and ``metrics``.
+    backoff, keeps the old snapshot in use, records the failure in the pointer (the sensor backs off from it) and
+    fails the task. Loads of one table hold its lock, so concurrent ones publish once. Schedule it behind a
+    ``LookupReloadSensor``; XCom gets ``snapshot``, ``loads``, ``load_failures``, ``loaded``, ``attempts``,
+    ``dropped`` (old snapshots deleted) and ``metrics``.
 
     :param scheduled_for: the reload time this load is for, as the sensor returns it to XCom; the schedule counts
         the next TIMED reload from it. (templated)

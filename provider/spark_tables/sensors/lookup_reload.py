@@ -8,6 +8,7 @@ load, then defers: the waiting is done by a trigger in Airflow's triggerer, not 
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,11 +17,12 @@ from airflow.providers.common.compat.sdk import AirflowFailException, conf
 from airflow.providers.standard.triggers.temporal import DateTimeTrigger
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
+from spark_tables.core.durations import parse_duration
 from spark_tables.core.errors import SpecError
 from spark_tables.core.lookup.table import LookupTable
 from spark_tables.hooks.lookup.tables import LookupTableHook
 from spark_tables.utils import settings
-from spark_tables.utils.reload_schedule import next_reload
+from spark_tables.utils.reload_schedule import DEFAULT_FAILURE_BACKOFF, FailedLoads, LastLoad, next_reload
 
 
 class LookupReloadSensor(BaseSensorOperator):
@@ -32,10 +34,16 @@ class LookupReloadSensor(BaseSensorOperator):
     daylight-saving changes. A table never loaded is due at once. Pass the returned time to
     ``SparkLookupReloadOperator(scheduled_for=...)`` so the schedule counts from it.
 
+    After failed loads the next one backs off: it waits ``failure_backoff`` after the latest failure, doubled for
+    each further failure in a row, never longer than the reload interval (PERIODIC) or past the next reload time
+    (TIMED), so a reload DAG run ``@continuous`` does not start load after load while the table cannot be read.
+
     :param lookup: the ``LookupTable`` (its ``lookup.cache`` must be FULL).
     :param lookup_options: ``lookup.*`` options over the table's own. (templated)
     :param deferrable: wait in the triggerer; False pokes from a worker every ``poke_interval``. Default:
         ``[operators] default_deferrable``, as for Airflow's own deferrable operators.
+    :param failure_backoff: the wait after a first failed load, a duration (``"1 min"``, ``"30 s"``) or a
+        timedelta. Default 1 minute.
 
     Deferred or poking, the sensor fails after ``timeout`` seconds (the sensors' default: 7 days) if the reload is
     not due by then.
@@ -50,6 +58,7 @@ class LookupReloadSensor(BaseSensorOperator):
         lookup: LookupTable,
         lookup_options: Mapping[str, Any] | None = None,
         deferrable: bool | None = None,
+        failure_backoff: str | datetime.timedelta = DEFAULT_FAILURE_BACKOFF,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -57,20 +66,40 @@ class LookupReloadSensor(BaseSensorOperator):
             raise TypeError(f"lookup must be a LookupTable declaration, not {type(lookup).__name__}")
         self.lookup = lookup
         self.lookup_options = dict(lookup_options or {})
+        self.failure_backoff = parse_duration(failure_backoff, "failure_backoff")
+        if not self.failure_backoff:
+            raise SpecError("failure_backoff is zero: give a positive duration such as 1 min")
         if deferrable is None:  # read when the DAG is parsed, as Airflow's deferrable operators read it
             deferrable = conf.getboolean("operators", "default_deferrable", fallback=False)
         self.deferrable = deferrable
 
     def due(self) -> pendulum.DateTime:
-        """When the next reload is due, from the last load published."""
+        """When the next reload is due, from the last load published and the loads failing since."""
         try:
             hook = LookupTableHook(self.lookup.with_options(self.lookup_options))
-            last = hook.last_load()
-            return next_reload(
-                hook.lookup.lookup_options, last, now=pendulum.now("UTC"), timezone=settings.default_timezone()
+            pointer = hook.pointer()
+            failing = pointer.failing
+            due = next_reload(
+                hook.lookup.lookup_options,
+                LastLoad.of(pointer.current) if pointer.current is not None else None,
+                now=pendulum.now("UTC"),
+                timezone=settings.default_timezone(),
+                failing=FailedLoads.of(failing) if failing is not None else None,
+                failure_backoff=self.failure_backoff,
             )
         except SpecError as err:
             raise AirflowFailException(str(err)) from None
+        if failing is not None:
+            self.log.warning(
+                "lookup table %s: %d load(s) failed in a row, the latest ending at %s (%s); backing off: the next "
+                "attempt is due at %s",
+                self.lookup.name,
+                failing.count,
+                failing.finished,
+                failing.error,
+                due.isoformat(),
+            )
+        return due
 
     def execute(self, context: Any) -> Any:
         if not self.deferrable:

@@ -14,6 +14,7 @@ import pendulum
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.lookup.options import CacheMode, LookupOptions, ReloadStrategy, ScheduleMode
+from spark_tables.core.lookup.snapshot import FailedReloads, Snapshot
 
 _UTC = datetime.UTC
 _LAST_LOAD_FIELDS = ("started", "finished", "scheduled_for")
@@ -49,6 +50,13 @@ class LastLoad:
         }
 
     @classmethod
+    def of(cls, snapshot: Snapshot) -> LastLoad:
+        """The load of a published snapshot."""
+        return cls.from_dict(
+            {"started": snapshot.started, "finished": snapshot.finished, "scheduled_for": snapshot.scheduled_for}
+        )
+
+    @classmethod
     def from_dict(cls, data: Any) -> LastLoad:
         if not isinstance(data, dict) or not {"started", "finished"} <= set(data) <= set(_LAST_LOAD_FIELDS):
             raise SpecError("last load: expected an object with started, finished and scheduled_for")
@@ -60,8 +68,50 @@ class LastLoad:
         )
 
 
+@dataclass(frozen=True)
+class FailedLoads:
+    """The loads of a full cache that failed in a row since the last one that published: how many, when the
+    latest ended, and the due time it ran for (None for a first or manual load)."""
+
+    count: int
+    finished: pendulum.DateTime
+    scheduled_for: pendulum.DateTime | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
+            raise SpecError(f"failed loads: count={self.count!r} is invalid: it counts at least one failed load")
+        for name in ("finished", "scheduled_for"):
+            instant = getattr(self, name)
+            if instant is not None and (not isinstance(instant, datetime.datetime) or instant.utcoffset() is None):
+                raise SpecError(f"failed loads: {name}={instant!r} is not an instant: give a datetime with a time zone")
+
+    @classmethod
+    def of(cls, failing: FailedReloads) -> FailedLoads:
+        """From the pointer's record of the failing loads."""
+        scheduled_for = failing.scheduled_for
+        return cls(
+            count=failing.count,
+            finished=_parse_instant(failing.finished, "finished", "failed loads"),
+            scheduled_for=(
+                _parse_instant(scheduled_for, "scheduled_for", "failed loads") if scheduled_for is not None else None
+            ),
+        )
+
+
+#: The wait after a first failed load; it doubles with each further failure in a row.
+DEFAULT_FAILURE_BACKOFF = datetime.timedelta(minutes=1)
+#: Doublings beyond which the backoff has long passed any interval (and a timedelta would overflow).
+_MAX_DOUBLINGS = 40
+
+
 def next_reload(
-    options: LookupOptions, last: LastLoad | None, *, now: pendulum.DateTime, timezone: str
+    options: LookupOptions,
+    last: LastLoad | None,
+    *,
+    now: pendulum.DateTime,
+    timezone: str,
+    failing: FailedLoads | None = None,
+    failure_backoff: datetime.timedelta = DEFAULT_FAILURE_BACKOFF,
 ) -> pendulum.DateTime:
     """The instant, in UTC, the next full reload is due; one at or before ``now`` means it is due now.
 
@@ -71,6 +121,10 @@ def next_reload(
     ``[core] default_timezone``), or of the time's own UTC offset when it has one: interval-in-days local days
     after the due time of a scheduled load, skipping missed ones as FIXED_RATE does; after a first or manual
     load, at the first occurrence after its start.
+
+    After loads that ``failing`` (the schedule's time had come, or there was no snapshot yet), the next attempt
+    waits ``failure_backoff`` after the latest failure, doubled for each further failure in a row, but never
+    longer than the reload interval (PERIODIC) or past the next reload time after the failed one (TIMED).
     """
     if options.cache is not CacheMode.FULL:
         raise SpecError(f"lookup.cache={options.cache} has no full reload: reloads are for lookup.cache=FULL")
@@ -78,14 +132,36 @@ def next_reload(
         raise SpecError(f"now={now!r} is not an instant: give a datetime with a time zone")
     current = _utc(now)
     if last is None:
-        return pendulum.instance(current)
-    if options.reload_strategy is ReloadStrategy.TIMED:
+        due = current
+    elif options.reload_strategy is ReloadStrategy.TIMED:
         due = _next_timed(options, last, current, timezone)
     elif options.schedule_mode is ScheduleMode.FIXED_DELAY:
         due = _utc(last.finished) + options.reload_interval
     else:
         due = _latest_tick(_utc(last.started), options.reload_interval, current)
+    if failing is not None:
+        due = max(due, retry_after(options, failing, now=current, timezone=timezone, backoff=failure_backoff))
     return pendulum.instance(due)
+
+
+def retry_after(
+    options: LookupOptions,
+    failing: FailedLoads,
+    *,
+    now: datetime.datetime,
+    timezone: str,
+    backoff: datetime.timedelta = DEFAULT_FAILURE_BACKOFF,
+) -> datetime.datetime:
+    """When a load may be tried again after ``failing``: ``backoff`` doubled ``count - 1`` times after the latest
+    failure, bounded by the reload interval (PERIODIC) or the next reload time after the failed one (TIMED)."""
+    failed = _utc(failing.finished)
+    seconds = backoff.total_seconds() * 2.0 ** min(failing.count - 1, _MAX_DOUBLINGS)
+    if options.reload_strategy is ReloadStrategy.TIMED:
+        failed_load = LastLoad(started=failed, finished=failed, scheduled_for=failing.scheduled_for)
+        bound = _next_timed(options, failed_load, max(now, failed), timezone) - failed
+    else:
+        bound = options.reload_interval
+    return failed + datetime.timedelta(seconds=min(seconds, bound.total_seconds()))
 
 
 def _latest_tick(start: datetime.datetime, interval: datetime.timedelta, now: datetime.datetime) -> datetime.datetime:
@@ -137,11 +213,11 @@ def _utc(instant: datetime.datetime) -> datetime.datetime:
     )
 
 
-def _parse_instant(text: object, name: str) -> pendulum.DateTime:
+def _parse_instant(text: object, name: str, record: str = "last load") -> pendulum.DateTime:
     try:
         instant = pendulum.parse(text, exact=True) if isinstance(text, str) else None
     except ValueError:
         instant = None
     if not isinstance(instant, pendulum.DateTime):
-        raise SpecError(f"last load: {name}={text!r} is not an ISO-8601 date and time: write one with its offset")
+        raise SpecError(f"{record}: {name}={text!r} is not an ISO-8601 date and time: write one with its offset")
     return instant

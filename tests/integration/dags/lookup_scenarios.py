@@ -1,6 +1,6 @@
-"""A full-cache reload scheduled every 20 s after the end of the last load (FIXED_DELAY): run twice, the second
-run's sensor (started a few seconds after the first run's end: a new ``airflow dags test``) defers to the trigger
-until the reload is due."""
+"""A full-cache reload every 20 s after the end of the last load (FIXED_DELAY), of a table the test makes and
+drops: each ``airflow dags test`` run is one turn of the ``@continuous`` reload DAG. The second run's sensor waits
+until the reload is due; once the table is gone, loads fail and the sensor backs off from 15 s, doubling."""
 
 from __future__ import annotations
 
@@ -14,21 +14,24 @@ from spark_tables.sensors.lookup_reload import LookupReloadSensor
 customers = LookupTable(
     name="scenario_customers",
     conn_id="spark_tables_lookup_demo",
-    table="spark_tables_demo.customers",
+    table="spark_tables_demo.scenario_customers",
     key=("customer_id",),
     options={
         "lookup.cache": "FULL",
         "lookup.full-cache.periodic-reload.interval": "20 s",
         "lookup.full-cache.periodic-reload.schedule-mode": "FIXED_DELAY",
+        "lookup.max-retries": "0",
     },
 )
 
 with DAG(
-    dag_id="lookup_reload_every_20s",
+    dag_id="lookup_reload_scenario",
     schedule=None,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
 ) as dag:
-    LookupReloadSensor(task_id="wait_for_reload", lookup=customers, deferrable=True) >> SparkLookupReloadOperator(
+    LookupReloadSensor(
+        task_id="wait_for_reload", lookup=customers, deferrable=True, failure_backoff="15 s"
+    ) >> SparkLookupReloadOperator(
         task_id="reload", lookup=customers, scheduled_for="{{ ti.xcom_pull(task_ids='wait_for_reload') }}"
     )

@@ -3,7 +3,8 @@
 ``<lookup root>/<name>/`` holds one folder per version (``v-<UTC time>-<random>``, parquet) and ``CURRENT.json``,
 the pointer. A reload writes a new version folder whole, then replaces the pointer in one write: a reader that
 reads the pointer sees the old snapshot or the new one, never a mix. The pointer also carries the load's times
-(the reload schedule counts from them) and the table's load counters.
+(the reload schedule counts from them), the table's load counters, and the reloads failing since the last one that
+published (the schedule backs off from them).
 """
 
 from __future__ import annotations
@@ -34,10 +35,10 @@ def is_version(name: str) -> bool:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """The pointer's content: the current version and how its load went, and the table's counters so far.
+    """A published version and how its load went.
 
     ``started``/``finished`` are ISO times of the load; ``scheduled_for`` the reload time it ran for (None for a
-    first or manual load). ``loads`` and ``load_failures`` count every reload of the table, across tasks.
+    first or manual load).
     """
 
     version: str
@@ -48,12 +49,40 @@ class Snapshot:
     finished: str
     load_milliseconds: int
     scheduled_for: str | None = None
-    loads: int = 1
+
+
+@dataclass(frozen=True)
+class FailedReloads:
+    """The reloads that failed in a row since the last one that published: how many, and the latest's ISO times,
+    the reload time it ran for and its error (one line)."""
+
+    count: int
+    started: str
+    finished: str
+    error: str
+    scheduled_for: str | None = None
+
+
+@dataclass(frozen=True)
+class Pointer:
+    """``CURRENT.json``: the snapshot joins read (None until a load first publishes one), the table's counters
+    (``loads`` and ``load_failures`` count every load of the table, across tasks), and ``failing``, the reloads
+    failing since the last one that published (None when it succeeded)."""
+
+    current: Snapshot | None
+    loads: int = 0
     load_failures: int = 0
+    failing: FailedReloads | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Snapshot:
-        return cls(**data)
+    def from_dict(cls, data: dict[str, Any]) -> Pointer:
+        current, failing = data.get("current"), data.get("failing")
+        return cls(
+            current=Snapshot(**current) if current is not None else None,
+            loads=data["loads"],
+            load_failures=data["load_failures"],
+            failing=FailedReloads(**failing) if failing is not None else None,
+        )

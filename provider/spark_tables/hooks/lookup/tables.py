@@ -11,11 +11,10 @@ from airflow.sdk import ObjectStoragePath
 
 from spark_tables.core.catalog_config import DEFAULT_JDBC_DRIVER_JAR
 from spark_tables.core.errors import SpecError
-from spark_tables.core.lookup.snapshot import POINTER, Snapshot, snapshot_root
+from spark_tables.core.lookup.snapshot import POINTER, Pointer, snapshot_root
 from spark_tables.core.lookup.table import LookupSpec, LookupTable, SourceTable
 from spark_tables.utils import settings
 from spark_tables.utils.local_spark import postgres_jdbc_driver
-from spark_tables.utils.reload_schedule import LastLoad
 
 #: Airflow connection types a lookup table can read, and the source kind of the Spark job for each.
 SOURCE_KINDS = {"postgres": "postgres", "postgresql": "postgres"}
@@ -84,18 +83,9 @@ class LookupTableHook(BaseHook):
             snapshots=self.snapshots(),
         )
 
-    def current_snapshot(self) -> Snapshot | None:
-        """The published full-cache snapshot; None before the table's first load."""
+    def pointer(self) -> Pointer:
+        """The full cache's pointer: its current snapshot (None before its first load), counters and failures."""
         pointer = ObjectStoragePath(self.snapshots()) / POINTER
         if not pointer.exists():
-            return None
-        return Snapshot.from_dict(json.loads(pointer.read_text()))
-
-    def last_load(self) -> LastLoad | None:
-        """When the current snapshot was loaded, and for which reload time: what the reload schedule counts from."""
-        snapshot = self.current_snapshot()
-        if snapshot is None:
-            return None
-        return LastLoad.from_dict(
-            {"started": snapshot.started, "finished": snapshot.finished, "scheduled_for": snapshot.scheduled_for}
-        )
+            return Pointer(current=None)
+        return Pointer.from_dict(json.loads(pointer.read_text()))

@@ -2,7 +2,9 @@
 
 NONE and PARTIAL look each probe row's key up from the executors' Python workers (``lookup_partition``), PARTIAL
 through each worker's cache. FULL sends no per-key query: it joins the probe side with the current full-cache
-snapshot, which a stream reads again at every micro-batch, so a published reload is picked up without a restart.
+snapshot, which a stream reads again at every micro-batch, so a published reload is picked up without a restart. As
+Flink loads a full cache before its first lookup, a FULL join of a table that has no snapshot yet loads one first,
+as a reload would (``load_snapshot``: the same retries, lock and atomic publication, counted in ``loadCount``).
 """
 
 from __future__ import annotations
@@ -22,13 +24,13 @@ from spark_tables.core.durations import parse_duration
 from spark_tables.core.errors import JobError
 from spark_tables.core.lookup.job import AVAILABLE_NOW, LookupJoinJob
 from spark_tables.core.lookup.options import CacheMode
-from spark_tables.core.lookup.snapshot import Snapshot
+from spark_tables.core.lookup.snapshot import Pointer, Snapshot
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.exchange_files import read_text
 from spark_tables.jobs.lookup.arrow_types import arrow_type
 from spark_tables.jobs.lookup.metrics import aggregate
 from spark_tables.jobs.lookup.partition import PartitionLookup
-from spark_tables.jobs.lookup.reload import current_snapshot, full_cache_metrics
+from spark_tables.jobs.lookup.reload import full_cache_metrics, load_snapshot, read_pointer
 from spark_tables.jobs.lookup.source import source_for
 from spark_tables.jobs.storage_files import list_names, remove
 
@@ -41,11 +43,15 @@ _MATCHED = "__spark_tables_lookup_matched"
 class LookupJoin:
     """One lookup table joined to probe sides of one shape: a batch's query, or each micro-batch of a stream."""
 
-    def __init__(self, spark: SparkSession, job: LookupJoinJob) -> None:
+    def __init__(self, spark: SparkSession, job: LookupJoinJob, cancellation: Cancellation | None = None) -> None:
         self.spark, self.job = spark, job
+        self.cancellation = cancellation or Cancellation()
         self.options = job.lookup.lookup_options
         self.key = job.lookup.source.key
-        self.snapshot: Snapshot | None = None
+        #: FULL: the pointer as last read (the same version may come back with more loads counted).
+        self.pointer: Pointer | None = None
+        #: FULL: whether this join loaded the table's first snapshot itself.
+        self.loaded_snapshot = False
         self._snapshot_frame: DataFrame | None = None
         if self.options.cache is CacheMode.FULL:
             self.value_fields = self._current_snapshot_frame()[1].schema.fields[len(self.key) :]
@@ -58,19 +64,24 @@ class LookupJoin:
         self._pending: list[Observation] = []
         self._totals = {"rows": 0, "hitCount": 0, "unmatchedCount": 0}
 
+    @property
+    def snapshot(self) -> Snapshot | None:
+        """FULL: the snapshot joined last."""
+        return self.pointer.current if self.pointer is not None else None
+
     def _current_snapshot_frame(self) -> tuple[Snapshot, DataFrame]:
-        snapshot = current_snapshot(self.job.lookup.snapshots)
-        if snapshot is None:
-            raise JobError(
-                f"lookup table {self.job.lookup.name} has no full-cache snapshot yet: run its reload "
-                "(SparkLookupReloadOperator) before a FULL lookup join"
-            )
+        pointer = read_pointer(self.job.lookup.snapshots)
+        if pointer.current is None:
+            log.info("lookup table %s has no full-cache snapshot yet: loading one first", self.job.lookup.name)
+            load = load_snapshot(self.spark, self.job.lookup, self.cancellation, only_if_missing=True)
+            pointer, self.loaded_snapshot = load.pointer, load.loaded
+        snapshot = pointer.current
         if self.snapshot is None or snapshot.version != self.snapshot.version:
             log.info(
                 "lookup table %s: reading snapshot %s (%d rows)", self.job.lookup.name, snapshot.version, snapshot.rows
             )
             self._snapshot_frame = self.spark.read.parquet(snapshot.location)
-        self.snapshot = snapshot  # the same version may come back with more load failures counted
+        self.pointer = pointer
         return snapshot, self._snapshot_frame
 
     def apply(self, probe: DataFrame) -> DataFrame:
@@ -143,7 +154,7 @@ class LookupJoin:
                 "hitCount": hits,
                 "missCount": 0,
                 "unmatchedCount": self._totals["unmatchedCount"],
-                **full_cache_metrics(self.snapshot),
+                **full_cache_metrics(self.pointer),
                 "hitRate": 1.0 if hits else 0.0,
             }
         return aggregate(_worker_metrics(self.job.metrics_uri))
@@ -167,7 +178,7 @@ def _worker_metrics(folder: str) -> list[dict[str, Any]]:
 
 
 def run_lookup_join(spark: SparkSession, job: LookupJoinJob, cancellation: Cancellation) -> dict[str, Any]:
-    lookup_join = LookupJoin(spark, job)
+    lookup_join = LookupJoin(spark, job, cancellation)
     log.info(
         "lookup join with %s (lookup.cache=%s) on %s = %s",
         job.lookup.name,
@@ -198,6 +209,7 @@ def run_lookup_join(spark: SparkSession, job: LookupJoinJob, cancellation: Cance
     }
     if lookup_join.snapshot is not None:
         output["snapshot"] = lookup_join.snapshot.version
+        output["loaded_snapshot"] = lookup_join.loaded_snapshot
     return output
 
 

@@ -7,7 +7,8 @@ PostgreSQL's JDBC driver on the driver's and executors' class path (the Airflow 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import psycopg
@@ -165,6 +166,21 @@ class PostgresLookupSource(LookupSource):
         query = sql.SQL("SELECT min({0}), max({0}) FROM {1}").format(sql.Identifier(column), self._table_name)
         with psycopg.connect(**self._connect_kwargs()) as connection:
             return connection.execute(query).fetchone()
+
+    @contextlib.contextmanager
+    def exclusive(self, resource: str, while_waiting: Callable[[], None]) -> Iterator[bool]:
+        """A session-level advisory lock on a connection of its own, released when the block ends or the
+        connection drops."""
+        key = "hashtextextended(%s, 0)"
+        with psycopg.connect(**self._connect_kwargs()) as connection:
+            waited = False
+            while not connection.execute(f"SELECT pg_try_advisory_lock({key})", (resource,)).fetchone()[0]:
+                waited = True
+                while_waiting()
+            try:
+                yield waited
+            finally:
+                connection.execute(f"SELECT pg_advisory_unlock({key})", (resource,))
 
     def close(self) -> None:
         if self._connection is not None:

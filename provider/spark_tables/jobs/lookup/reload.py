@@ -1,14 +1,20 @@
-"""Full-cache snapshots on storage, from the driver: read the pointer, publish one, reload one, drop old ones.
+"""Full-cache snapshots on storage, from the driver: read the pointer, load and publish a snapshot, drop old ones.
 
-The rows themselves are written and read by Spark; the pointer is one small file written atomically.
+The rows themselves are written and read by Spark; the pointer is one small file written atomically. Every load of
+a table, a scheduled reload or a FULL join's first load, runs under one lock per table (``exclusive_load``), held
+in the lookup table's own database, so two loads never publish at once: a load that had to wait for another, and
+finds that it published, uses that snapshot instead of loading its own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import json
 import logging
+import time
+from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql import Observation, SparkSession
@@ -16,33 +22,37 @@ from pyspark.sql import functions as F
 
 from spark_tables.core.errors import JobError, one_line
 from spark_tables.core.lookup.job import LookupReloadJob
-from spark_tables.core.lookup.snapshot import POINTER, Snapshot, is_version, new_version
+from spark_tables.core.lookup.snapshot import POINTER, FailedReloads, Pointer, Snapshot, is_version, new_version
+from spark_tables.core.lookup.table import LookupSpec
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.exchange_files import read_text, write_result
 from spark_tables.jobs.lookup.metrics import UNINITIALIZED
 from spark_tables.jobs.lookup.retries import retrying
-from spark_tables.jobs.lookup.source import source_for
+from spark_tables.jobs.lookup.source import LookupSource, source_for
 from spark_tables.jobs.storage_files import folder_bytes, list_names, remove
 
 log = logging.getLogger(__name__)
+
+#: Seconds between two tries of a lock another load holds.
+LOCK_POLL_SECONDS = 0.5
 
 
 def _join(root: str, name: str) -> str:
     return f"{root.rstrip('/')}/{name}"
 
 
-def current_snapshot(root: str) -> Snapshot | None:
-    """The published snapshot of the lookup table at ``root``; None before its first load."""
+def read_pointer(root: str) -> Pointer:
+    """The pointer of the lookup table at ``root``; one with no snapshot and no loads before anything was written."""
     try:
         text = read_text(_join(root, POINTER))
     except FileNotFoundError:
-        return None
-    return Snapshot.from_dict(json.loads(text))
+        return Pointer(current=None)
+    return Pointer.from_dict(json.loads(text))
 
 
-def publish(root: str, snapshot: Snapshot) -> None:
-    """Make ``snapshot`` the current one in one atomic write of the pointer."""
-    write_result(_join(root, POINTER), json.dumps(snapshot.to_dict()))
+def publish(root: str, pointer: Pointer) -> None:
+    """Replace the pointer in one atomic write."""
+    write_result(_join(root, POINTER), json.dumps(pointer.to_dict()))
 
 
 def versions(root: str) -> list[str]:
@@ -54,24 +64,111 @@ def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-def run_lookup_reload(spark: SparkSession, job: LookupReloadJob, cancellation: Cancellation) -> dict[str, Any]:
-    """Scan the table into a new version, retrying with backoff; publish it, or keep the old one and count a failure.
+class LoadFailed(JobError):
+    """Every attempt to load a snapshot failed; the pointer has counted it and kept the snapshot it had."""
 
-    Readers are never blocked: they read whichever version the pointer names, and the new one is written beside
-    it on disk, so the reload needs no second copy in memory.
+    def __init__(self, message: str, output: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.output = output
+
+
+@dataclasses.dataclass(frozen=True)
+class Load:
+    """What one load did: the pointer it left, and whether it loaded (False: it used one a concurrent load published
+    while it waited for the lock)."""
+
+    pointer: Pointer
+    loaded: bool
+    attempts: int = 0
+    dropped: tuple[str, ...] = ()
+
+    def output(self) -> dict[str, Any]:
+        """The task's XCom: the current snapshot, the table's counters, and this load's attempts and drops."""
+        return {
+            "snapshot": dataclasses.asdict(self.pointer.current) if self.pointer.current else None,
+            "loads": self.pointer.loads,
+            "load_failures": self.pointer.load_failures,
+            "loaded": self.loaded,
+            "attempts": self.attempts,
+            "dropped": list(self.dropped),
+            "metrics": full_cache_metrics(self.pointer),
+        }
+
+
+@contextlib.contextmanager
+def exclusive_load(
+    source: LookupSource, lookup: LookupSpec, cancellation: Cancellation
+) -> Iterator[tuple[Pointer, bool]]:
+    """Hold the table's load lock; yields the pointer as it is once held, and whether another load held it first."""
+    waiting_logged = False
+
+    def while_waiting() -> None:
+        nonlocal waiting_logged
+        cancellation.check()
+        if not waiting_logged:
+            log.info("lookup table %s: waiting for another load of its snapshot to end", lookup.name)
+            waiting_logged = True
+        time.sleep(LOCK_POLL_SECONDS)
+
+    with source.exclusive(f"spark_tables.lookup:{lookup.snapshots}", while_waiting) as waited:
+        yield read_pointer(lookup.snapshots), waited
+
+
+def load_snapshot(
+    spark: SparkSession,
+    lookup: LookupSpec,
+    cancellation: Cancellation,
+    *,
+    scheduled_for: str | None = None,
+    num_partitions: int | None = None,
+    retained: int = 2,
+    only_if_missing: bool = False,
+) -> Load:
+    """Scan the table into a new version, retrying with backoff, and publish it, under the table's load lock.
+
+    If a concurrent load published while this one waited for the lock, its snapshot is used instead. With
+    ``only_if_missing`` (a FULL join's first load), nothing is loaded when a snapshot exists once the lock is held.
+    A load whose attempts all fail keeps the current snapshot, records the failure in the pointer (the reload
+    schedule backs off from it) and raises ``LoadFailed``.
     """
-    lookup, root = job.lookup, job.lookup.snapshots
-    options = lookup.lookup_options
     source = source_for(lookup.source)
-    previous = current_snapshot(root)
+    try:
+        before = read_pointer(lookup.snapshots)
+        with exclusive_load(source, lookup, cancellation) as (pointer, waited):
+            published_meanwhile = waited and pointer.current is not None and pointer.current != before.current
+            if published_meanwhile or (only_if_missing and pointer.current is not None):
+                log.info(
+                    "lookup table %s: using snapshot %s, which another load published",
+                    lookup.name,
+                    pointer.current.version,
+                )
+                return Load(pointer=pointer, loaded=False)
+            return _load(spark, source, lookup, pointer, cancellation, scheduled_for, num_partitions, retained)
+    finally:
+        source.close()
+
+
+def _load(
+    spark: SparkSession,
+    source: LookupSource,
+    lookup: LookupSpec,
+    previous: Pointer,
+    cancellation: Cancellation,
+    scheduled_for: str | None,
+    num_partitions: int | None,
+    retained: int,
+) -> Load:
+    """Readers are never blocked: they read whichever version the pointer names, and the new one is written beside
+    it on disk, so a load needs no second copy in memory."""
+    root = lookup.snapshots
     started = _now()
     version = new_version(started)
     location = _join(root, version)
     observation: Observation | None = None
-    partitions = job.num_partitions or spark.sparkContext.defaultParallelism
+    partitions = num_partitions or spark.sparkContext.defaultParallelism
     attempts = 0
 
-    def load() -> None:
+    def attempt() -> None:
         nonlocal attempts, observation
         attempts += 1
         cancellation.check()
@@ -80,22 +177,19 @@ def run_lookup_reload(spark: SparkSession, job: LookupReloadJob, cancellation: C
         frame = source.scan(spark, partitions).observe(observation, F.count(F.lit(1)).alias("rows"))
         frame.write.mode("overwrite").parquet(location)
 
-    log.info("reloading lookup table %s from %s into %s", lookup.name, lookup.source.table, location)
+    log.info("loading lookup table %s from %s into %s", lookup.name, lookup.source.table, location)
     try:
-        retrying(load, max_retries=options.max_retries, what=f"reload of lookup table {lookup.name}")
+        retrying(attempt, max_retries=lookup.lookup_options.max_retries, what=f"load of lookup table {lookup.name}")
     except Exception as err:
         remove(location)
-        kept = "no snapshot yet"
-        if previous is not None:
-            publish(root, dataclasses.replace(previous, load_failures=previous.load_failures + 1))
-            kept = f"snapshot {previous.version} stays in use"
-        failure = JobError(
-            f"reload of lookup table {lookup.name} failed after {attempts} attempt(s): {one_line(err)}; {kept}"
-        )
-        failure.output = {"metrics": full_cache_metrics(previous, failed=True)}  # type: ignore[attr-defined]
-        raise failure from err
-    finally:
-        source.close()
+        failed = _failed(previous, started, one_line(err), scheduled_for)
+        publish(root, failed)
+        kept = f"snapshot {previous.current.version} stays in use" if previous.current else "no snapshot yet"
+        raise LoadFailed(
+            f"load of lookup table {lookup.name} failed after {attempts} attempt(s) "
+            f"({failed.failing.count} failed load(s) in a row): {one_line(err)}; {kept}",
+            Load(pointer=failed, loaded=False, attempts=attempts).output(),
+        ) from err
     finished = _now()
     snapshot = Snapshot(
         version=version,
@@ -105,40 +199,51 @@ def run_lookup_reload(spark: SparkSession, job: LookupReloadJob, cancellation: C
         started=started.isoformat(),
         finished=finished.isoformat(),
         load_milliseconds=round((finished - started).total_seconds() * 1000),
-        scheduled_for=job.scheduled_for,
-        loads=(previous.loads + 1) if previous else 1,
-        load_failures=previous.load_failures if previous else 0,
+        scheduled_for=scheduled_for,
     )
-    publish(root, snapshot)
-    dropped = [version for version in versions(root)[: -job.retained] if version != snapshot.version]
-    for version in dropped:
-        remove(_join(root, version))
+    pointer = Pointer(current=snapshot, loads=previous.loads + 1, load_failures=previous.load_failures)
+    publish(root, pointer)
+    dropped = tuple(old for old in versions(root)[:-retained] if old != snapshot.version)
+    for old in dropped:
+        remove(_join(root, old))
     log.info(
         "published snapshot %s of %s: %d rows, %d bytes", snapshot.version, lookup.name, snapshot.rows, snapshot.bytes
     )
-    return {
-        "snapshot": snapshot.to_dict(),
-        "attempts": attempts,
-        "dropped": dropped,
-        "metrics": full_cache_metrics(snapshot),
-    }
+    return Load(pointer=pointer, loaded=True, attempts=attempts, dropped=dropped)
 
 
-def full_cache_metrics(snapshot: Snapshot | None, failed: bool = False) -> dict[str, Any]:
-    """The FLIP's metrics of a full cache: the table's loads so far (``failed``: and this one, which failed) and
-    what the current snapshot holds."""
-    if snapshot is None:
-        return {
-            "loadCount": 0,
-            "numLoadFailure": int(failed),
-            "latestLoadTime": UNINITIALIZED,
-            "numCachedRecords": 0,
-            "numCachedBytes": 0,
-        }
+def _failed(previous: Pointer, started: datetime.datetime, error: str, scheduled_for: str | None) -> Pointer:
+    """The pointer after a failed load: the same snapshot, one more failure, and one more in the failing run."""
+    in_a_row = previous.failing.count if previous.failing else 0
+    failing = FailedReloads(
+        count=in_a_row + 1,
+        started=started.isoformat(),
+        finished=_now().isoformat(),
+        error=error,
+        scheduled_for=scheduled_for,
+    )
+    return dataclasses.replace(previous, load_failures=previous.load_failures + 1, failing=failing)
+
+
+def run_lookup_reload(spark: SparkSession, job: LookupReloadJob, cancellation: Cancellation) -> dict[str, Any]:
+    """Load a new snapshot of the table and publish it; the old one stays in use if the load fails."""
+    return load_snapshot(
+        spark,
+        job.lookup,
+        cancellation,
+        scheduled_for=job.scheduled_for,
+        num_partitions=job.num_partitions,
+        retained=job.retained,
+    ).output()
+
+
+def full_cache_metrics(pointer: Pointer) -> dict[str, Any]:
+    """The FLIP's metrics of a full cache: the table's loads so far and what the current snapshot holds."""
+    snapshot = pointer.current
     return {
-        "loadCount": snapshot.loads,
-        "numLoadFailure": snapshot.load_failures + int(failed),
-        "latestLoadTime": snapshot.load_milliseconds,
-        "numCachedRecords": snapshot.rows,
-        "numCachedBytes": snapshot.bytes,
+        "loadCount": pointer.loads,
+        "numLoadFailure": pointer.load_failures,
+        "latestLoadTime": snapshot.load_milliseconds if snapshot else UNINITIALIZED,
+        "numCachedRecords": snapshot.rows if snapshot else 0,
+        "numCachedBytes": snapshot.bytes if snapshot else 0,
     }

@@ -8,9 +8,10 @@ worker) or ``await lookup_async(key)``, and scans the whole table into a DataFra
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
@@ -48,6 +49,12 @@ class LookupSource(ABC):
     @abstractmethod
     def scan(self, spark: SparkSession, num_partitions: int) -> DataFrame:
         """The whole table (key and value columns), read in parallel by Spark's reader for this system."""
+
+    @abstractmethod
+    def exclusive(self, resource: str, while_waiting: Callable[[], None]) -> contextlib.AbstractContextManager[bool]:
+        """Hold the lock named ``resource`` for the block, against every client of the system, on any host;
+        entering yields whether another client held it first. While it waits it calls ``while_waiting``, which
+        may raise to give up. A client that dies releases the lock."""
 
     def close(self) -> None:  # noqa: B027 - sources without connections have nothing to release
         """Release connections."""
