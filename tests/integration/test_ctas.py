@@ -71,6 +71,22 @@ def test_a_retry_succeeds_after_the_failed_try_was_undone(postgres: Deployment) 
     assert_exchange_empty(postgres)
 
 
+def test_a_sql_job_failing_after_its_ctas_statements_leaves_none_of_their_tables(postgres: Deployment) -> None:
+    table = "sql_failing"
+    run = run_dag(with_scenarios(postgres), "sql_ctas_failing", table)
+
+    assert run.returncode != 0
+    assert task_states(postgres, "sql_ctas_failing", run.run_id)["sql"][0] == "failed"
+    assert "statement 3/3 failed: [USER_RAISED_EXCEPTION] row " in run.output, (
+        "the job's own error, naming the statement"
+    )
+    undone = f"dropped the unfinished {table} of try 1; dropped the unfinished {table}_totals of try 1"
+    assert f"(undone: {undone})" in run.output
+    assert_gone(postgres, table)
+    assert_gone(postgres, f"{table}_totals")
+    assert_exchange_empty(postgres)
+
+
 def test_example_ctas_dag_on_the_embedded_default(embedded: Deployment) -> None:
     deployment = embedded
     done = deployment.airflow("dags", "test", "example_spark_ctas", "2026-11-20")

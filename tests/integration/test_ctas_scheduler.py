@@ -93,7 +93,7 @@ def test_a_lost_worker_and_driver_are_swept_up_by_the_next_ctas(airflow: Airflow
     sweeper = airflow.trigger("ctas_quick", {"table": "sweeper"})
     wait_for("the next CTAS", lambda: airflow.run_state("ctas_quick", sweeper) in ("success", "failed"))
     assert airflow.run_state("ctas_quick", sweeper) == "success"
-    [swept] = [s for s in airflow.xcom("ctas_quick", sweeper, "ctas")["swept"] if s["table"] == table]
+    [swept] = [s for s in airflow.xcom("ctas_quick", sweeper, "ctas")["swept"] if s["tables"] == [table]]
     assert swept["owner"]["run_id"] == run_id
     assert swept["undone"] == [f"dropped the unfinished {table} of try 1"]
     assert_gone(postgres, table)

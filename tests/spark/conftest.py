@@ -1,9 +1,10 @@
-"""One local SparkSession for every test of job logic in this folder."""
+"""One local SparkSession for every test of job logic in this folder, and a database of each test's own."""
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from collections.abc import Iterator
 
@@ -31,3 +32,12 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     session.stop()
     # py4j logs from __del__ at interpreter exit, after pytest has closed the streams it captured.
     logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+@pytest.fixture
+def db(spark: SparkSession, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A database of this test's own, dropped with its files afterwards."""
+    name = "ctas_" + re.sub(r"[^a-z0-9]+", "_", request.node.name.lower()).strip("_")
+    spark.sql(f"CREATE DATABASE {name}")
+    yield name
+    spark.sql(f"DROP DATABASE IF EXISTS {name} CASCADE")

@@ -4,13 +4,9 @@ and cancellation, at both atomicity levels."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import re
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,106 +27,39 @@ from spark_tables.core.ctas.ownership import (
 )
 from spark_tables.core.ctas.statement import parse_ctas
 from spark_tables.core.identifiers import TableIdentifier
-from spark_tables.core.job_result import JobResult
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.ctas import lifecycle as ctas_jobs
 from spark_tables.jobs.ctas.lifecycle import run_ctas_cleanup, undo_unfinished
-from spark_tables.jobs.entry import run_job
+from tests.spark.catalog_checks import (
+    FAILING_QUERY,
+    SLOW_QUERY,
+    data_files,
+    db_folder,
+    details,
+    files,
+    local,
+    marks,
+    owner,
+    plain_table,
+    props,
+    rows,
+    run,
+    table_location,
+    tables,
+    wait_until,
+)
 
 pytestmark = pytest.mark.spark
 
 ATOMICITIES = ("table", "staging")
-FAILING_QUERY = "SELECT assert_true(id < 3) AS ok FROM range(10)"  # ANSI: fails at run time, after creation
-SLOW_QUERY = "SELECT id, sha2(CAST(id AS STRING), 256) AS h FROM range(0, 2000000000, 1, 2)"
 
 
 # --- helpers -------------------------------------------------------------------------------------------------
 
 
-def owner(try_number: int = 1, run_id: str = "scheduled__2026-11-20", task_id: str = "make_table") -> TableOwner:
-    return TableOwner(dag_id="tables", run_id=run_id, task_id=task_id, map_index=-1, try_number=try_number)
-
-
 def ctas(table: str, try_number: int = 1, **fields: Any) -> CtasJob:
     fields.setdefault("query", "SELECT id, CAST(id * 10 AS STRING) AS s FROM range(5)")
     return CtasJob(table=table, owner=owner(try_number), **fields)
-
-
-def run(spark: SparkSession, job: CtasJob | CtasCleanupJob, cancellation: Cancellation | None = None) -> JobResult:
-    result = run_job(spark, job, cancellation)
-    json.dumps(result.output)  # the output goes to XCom: it must be JSON as it is
-    return result
-
-
-def local(location: str) -> str:
-    """A ``file:`` location from the catalog as a local path."""
-    assert location.startswith("file:"), location
-    return "/" + location[len("file:") :].lstrip("/")
-
-
-def db_folder(spark: SparkSession, db: str) -> str:
-    rows = spark.sql(f"DESCRIBE DATABASE {db}").collect()
-    return local({row[0]: row[1] for row in rows}["Location"])
-
-
-def table_location(spark: SparkSession, table: str) -> str:
-    rows = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()
-    return local({row[0]: row[1] for row in rows}["Location"])
-
-
-def details(spark: SparkSession, table: str) -> dict[str, str]:
-    rows = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()
-    return {row[0]: row[1] for row in rows if row[0] and not row[0].startswith("#")}
-
-
-def tables(spark: SparkSession, db: str) -> list[str]:
-    return sorted(t.name for t in spark.catalog.listTables(db))
-
-
-def props(spark: SparkSession, table: str) -> dict[str, str]:
-    return {row[0]: row[1] for row in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
-
-
-def marks(spark: SparkSession, table: str) -> dict[str, str]:
-    return {k: v for k, v in props(spark, table).items() if k.startswith(PREFIX)}
-
-
-def rows(spark: SparkSession, table_or_query: str) -> list[tuple[Any, ...]]:
-    frame = spark.sql(table_or_query) if " " in table_or_query.strip() else spark.table(table_or_query)
-    return sorted(tuple(row) for row in frame.collect())
-
-
-def files(folder: str) -> dict[str, int]:
-    """Every file under a folder, by relative path, with its modification time in ns."""
-    found = {}
-    for root, _, names in os.walk(folder):
-        for name in names:
-            path = os.path.join(root, name)
-            found[os.path.relpath(path, folder)] = os.stat(path).st_mtime_ns
-    return found
-
-
-def data_files(folder: str) -> list[str]:
-    return sorted(p for p in files(folder) if os.path.basename(p).startswith("part-"))
-
-
-def sql_properties(values: dict[str, str]) -> str:
-    return ", ".join(f"'{key}' = '{value}'" for key, value in values.items())
-
-
-def plain_table(spark: SparkSession, table: str, query: str, properties: dict[str, str] | None = None) -> None:
-    """A table made by plain SQL, as a user (or a killed try, given its marks) would leave it."""
-    clause = f" TBLPROPERTIES ({sql_properties(properties)})" if properties else ""
-    spark.sql(f"CREATE TABLE {table} USING parquet{clause} AS {query}")
-
-
-@pytest.fixture
-def db(spark: SparkSession, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A database of this test's own, dropped with its files afterwards."""
-    name = "ctas_" + re.sub(r"[^a-z0-9]+", "_", request.node.name.lower()).strip("_")
-    spark.sql(f"CREATE DATABASE {name}")
-    yield name
-    spark.sql(f"DROP DATABASE IF EXISTS {name} CASCADE")
 
 
 # --- success -------------------------------------------------------------------------------------------------
@@ -575,11 +504,11 @@ def _a_replace_cut_short(spark: SparkSession, db: str) -> tuple[TableIdentifier,
 def test_cleanup_puts_back_the_table_a_cut_short_replace_moved_aside(spark: SparkSession, db: str) -> None:
     target, staging, _ = _a_replace_cut_short(spark, db)
 
-    result = run(spark, CtasCleanupJob(table=str(target), owner=owner(2)))
+    result = run(spark, CtasCleanupJob(tables=[str(target)], owner=owner(2)))
 
     assert result.succeeded, result.error
     assert result.output == {
-        "table": str(target),
+        "tables": [str(target)],
         "undone": [f"restored the replaced table {target}", f"dropped the staging table {staging} of try 1"],
         "cleaned_up": True,
     }
@@ -720,14 +649,14 @@ def test_a_cleanup_job_passes_its_claim_s_try_and_leaves_a_later_try_s_tables(sp
     left = _unfinished_tables(spark, db, 2, "both")
     before = files(db_folder(spark, db))
 
-    result = run(spark, CtasCleanupJob(table=str(target), owner=owner(1)))
+    result = run(spark, CtasCleanupJob(tables=[str(target)], owner=owner(1)))
 
     assert result.succeeded, result.error
-    assert result.output == {"table": str(target), "undone": [], "cleaned_up": True}
+    assert result.output == {"tables": [str(target)], "undone": [], "cleaned_up": True}
     assert tables(spark, db) == sorted(t.table for t in left)
     assert files(db_folder(spark, db)) == before
 
-    again = run(spark, CtasCleanupJob(table=str(target), owner=owner(2)))  # the claim of try 2, once it is lost
+    again = run(spark, CtasCleanupJob(tables=[str(target)], owner=owner(2)))  # the claim of try 2, once it is lost
 
     assert again.output["undone"] == [
         f"dropped the unfinished {target} of try 2",
@@ -767,7 +696,7 @@ def test_tables_of_others_are_never_dropped_by_cleanup(spark: SparkSession, db: 
     before = files(db_folder(spark, db))
 
     assert undo_unfinished(spark, target, owner(2)) == []
-    assert run_ctas_cleanup(spark, CtasCleanupJob(table=str(target), owner=owner(2)), Cancellation())["undone"] == []
+    assert run_ctas_cleanup(spark, CtasCleanupJob(tables=[str(target)], owner=owner(2)), Cancellation())["undone"] == []
     retry = run(spark, ctas(str(target), try_number=2))
 
     assert not retry.succeeded and "already exists" in retry.error
@@ -789,12 +718,12 @@ def test_a_sweep_undoes_another_task_s_unfinished_table_then_the_job_does_its_ow
 ) -> None:
     plain_table(spark, f"{db}.other", "SELECT id FROM range(3)", OTHER_TASK.properties(FILLING))
 
-    result = run(spark, ctas(f"{db}.mine", sweep=[CtasCleanupJob(table=f"{db}.other", owner=OTHER_TASK)]))
+    result = run(spark, ctas(f"{db}.mine", sweep=[CtasCleanupJob(tables=[f"{db}.other"], owner=OTHER_TASK)]))
 
     assert result.succeeded, result.error
     assert result.output["swept"] == [
         {
-            "table": f"{db}.other",
+            "tables": [f"{db}.other"],
             "owner": dataclasses.asdict(OTHER_TASK),
             "undone": [f"dropped the unfinished {db}.other of try 1"],
         }
@@ -809,7 +738,7 @@ def test_the_sweep_comes_before_the_job_s_own_work(spark: SparkSession, db: str,
     # Another task's lost try left an unfinished table under the very name this job creates: unless it is
     # swept first, the job finds the name taken by a table it did not create.
     plain_table(spark, f"{db}.shared", "SELECT id FROM range(3)", OTHER_TASK.properties(FILLING))
-    sweep = [CtasCleanupJob(table=f"{db}.shared", owner=OTHER_TASK)]
+    sweep = [CtasCleanupJob(tables=[f"{db}.shared"], owner=OTHER_TASK)]
 
     result = run(spark, ctas(f"{db}.shared", sweep=sweep, atomicity=atomicity))
 
@@ -824,8 +753,8 @@ def test_a_sweep_leaves_the_other_task_s_later_try_and_complete_tables_alone(spa
     plain_table(spark, f"{db}.later", "SELECT id FROM range(3)", later.properties(FILLING))
     plain_table(spark, f"{db}.done", "SELECT id FROM range(3)", OTHER_TASK.properties(COMPLETE))
     sweep = [
-        CtasCleanupJob(table=f"{db}.later", owner=OTHER_TASK),
-        CtasCleanupJob(table=f"{db}.done", owner=OTHER_TASK),
+        CtasCleanupJob(tables=[f"{db}.later"], owner=OTHER_TASK),
+        CtasCleanupJob(tables=[f"{db}.done"], owner=OTHER_TASK),
     ]
 
     result = run(spark, ctas(f"{db}.mine", sweep=sweep))
@@ -838,16 +767,16 @@ def test_a_sweep_leaves_the_other_task_s_later_try_and_complete_tables_alone(spa
 def test_a_sweep_entry_that_fails_gives_none_and_the_job_goes_on(spark: SparkSession, db: str) -> None:
     plain_table(spark, f"{db}.other", "SELECT id FROM range(3)", OTHER_TASK.properties(FILLING))
     # Not a catalog: spark_catalog reads nowhere.db as a two-part namespace, and refuses it.
-    unreadable = CtasCleanupJob(table=f"nowhere.{db}.other", owner=owner(1, task_id="third_table"))
-    sweep = [unreadable, CtasCleanupJob(table=f"{db}.other", owner=OTHER_TASK)]
+    unreadable = CtasCleanupJob(tables=[f"nowhere.{db}.other"], owner=owner(1, task_id="third_table"))
+    sweep = [unreadable, CtasCleanupJob(tables=[f"{db}.other"], owner=OTHER_TASK)]
 
     result = run(spark, ctas(f"{db}.mine", sweep=sweep))
 
     assert result.succeeded, result.error
     assert result.output["swept"] == [
-        {"table": f"nowhere.{db}.other", "owner": dataclasses.asdict(unreadable.owner), "undone": None},
+        {"tables": [f"nowhere.{db}.other"], "owner": dataclasses.asdict(unreadable.owner), "undone": None},
         {
-            "table": f"{db}.other",
+            "tables": [f"{db}.other"],
             "owner": dataclasses.asdict(OTHER_TASK),
             "undone": [f"dropped the unfinished {db}.other of try 1"],
         },
@@ -869,10 +798,12 @@ def test_a_sweep_entry_whose_undo_raises_gives_none_and_the_job_goes_on(
     monkeypatch.setattr(ctas_jobs, "undo_unfinished", undo)
     plain_table(spark, f"{db}.other", "SELECT id FROM range(3)", OTHER_TASK.properties(FILLING))
 
-    result = run(spark, ctas(f"{db}.mine", sweep=[CtasCleanupJob(table=f"{db}.other", owner=OTHER_TASK)]))
+    result = run(spark, ctas(f"{db}.mine", sweep=[CtasCleanupJob(tables=[f"{db}.other"], owner=OTHER_TASK)]))
 
     assert result.succeeded, result.error
-    assert result.output["swept"] == [{"table": f"{db}.other", "owner": dataclasses.asdict(OTHER_TASK), "undone": None}]
+    assert result.output["swept"] == [
+        {"tables": [f"{db}.other"], "owner": dataclasses.asdict(OTHER_TASK), "undone": None}
+    ]
     assert tables(spark, db) == ["mine", "other"]  # left for the claim's next sweep
     assert marks(spark, f"{db}.other")[STATE] == FILLING
 
@@ -882,7 +813,7 @@ def test_a_job_that_fails_still_reports_what_it_swept(spark: SparkSession, db: s
 
     result = run(
         spark,
-        ctas(f"{db}.broken", query=FAILING_QUERY, sweep=[CtasCleanupJob(table=f"{db}.other", owner=OTHER_TASK)]),
+        ctas(f"{db}.broken", query=FAILING_QUERY, sweep=[CtasCleanupJob(tables=[f"{db}.other"], owner=OTHER_TASK)]),
     )
 
     assert not result.succeeded
@@ -892,16 +823,6 @@ def test_a_job_that_fails_still_reports_what_it_swept(spark: SparkSession, db: s
 
 
 # --- cancellation --------------------------------------------------------------------------------------------
-
-
-def wait_until(condition: Callable[[], bool], seconds: float, stop: threading.Event | None = None) -> bool:
-    """Poll ``condition`` every 50 ms, for at most ``seconds``; False if it never held (or ``stop`` was set)."""
-    stop = stop or threading.Event()
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline or stop.wait(0.05):
-            return False
-    return True
 
 
 @pytest.mark.parametrize("atomicity", ATOMICITIES)

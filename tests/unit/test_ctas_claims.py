@@ -57,7 +57,7 @@ class _FakeTi:
 
 
 def _claim(table: str = "db.sales", catalog_conn_id: str = _CATALOG, **owner: Any) -> Claim:
-    return Claim(table, dataclasses.replace(_OWNER, **owner), catalog_conn_id)
+    return Claim((table,), dataclasses.replace(_OWNER, **owner), catalog_conn_id)
 
 
 def _key(owner: TableOwner) -> tuple[str, str, str, int]:
@@ -76,21 +76,21 @@ def _claim_path(owner: TableOwner) -> Path:
 
 
 def _tables(claims: list[Claim]) -> list[str]:
-    return sorted(claim.table for claim in claims)
+    return sorted(table for claim in claims for table in claim.tables)
 
 
 class TestClaimFiles:
     def test_a_claim_survives_json(self):
-        claim = _claim(table="cat.`my db`.t", map_index=3)
+        claim = Claim(("cat.`my db`.t", "db.other"), dataclasses.replace(_OWNER, map_index=3), _CATALOG)
 
         again = Claim.from_json(claim.to_json())
 
         assert again == claim
         assert isinstance(again.owner, TableOwner)
 
-    def test_the_json_names_table_owner_and_catalog(self):
+    def test_the_json_names_tables_owner_and_catalog(self):
         assert json.loads(_claim().to_json()) == {
-            "table": "db.sales",
+            "tables": ["db.sales"],
             "owner": dataclasses.asdict(_OWNER),
             "catalog_conn_id": _CATALOG,
         }
@@ -129,9 +129,9 @@ class TestClaimFiles:
         write_claim(_claim(table="db.b", map_index=0))
         write_claim(_claim(table="db.c", run_id="manual__x"))
 
-        assert read_claim(_OWNER).table == "db.a"
-        assert read_claim(dataclasses.replace(_OWNER, map_index=0)).table == "db.b"
-        assert read_claim(dataclasses.replace(_OWNER, run_id="manual__x")).table == "db.c"
+        assert read_claim(_OWNER).tables == ("db.a",)
+        assert read_claim(dataclasses.replace(_OWNER, map_index=0)).tables == ("db.b",)
+        assert read_claim(dataclasses.replace(_OWNER, run_id="manual__x")).tables == ("db.c",)
 
     def test_release_claim_removes_only_that_claim(self):
         write_claim(_claim(table="db.a"))
@@ -141,7 +141,7 @@ class TestClaimFiles:
 
         assert read_claim(_OWNER) is None
         assert not _claim_path(_OWNER).exists()
-        assert read_claim(dataclasses.replace(_OWNER, map_index=0)).table == "db.b"
+        assert read_claim(dataclasses.replace(_OWNER, map_index=0)).tables == ("db.b",)
 
     def test_release_claim_without_a_claim_does_nothing(self):
         release_claim(_OWNER)

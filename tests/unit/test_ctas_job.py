@@ -228,17 +228,17 @@ def test_there_is_nothing_to_sweep_by_default():
 
 
 def test_sweep_entries_given_as_dicts_become_cleanup_jobs_in_order():
-    job = _job(sweep=[{"table": "db.a", "owner": _OTHER_OWNER}, {"table": "cat.db.b", "owner": _OWNER}])
+    job = _job(sweep=[{"tables": ["db.a"], "owner": _OTHER_OWNER}, {"tables": ["cat.db.b"], "owner": _OWNER}])
 
     assert job.sweep == (
-        CtasCleanupJob(table="db.a", owner=TableOwner(**_OTHER_OWNER)),
-        CtasCleanupJob(table="cat.db.b", owner=TableOwner(**_OWNER)),
+        CtasCleanupJob(tables=("db.a",), owner=TableOwner(**_OTHER_OWNER)),
+        CtasCleanupJob(tables=("cat.db.b",), owner=TableOwner(**_OWNER)),
     )
     assert all(isinstance(cleanup.owner, TableOwner) for cleanup in job.sweep)
 
 
 def test_sweep_cleanup_jobs_are_kept_as_they_are():
-    cleanup = CtasCleanupJob(table="db.a", owner=_OTHER_OWNER)
+    cleanup = CtasCleanupJob(tables=("db.a",), owner=_OTHER_OWNER)
 
     job = _job(sweep=(cleanup,))
 
@@ -246,34 +246,39 @@ def test_sweep_cleanup_jobs_are_kept_as_they_are():
     assert job.sweep[0] is cleanup
 
 
-@pytest.mark.parametrize("sweep", ["db.a", None, {"table": "db.a", "owner": _OWNER}, 5])
+@pytest.mark.parametrize("sweep", ["db.a", None, {"tables": ["db.a"], "owner": _OWNER}, 5])
 def test_sweep_must_be_a_list(sweep):
-    assert "sweep must be a list of {table, owner} objects" in _error_message(sweep=sweep)
+    assert "sweep must be a list of {tables, owner} objects" in _error_message(sweep=sweep)
 
 
 @pytest.mark.parametrize(
-    "entry", [{"table": "db a", "owner": _OWNER}, {"table": "db.a", "owner": None}, {"table": "db.a", "owner": {}}]
+    "entry",
+    [{"tables": ["db a"], "owner": _OWNER}, {"tables": ["db.a"], "owner": None}, {"tables": ["db.a"], "owner": {}}],
 )
 def test_a_sweep_entry_with_a_bad_table_or_owner_is_rejected(entry):
     _error_message(sweep=[entry])
 
 
-@pytest.mark.parametrize("entry", [{"table": "db.a"}, {"table": "db.a", "owner": _OWNER, "note": "x"}, "db.a", 5])
-def test_a_sweep_entry_that_is_not_a_table_and_owner_object_is_rejected_as_a_spec_error(entry):
-    assert "each sweep entry must be an object with exactly table and owner" in _error_message(sweep=[entry])
+@pytest.mark.parametrize("entry", [{"tables": ["db.a"]}, {"tables": ["db.a"], "owner": _OWNER, "note": "x"}, "db.a", 5])
+def test_a_sweep_entry_that_is_not_a_tables_and_owner_object_is_rejected_as_a_spec_error(entry):
+    assert "each sweep entry must be an object with exactly tables and owner" in _error_message(sweep=[entry])
 
 
-def test_a_cleanup_job_turns_its_owner_dict_into_a_table_owner():
-    job = CtasCleanupJob(table="db.t", owner=_OWNER)
+def test_a_cleanup_job_turns_its_owner_dict_into_a_table_owner_and_its_tables_into_a_tuple():
+    job = CtasCleanupJob(tables=["db.t", "cat.db.u"], owner=_OWNER)
 
     assert job.owner == TableOwner(**_OWNER)
-    assert job.identifier == TableIdentifier(("db", "t"))
+    assert job.tables == ("db.t", "cat.db.u")
+    assert job.identifiers == (TableIdentifier(("db", "t")), TableIdentifier(("cat", "db", "u")))
 
 
-@pytest.mark.parametrize(("table", "owner"), [("db t", _OWNER), ("db.t", None), ("db.t", {**_OWNER, "task_id": ""})])
-def test_a_cleanup_job_validates_its_table_and_owner(table, owner):
+@pytest.mark.parametrize(
+    ("tables", "owner"),
+    [(["db t"], _OWNER), (["db.t"], None), (["db.t"], {**_OWNER, "task_id": ""}), ([], _OWNER), ("db.t", _OWNER)],
+)
+def test_a_cleanup_job_validates_its_tables_and_owner(tables, owner):
     with pytest.raises(SpecError) as caught:
-        CtasCleanupJob(table=table, owner=owner)
+        CtasCleanupJob(tables=tables, owner=owner)
 
     assert "\n" not in str(caught.value)
 
@@ -295,8 +300,8 @@ def test_a_cleanup_job_validates_its_table_and_owner(table, owner):
             atomicity="staging",
         ),
         _job(replace=True),
-        _job(sweep=[{"table": "db.a", "owner": _OTHER_OWNER}, {"table": "cat.`my db`.b", "owner": _OWNER}]),
-        CtasCleanupJob(table="db.t", owner=_OWNER),
+        _job(sweep=[{"tables": ["db.a"], "owner": _OTHER_OWNER}, {"tables": ["cat.`my db`.b"], "owner": _OWNER}]),
+        CtasCleanupJob(tables=("db.t",), owner=_OWNER),
     ],
     ids=["ctas-defaults", "ctas-every-field", "ctas-replace", "ctas-sweep", "ctas-cleanup"],
 )
@@ -311,7 +316,7 @@ def test_a_job_survives_a_json_round_trip_in_a_spec(job):
 
 
 def test_the_spec_json_names_the_ctas_kinds():
-    for job, kind in ((_job(), "ctas"), (CtasCleanupJob(table="db.t", owner=_OWNER), "ctas_cleanup")):
+    for job, kind in ((_job(), "ctas"), (CtasCleanupJob(tables=("db.t",), owner=_OWNER), "ctas_cleanup")):
         document = json.loads(JobSpec(job=job, result_uri="file:///r.json").to_json())
 
         assert document["kind"] == kind
@@ -320,12 +325,12 @@ def test_the_spec_json_names_the_ctas_kinds():
 
 
 def test_the_sweep_survives_a_json_round_trip_as_cleanup_jobs():
-    job = _job(sweep=[{"table": "db.a", "owner": _OTHER_OWNER}])
+    job = _job(sweep=[{"tables": ["db.a"], "owner": _OTHER_OWNER}])
     document = json.loads(JobSpec(job=job, result_uri="file:///r.json").to_json())
 
     again = JobSpec.from_json(json.dumps(document)).job
 
-    assert document["job"]["sweep"] == [{"table": "db.a", "owner": _OTHER_OWNER}]
+    assert document["job"]["sweep"] == [{"tables": ["db.a"], "owner": _OTHER_OWNER}]
     assert again.sweep == job.sweep
     assert type(again.sweep) is tuple
     assert type(again.sweep[0]) is CtasCleanupJob

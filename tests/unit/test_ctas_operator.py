@@ -1,4 +1,5 @@
-"""SparkCtasOperator: the job it builds, its claim, its callbacks, and what execute does with the job's outcome.
+"""SparkCtasOperator: the job it builds, its claim, its callbacks, and what execute does with the job's outcome;
+and the same for SparkSqlJobOperator's CTAS statements.
 
 No Spark and no spark-submit: ``SparkJobHook.run`` is replaced by a fake that records each job it was given.
 """
@@ -24,8 +25,10 @@ from spark_tables.core.job_result import JobResult
 from spark_tables.hooks.ctas import claims as ctas_claims
 from spark_tables.hooks.ctas.claims import Claim, read_claim, write_claim
 from spark_tables.hooks.spark_job import SparkJobFailed, SparkJobHook
-from spark_tables.operators.ctas import SparkCtasOperator, clean_up_after_lost_try
+from spark_tables.operators.ctas import SparkCtasOperator
+from spark_tables.operators.ctas_lifecycle import clean_up_after_lost_try
 from spark_tables.operators.spark_job import SparkJobOperator
+from spark_tables.operators.sql import SparkSqlJobOperator
 
 pytestmark = pytest.mark.usefixtures("spark_tables_home")
 
@@ -127,12 +130,12 @@ def _ctas_result(**output: Any) -> JobResult:
 
 
 def _cleanup_result(undone: list[str] | None = None) -> JobResult:
-    output = {"table": "db.t", "undone": ["dropped the unfinished db.t of try 1"] if undone is None else undone}
+    output = {"tables": ["db.t"], "undone": ["dropped the unfinished db.t of try 1"] if undone is None else undone}
     return JobResult(kind="ctas_cleanup", output={**output, "cleaned_up": True}, application_id="local-2")
 
 
 def _swept(owner: TableOwner, undone: list[str] | None, table: str = "db.other") -> dict[str, Any]:
-    return {"table": table, "owner": dataclasses.asdict(owner), "undone": undone}
+    return {"tables": [table], "owner": dataclasses.asdict(owner), "undone": undone}
 
 
 class TestBuildJob:
@@ -274,16 +277,16 @@ class TestBuildJob:
         assert _operator(sql="CREATE TABLE db.t AS SELECT 1").build_job(_context()).sweep == ()
 
     def test_claims_of_finished_tasks_on_the_same_catalog_are_swept(self):
-        write_claim(Claim("db.a", _owner(task_id="a", try_number=2), _CATALOG))
-        write_claim(Claim("db.b", _owner(task_id="b"), _CATALOG))
-        write_claim(Claim("db.c", _owner(task_id="c"), "other_catalog"))
-        write_claim(Claim("db.mine", _owner(try_number=1), _CATALOG))
+        write_claim(Claim(("db.a",), _owner(task_id="a", try_number=2), _CATALOG))
+        write_claim(Claim(("db.b",), _owner(task_id="b"), _CATALOG))
+        write_claim(Claim(("db.c",), _owner(task_id="c"), "other_catalog"))
+        write_claim(Claim(("db.mine",), _owner(try_number=1), _CATALOG))
 
         job = _operator(sql="CREATE TABLE db.t AS SELECT 1").build_job(
             _context({"a": "failed", "b": "running", "c": "failed", "load": "failed"})
         )
 
-        assert job.sweep == (CtasCleanupJob(table="db.a", owner=_owner(task_id="a", try_number=2)),)
+        assert job.sweep == (CtasCleanupJob(tables=("db.a",), owner=_owner(task_id="a", try_number=2)),)
 
     def test_a_failure_to_look_for_claims_is_logged_not_raised(self, monkeypatch):
         def broken(ti, catalog_conn_id):
@@ -420,7 +423,7 @@ class TestExecute:
             "work_seconds": 2.5,
         }
         assert fake.kinds == ["ctas"]
-        assert fake.claims_during == [Claim("db.t", _OWNER, _CATALOG)]  # claimed while the job ran
+        assert fake.claims_during == [Claim(("db.t",), _OWNER, _CATALOG)]  # claimed while the job ran
         assert read_claim(_OWNER) is None
 
     def test_the_claim_names_the_catalog_connection(self, runs, set_connection):
@@ -429,7 +432,7 @@ class TestExecute:
 
         _operator(sql="CREATE TABLE db.t AS SELECT 1", catalog_conn_id="other_catalog").execute(_context())
 
-        assert fake.claims_during == [Claim("db.t", _OWNER, "other_catalog")]
+        assert fake.claims_during == [Claim(("db.t",), _OWNER, "other_catalog")]
 
     def test_a_job_that_failed_and_cleaned_up_is_reraised_without_a_cleanup_job(self, runs, hooks_for):
         error = SparkJobFailed("table db.t already exists")
@@ -459,10 +462,10 @@ class TestExecute:
         assert caught.value is error
         assert fake.kinds == ["ctas", "ctas_cleanup"]
         (ctas, _), (cleanup, purpose) = hooks_for
-        assert cleanup == CtasCleanupJob(table="db.t", owner=_owner(try_number=2))
+        assert cleanup == CtasCleanupJob(tables=("db.t",), owner=_owner(try_number=2))
         assert cleanup.owner == ctas.owner
         assert purpose == "cleanup"
-        assert fake.claims_during[1] == Claim("db.t", _owner(try_number=2), _CATALOG)  # released after it
+        assert fake.claims_during[1] == Claim(("db.t",), _owner(try_number=2), _CATALOG)  # released after it
         assert read_claim(_OWNER) is None
 
     def test_a_task_interrupted_while_its_job_cleaned_up_keeps_its_exception_and_releases_the_claim(self, runs):
@@ -512,7 +515,7 @@ class TestExecute:
 
         assert caught.value is error
         assert fake.kinds == ["ctas", "ctas_cleanup"]
-        assert read_claim(_OWNER) == Claim("db.t", _OWNER, _CATALOG)
+        assert read_claim(_OWNER) == Claim(("db.t",), _OWNER, _CATALOG)
         errors = [entry["event"] for entry in logs if entry["log_level"] == "error"]
         assert len(errors) == 1
         assert "the cleanup job failed too" in errors[0]
@@ -522,18 +525,18 @@ class TestExecute:
     def test_swept_claims_are_released_when_undone_and_kept_when_not(self, runs):
         done, not_done = _owner(task_id="a", try_number=2), _owner(dag_id="other", task_id="b", map_index=1)
         for owner in (done, not_done):
-            write_claim(Claim("db.other", owner, _CATALOG))
+            write_claim(Claim(("db.other",), owner, _CATALOG))
         runs(ctas=_ctas_result(swept=[_swept(done, ["dropped db.other"]), _swept(not_done, None)]))
 
         _operator(sql="CREATE TABLE db.t AS SELECT 1").execute(_context())
 
         assert read_claim(done) is None
-        assert read_claim(not_done) == Claim("db.other", not_done, _CATALOG)
+        assert read_claim(not_done) == Claim(("db.other",), not_done, _CATALOG)
         assert read_claim(_OWNER) is None
 
     def test_an_empty_undone_list_releases_the_swept_claim(self, runs):
         swept = _owner(task_id="a")
-        write_claim(Claim("db.other", swept, _CATALOG))
+        write_claim(Claim(("db.other",), swept, _CATALOG))
         runs(ctas=_ctas_result(swept=[_swept(swept, [])]))
 
         _operator(sql="CREATE TABLE db.t AS SELECT 1").execute(_context())
@@ -543,7 +546,7 @@ class TestExecute:
     def test_swept_claims_are_released_when_the_job_fails_too(self, runs):
         done, not_done = _owner(task_id="a"), _owner(task_id="b")
         for owner in (done, not_done):
-            write_claim(Claim("db.other", owner, _CATALOG))
+            write_claim(Claim(("db.other",), owner, _CATALOG))
         output = {"swept": [_swept(done, []), _swept(not_done, None)], "cleaned_up": True}
         runs(ctas=_Raised(SparkJobFailed("query failed"), JobResult(kind="ctas", error="query failed", output=output)))
 
@@ -556,12 +559,12 @@ class TestExecute:
 
     def test_the_job_runs_with_the_sweep_it_was_built_with(self, runs):
         other = _owner(task_id="a")
-        write_claim(Claim("db.other", other, _CATALOG))
+        write_claim(Claim(("db.other",), other, _CATALOG))
         fake = runs(ctas=_ctas_result(swept=[_swept(other, [])]))
 
         _operator(sql="CREATE TABLE db.t AS SELECT 1").execute(_context({"a": "failed"}))
 
-        assert fake.jobs[0].sweep == (CtasCleanupJob(table="db.other", owner=other),)
+        assert fake.jobs[0].sweep == (CtasCleanupJob(tables=("db.other",), owner=other),)
         assert read_claim(other) is None
 
     @pytest.mark.usefixtures("nothing_is_started")
@@ -595,36 +598,36 @@ class TestCleanUpAfterLostTry:
 
     def test_a_claim_gets_a_cleanup_job_then_is_released(self, runs, hooks_for):
         lost = _owner(try_number=2)
-        write_claim(Claim("db.t", lost, _CATALOG))
+        write_claim(Claim(("db.t",), lost, _CATALOG))
         fake = runs(ctas_cleanup=_cleanup_result())
         operator = _operator(sql="CREATE TABLE db.t AS SELECT 1")
 
         clean_up_after_lost_try({**_context(try_number=2), "task": operator})
 
         assert fake.kinds == ["ctas_cleanup"]
-        assert hooks_for == [(CtasCleanupJob(table="db.t", owner=lost), "cleanup")]
+        assert hooks_for == [(CtasCleanupJob(tables=("db.t",), owner=lost), "cleanup")]
         assert read_claim(lost) is None
 
     def test_the_claim_s_table_is_cleaned_even_if_the_task_now_names_another(self, runs, hooks_for):
-        write_claim(Claim("db.before", _OWNER, _CATALOG))
+        write_claim(Claim(("db.before",), _OWNER, _CATALOG))
         runs(ctas_cleanup=_cleanup_result(undone=[]))
 
         clean_up_after_lost_try({**_context(), "task": _operator(sql="CREATE TABLE db.after AS SELECT 1")})
 
-        assert [job.table for job, _ in hooks_for] == ["db.before"]
+        assert [job.tables for job, _ in hooks_for] == [("db.before",)]
 
     def test_a_late_callback_of_an_earlier_try_leaves_a_later_try_s_claim_and_tables_alone(self, runs, hooks_for):
         later = _owner(try_number=2)
-        write_claim(Claim("db.t", later, _CATALOG))  # try 2 has started: its claim replaced try 1's
+        write_claim(Claim(("db.t",), later, _CATALOG))  # try 2 has started: its claim replaced try 1's
         runs(ctas_cleanup=_cleanup_result(undone=[]))
 
         clean_up_after_lost_try({**_context(try_number=1), "task": _operator(sql="CREATE TABLE db.t AS SELECT 1")})
 
         assert [job.owner.try_number for job, _ in hooks_for if job.owner.try_number > 1] == []
-        assert read_claim(later) == Claim("db.t", later, _CATALOG)
+        assert read_claim(later) == Claim(("db.t",), later, _CATALOG)
 
     def test_the_lost_try_s_exchange_files_are_removed(self, runs):
-        write_claim(Claim("db.t", _OWNER, _CATALOG))
+        write_claim(Claim(("db.t",), _OWNER, _CATALOG))
         runs(ctas_cleanup=_cleanup_result())
         operator, context = _operator(sql="CREATE TABLE db.t AS SELECT 1"), _context()
         left = [
@@ -638,3 +641,104 @@ class TestCleanUpAfterLostTry:
 
         assert [path.exists() for path in left] == [False, False]
         assert list(left[0].parent.iterdir()) == []
+
+
+_SCRIPT = "CREATE TABLE db.a AS SELECT 1 AS id; INSERT INTO db.a SELECT 2; CREATE TABLE db.b AS SELECT * FROM db.a"
+
+
+def _sql_operator(sql: str = _SCRIPT) -> SparkSqlJobOperator:
+    return SparkSqlJobOperator(task_id="load", sql=sql)
+
+
+def _sql_result(**output: Any) -> JobResult:
+    output = {"statements_run": 3, "ctas": [], "undone_before": [], "swept": [], **output}
+    return JobResult(kind="sql", output=output, application_id="local-1")
+
+
+class TestSqlJobCtasStatements:
+    """SparkSqlJobOperator's CTAS statements get SparkCtasOperator's Airflow side: owner, sweep, claim, cleanup."""
+
+    def test_the_job_is_this_try_s_and_sweeps_what_lost_tries_of_other_tasks_left(self):
+        write_claim(Claim(("db.x", "db.y"), _owner(task_id="a"), _CATALOG))
+
+        job = _sql_operator().build_job(_context({"a": "failed"}))
+
+        assert job.owner == _OWNER
+        assert job.owned_tables == ("db.a", "db.b")
+        assert job.sweep == (CtasCleanupJob(tables=("db.x", "db.y"), owner=_owner(task_id="a")),)
+
+    def test_a_job_without_ctas_statements_looks_for_no_claims_to_sweep(self, monkeypatch):
+        monkeypatch.setattr(ctas_claims, "sweepable", lambda *args: pytest.fail("looked for claims"))
+
+        job = _sql_operator("CREATE TABLE db.a (id INT) USING parquet; INSERT INTO db.a SELECT 1").build_job(_context())
+
+        assert job.sweep == () and job.owned_tables == ()
+
+    def test_the_claim_names_the_ctas_tables_while_the_job_runs_and_is_released_after(self, runs):
+        fake = runs(sql=_sql_result())
+
+        value = _sql_operator().execute(_context())
+
+        assert fake.kinds == ["sql"]
+        assert fake.claims_during == [Claim(("db.a", "db.b"), _OWNER, _CATALOG)]
+        assert read_claim(_OWNER) is None
+        assert value["statements_run"] == 3
+
+    def test_a_job_that_undid_its_tables_is_reraised_without_a_cleanup_job(self, runs):
+        error = SparkJobFailed("statement 3/3 failed: x (undone: dropped the unfinished db.a of try 1)")
+        fake = runs(sql=_Raised(error, JobResult(kind="sql", error="x", output={"cleaned_up": True, "swept": []})))
+
+        with pytest.raises(SparkJobFailed) as caught:
+            _sql_operator().execute(_context())
+
+        assert caught.value is error
+        assert fake.kinds == ["sql"]
+        assert read_claim(_OWNER) is None
+
+    def test_a_job_that_did_not_report_its_cleanup_gets_one_cleanup_job_for_every_ctas_table(self, runs):
+        fake = runs(
+            sql=SparkJobFailed("the Spark job ended without writing its result"), ctas_cleanup=_cleanup_result()
+        )
+
+        with pytest.raises(SparkJobFailed):
+            _sql_operator().execute(_context())
+
+        assert fake.kinds == ["sql", "ctas_cleanup"]
+        assert fake.jobs[1] == CtasCleanupJob(tables=("db.a", "db.b"), owner=_OWNER)
+        assert read_claim(_OWNER) is None
+
+    def test_a_failed_job_without_ctas_statements_has_no_claim_and_gets_no_cleanup_job(self, runs):
+        fake = runs(sql=SparkJobFailed("the Spark job ended without writing its result"))
+
+        with pytest.raises(SparkJobFailed):
+            _sql_operator("INSERT INTO db.a SELECT 1").execute(_context())
+
+        assert fake.kinds == ["sql"]
+        assert fake.claims_during == [None]
+
+    def test_a_lost_try_s_claim_gets_a_cleanup_job_from_the_callback(self, runs):
+        write_claim(Claim(("db.a", "db.b"), _OWNER, _CATALOG))
+        fake = runs(ctas_cleanup=_cleanup_result())
+        operator = _sql_operator()
+
+        assert operator.on_failure_callback == operator.on_retry_callback == [clean_up_after_lost_try]
+        clean_up_after_lost_try({**_context(), "task": operator})
+
+        assert fake.jobs == [CtasCleanupJob(tables=("db.a", "db.b"), owner=_OWNER)]
+        assert read_claim(_OWNER) is None
+
+    @pytest.mark.usefixtures("nothing_is_started")
+    @pytest.mark.parametrize(
+        ("sql", "named"),
+        [
+            ("CREATE TABLE db.a USING parquet OPTIONS ('k' 'v') AS SELECT 1", "sql job: statement 1: CTAS statement"),
+            ("CREATE TABLE db.a AS SELECT 1; CREATE TABLE db.a AS SELECT 2", "statements 1 and 2 both create db.a"),
+        ],
+    )
+    def test_a_ctas_statement_that_cannot_run_as_a_ctas_fails_the_task_before_anything_starts(self, sql, named):
+        with pytest.raises(AirflowFailException) as caught:
+            _sql_operator(sql).execute(_context())
+
+        assert named in str(caught.value)
+        assert "\n" not in str(caught.value)
+        assert read_claim(_OWNER) is None

@@ -1,10 +1,11 @@
-"""parse_ctas: the CTAS job fields a ``CREATE TABLE ... AS SELECT`` statement gives, and its one-line errors."""
+"""parse_ctas: the CTAS job fields a ``CREATE TABLE ... AS SELECT`` statement gives, and its one-line errors; is_ctas:
+which statements of a SQL job are CTAS statements."""
 
 from __future__ import annotations
 
 import pytest
 
-from spark_tables.core.ctas.statement import parse_ctas
+from spark_tables.core.ctas.statement import is_ctas, parse_ctas
 from spark_tables.core.errors import SpecError
 
 
@@ -305,3 +306,37 @@ def test_an_unclosed_literal_of_many_doubled_quotes_fails_without_runaway_backtr
     statement = "CREATE TABLE t TBLPROPERTIES ('k' = '" + "it''s " * 30 + "AS SELECT 1"
 
     assert "TBLPROPERTIES" in _error_message(statement)
+
+
+CTAS_STATEMENTS = {
+    "bare": "CREATE TABLE t AS SELECT 1",
+    "clauses": "create table db.t using parquet partitioned by (k) as select 1 AS a, 2 AS k",
+    "if-not-exists": "CREATE TABLE IF NOT EXISTS t AS WITH x AS (SELECT 1 AS a) SELECT * FROM x",
+    "or-replace": "CREATE OR REPLACE TABLE t AS VALUES (1)",
+    "replace": "REPLACE TABLE t AS TABLE s",
+    "parenthesised-query": "CREATE TABLE t AS (SELECT 1)",
+    "comments": "-- daily\nCREATE TABLE t /* as select */ COMMENT 'as select' AS\n  SELECT 1",
+    "unreadable-clause": "CREATE TABLE t USING parquet OPTIONS ('compression' 'zstd') AS SELECT 1",
+    "hive-format": "CREATE TABLE t STORED AS parquet AS SELECT 1",
+}
+OTHER_STATEMENTS = {
+    "column-list": "CREATE TABLE t (a INT, b STRING) USING parquet",
+    "generated-column": "CREATE TABLE t (a INT, b INT GENERATED ALWAYS AS (a + 1)) USING parquet",
+    "as-in-a-literal": "CREATE TABLE t USING parquet TBLPROPERTIES ('note' = 'AS SELECT')",
+    "as-in-a-comment": "CREATE TABLE t -- AS SELECT\n (a INT)",
+    "hive-format": "CREATE TABLE t (a INT) STORED AS parquet",
+    "like": "CREATE TABLE t LIKE s",
+    "view": "CREATE VIEW v AS SELECT 1",
+    "insert": "INSERT INTO t SELECT 1",
+    "query": "SELECT 'CREATE TABLE t AS SELECT 1'",
+}
+
+
+@pytest.mark.parametrize("statement", CTAS_STATEMENTS.values(), ids=CTAS_STATEMENTS.keys())
+def test_a_statement_creating_a_table_from_a_query_is_a_ctas_whatever_its_clauses(statement):
+    assert is_ctas(statement) is True
+
+
+@pytest.mark.parametrize("statement", OTHER_STATEMENTS.values(), ids=OTHER_STATEMENTS.keys())
+def test_a_statement_without_a_query_to_fill_its_table_is_not_a_ctas(statement):
+    assert is_ctas(statement) is False

@@ -41,7 +41,7 @@ def test_spec_json_names_version_and_kind():
 
     assert document["version"] == SPEC_VERSION
     assert document["kind"] == "sql"
-    assert document["job"] == {"statements": ["SELECT 1"], "max_result_rows": 100}
+    assert document["job"] == {"statements": ["SELECT 1"], "max_result_rows": 100, "owner": None, "sweep": []}
 
 
 def test_unknown_kind_is_rejected():

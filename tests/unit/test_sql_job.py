@@ -1,8 +1,13 @@
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+from spark_tables.core.ctas.job import CtasCleanupJob, CtasJob
+from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.errors import SpecError
+from spark_tables.core.job_spec import JobSpec
 from spark_tables.core.sql.job import MAX_RESULT_ROWS_LIMIT, SqlJob
 
 
@@ -68,3 +73,79 @@ def test_max_result_rows_out_of_bounds_or_not_an_int_is_rejected(rows):
 
     assert f"max_result_rows={rows!r} is invalid" in message
     assert "\n" not in message
+
+
+_OWNER = TableOwner(dag_id="sales", run_id="scheduled__2026-01-01", task_id="load", map_index=-1, try_number=2)
+
+
+def test_ctas_statements_become_ctas_jobs_of_the_owner_by_statement_number():
+    job = SqlJob(
+        statements=[
+            "CREATE TABLE db.plain (a INT) USING parquet",
+            "CREATE TABLE db.a USING orc PARTITIONED BY (k) AS SELECT 1 AS v, 2 AS k",
+            "INSERT INTO db.a SELECT 3, 4",
+            "CREATE OR REPLACE TABLE db.b AS SELECT * FROM db.a",
+        ],
+        owner=_OWNER,
+    )
+
+    assert job.ctas == {
+        2: CtasJob(table="db.a", owner=_OWNER, query="SELECT 1 AS v, 2 AS k", format="orc", partitioned_by=("k",)),
+        4: CtasJob(table="db.b", owner=_OWNER, query="SELECT * FROM db.a", replace=True),
+    }
+    assert job.ctas[4].atomicity == "staging"
+    assert job.owned_tables == ("db.a", "db.b")
+
+
+def test_a_job_without_ctas_statements_owns_no_tables_and_needs_no_owner():
+    job = SqlJob(statements=["CREATE TABLE db.t (a INT) USING parquet", "INSERT INTO db.t SELECT 1"])
+
+    assert job.ctas == {}
+    assert job.owned_tables == ()
+
+
+def test_a_ctas_statement_without_an_owner_is_rejected():
+    message = _error_message(statements=["SELECT 1", "CREATE TABLE db.t AS SELECT 1"])
+
+    assert "statement 2 is a CREATE TABLE ... AS SELECT: give the job an owner" in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("statement", "named"),
+    [
+        (
+            "CREATE TABLE db.t USING parquet OPTIONS ('compression' 'zstd') AS SELECT 1",
+            "OPTIONS ('compression' 'zstd')\" before AS",
+        ),
+        ("CREATE TABLE db.t USING delta AS SELECT 1", "format 'delta' is not supported"),
+        ("CREATE TABLE db.t TBLPROPERTIES ('spark_tables.ctas.state' = 'x') AS SELECT 1", "reserved"),
+    ],
+)
+def test_a_ctas_statement_that_cannot_run_as_a_ctas_is_rejected_by_number(statement, named):
+    message = _error_message(statements=["SELECT 1", statement], owner=_OWNER)
+
+    assert message.startswith("sql job: statement 2: ")
+    assert named in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("second", ["CREATE TABLE db.t AS SELECT 2", "create or replace table DB.T as select 2"])
+def test_two_ctas_statements_of_one_table_are_rejected(second):
+    message = _error_message(statements=["CREATE TABLE db.t AS SELECT 1", "SELECT 1", second], owner=_OWNER)
+
+    assert "statements 1 and 3 both create" in message
+    assert "\n" not in message
+
+
+def test_owner_and_sweep_survive_a_json_round_trip():
+    other = {**dataclasses.asdict(_OWNER), "task_id": "other"}
+    job = SqlJob(
+        statements=["CREATE TABLE db.t AS SELECT 1"], owner=_OWNER, sweep=[{"tables": ["db.x"], "owner": other}]
+    )
+
+    again = JobSpec.from_json(JobSpec(job=job, result_uri="file:///r.json").to_json()).job
+
+    assert again == job
+    assert again.sweep == (CtasCleanupJob(tables=("db.x",), owner=TableOwner(**other)),)
+    assert again.ctas == job.ctas

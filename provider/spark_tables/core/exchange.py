@@ -27,7 +27,7 @@ def result_uri(
 
 
 def claim_uri(exchange_root: str, *, dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
-    """Where a task notes which table its tries may leave unfinished, until that is known not to be so."""
+    """Where a task notes which tables its tries may leave unfinished, until that is known not to be so."""
     return f"{exchange_root.rstrip('/')}/{flat_name([dag_id, run_id, task_id, str(map_index)])}.claim.json"
 
 

@@ -11,7 +11,8 @@ import re
 from spark_tables.core.errors import SpecError
 from spark_tables.core.statements import strip_final_semicolon, strip_leading_comments
 
-_QUERY_START = re.compile(r"(?:SELECT|WITH|FROM|VALUES|TABLE)\b|\(", re.IGNORECASE)
+#: How a query starts (a command cannot).
+QUERY_START = re.compile(r"(?:SELECT|WITH|FROM|VALUES|TABLE)\b|\(", re.IGNORECASE)
 _PRODUCER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -26,6 +27,6 @@ def checked_query(query: str | None, producer: str | None, what: str) -> str | N
                 "SparkSession that returns a DataFrame"
             )
         return None
-    if not (isinstance(query, str) and _QUERY_START.match(strip_leading_comments(query))):
+    if not (isinstance(query, str) and QUERY_START.match(strip_leading_comments(query))):
         raise SpecError(f"{what}: query must be a query (SELECT, WITH, FROM, VALUES or TABLE ...), not a command")
     return strip_final_semicolon(query)

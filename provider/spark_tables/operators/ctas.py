@@ -5,19 +5,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from spark_tables.core.ctas.job import CtasCleanupJob, CtasJob
-from spark_tables.core.ctas.ownership import TableOwner
+from spark_tables.core.ctas.job import CtasJob
 from spark_tables.core.ctas.statement import parse_ctas
 from spark_tables.core.errors import SpecError
-from spark_tables.core.job_result import JobResult
-from spark_tables.core.job_spec import CacheUse
-from spark_tables.hooks.ctas import claims as ctas_claims
+from spark_tables.operators.ctas_lifecycle import CtasLifecycleOperator
 from spark_tables.operators.spark_job import SparkJobOperator
 
 _STATEMENT_FIELDS = ("table", "query", "producer", "partitioned_by", "properties", "location", "comment")
 
 
-class SparkCtasOperator(SparkJobOperator):
+class SparkCtasOperator(CtasLifecycleOperator):
     """Create a table from a query's rows, or from a PySpark function's, and never leave a half-made table.
 
     Give ``sql`` (``CREATE [OR REPLACE] TABLE [IF NOT EXISTS] t [USING f] [PARTITIONED BY (...)] [LOCATION '...']
@@ -65,8 +62,6 @@ class SparkCtasOperator(SparkJobOperator):
         atomicity: str | None = None,
         **kwargs: Any,
     ) -> None:
-        for callback in ("on_failure_callback", "on_retry_callback"):
-            kwargs[callback] = [*_as_list(kwargs.get(callback)), clean_up_after_lost_try]
         super().__init__(**kwargs)
         self.sql = sql
         self.table = table
@@ -96,90 +91,4 @@ class SparkCtasOperator(SparkJobOperator):
             given["format"] = self.format
         if self.atomicity is not None:
             given["atomicity"] = self.atomicity
-        sweep = [CtasCleanupJob(table=c.table, owner=c.owner) for c in self._sweepable(context)]
-        return CtasJob(**given, owner=TableOwner.of_task_instance(context["ti"]), sweep=sweep)
-
-    def _sweepable(self, context: Any) -> list[ctas_claims.Claim]:
-        try:
-            claims = ctas_claims.sweepable(context["ti"], self.catalog_conn_id)
-        except Exception as err:  # sweeping is a courtesy to other tasks: never the reason this one fails
-            self.log.warning("could not look for what lost tries of other tasks left: %s", err)
-            return []
-        for claim in claims:
-            self.log.info(
-                "will sweep %s, claimed by %s, whose task is no longer running", claim.table, claim.owner.describe()
-            )
-        return claims
-
-    def execute(self, context: Any) -> dict[str, Any]:
-        owner, output = TableOwner.of_task_instance(context["ti"]), {}
-        try:
-            output = super().execute(context)
-        except BaseException:
-            if self._hook is None:  # bad input: nothing was claimed or started
-                raise
-            result = self._hook.last_result
-            output = result.output if result is not None else {}
-            if _cleaned_up(result):
-                ctas_claims.release_claim(owner)
-            else:
-                self.log.warning("the job did not report its cleanup: undoing what this try may have left")
-                try:
-                    _run_cleanup(self, context, ctas_claims.read_claim(owner))
-                except Exception as cleanup_error:  # the task fails with the job's error, not the cleanup's
-                    self.log.error(
-                        "the cleanup job failed too (%s): the claim is kept for this task's retry, the next CTAS "
-                        "on this catalog, or the failure callback",
-                        cleanup_error,
-                    )
-            raise
-        finally:
-            _release_swept(output)
-        ctas_claims.release_claim(owner)
-        return output
-
-    def hook_for(self, context: Any, job: Any, caches: tuple[CacheUse, ...] = (), purpose: str = "") -> Any:
-        hook = super().hook_for(context, job, caches, purpose)
-        if isinstance(job, CtasJob):  # last: only a job that will run claims its table
-            ctas_claims.write_claim(ctas_claims.Claim(job.table, job.owner, self.catalog_conn_id))
-        return hook
-
-
-def clean_up_after_lost_try(context: Any) -> None:
-    """Failure and retry callback: clean up after a try that died before it knew whether it left anything.
-
-    In the task process a try that ended normally has released its claim already, so this does nothing. After
-    a try was lost (worker gone, driver killed outright), the DAG processor runs it once Airflow notices, and
-    it runs a cleanup job for the claimed table.
-    """
-    claim = ctas_claims.read_claim(TableOwner.of_task_instance(context["ti"]))
-    if claim is None or claim.owner.try_number != context["ti"].try_number:
-        return  # released, or a later try's: that try is at work and cleans up after itself
-    _run_cleanup(context["task"], context, claim)
-
-
-def _run_cleanup(operator: SparkJobOperator, context: Any, claim: ctas_claims.Claim | None) -> None:
-    """Run the cleanup job for a claim, then release it."""
-    if claim is None:
-        return
-    operator.log.info("cleanup job for %s, after %s", claim.table, claim.owner.describe())
-    cleanup = CtasCleanupJob(table=claim.table, owner=claim.owner)
-    result = operator.run_hook(operator.hook_for(context, cleanup, purpose="cleanup"))
-    operator.log.info("cleanup: %s", "; ".join(result.output.get("undone", [])) or "nothing was left")
-    ctas_claims.release_claim(claim.owner)
-
-
-def _release_swept(output: dict[str, Any]) -> None:
-    for swept in output.get("swept", []):
-        if swept.get("undone") is not None:
-            ctas_claims.release_claim(TableOwner.from_dict(swept["owner"]))
-
-
-def _cleaned_up(result: JobResult | None) -> bool:
-    return result is not None and result.output.get("cleaned_up") is True
-
-
-def _as_list(callbacks: Any) -> list[Any]:
-    if callbacks is None:
-        return []
-    return list(callbacks) if isinstance(callbacks, list | tuple) else [callbacks]
+        return CtasJob(**given, owner=self.table_owner(context), sweep=self.sweep(context))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -11,15 +12,20 @@ from spark_tables.core.cache.table import CachedTable, split_cached_views
 from spark_tables.core.errors import SpecError
 from spark_tables.core.sql.job import SqlJob
 from spark_tables.core.statements import written_table
+from spark_tables.operators.ctas_lifecycle import CtasLifecycleOperator
 from spark_tables.operators.spark_job import SparkJobOperator
 
 
-class SparkSqlJobOperator(SparkJobOperator):
+class SparkSqlJobOperator(CtasLifecycleOperator):
     """Run Spark SQL statements in order in one Spark application, on the provider's catalog.
 
     XCom gets ``statements_run``, ``tables_written``, ``row_counts`` (rows in each written table afterwards)
     and, when the last statement is a query, its ``columns`` and first ``max_result_rows`` ``rows``.
     Only the last statement's query is executed; commands (CREATE, INSERT, ...) run where they stand.
+
+    A ``CREATE TABLE ... AS SELECT`` statement gets ``SparkCtasOperator``'s lifecycle: its table is created
+    marked as this try's and dropped with its files if the job fails or the task is stopped, never a table that
+    existed before; it is marked complete once every statement has run. XCom's ``ctas`` says what each did.
 
     :param sql: a list of statements, or one string (or ``.sql`` file) split on ``;``. (templated) A statement
         ``CREATE TEMPORARY VIEW name CACHED AS query`` declares a cached table (as ``caches`` does) instead of
@@ -38,10 +44,10 @@ class SparkSqlJobOperator(SparkJobOperator):
 
     def build_job(self, context: Any) -> SqlJob:
         statements, _ = split_cached_views(self._statements())
-        job = SqlJob(statements=statements, max_result_rows=self.max_result_rows)
+        job = SqlJob(statements=statements, max_result_rows=self.max_result_rows, owner=self.table_owner(context))
         for statement in job.statements:
             written_table(statement)  # rejects a written table whose name is not a valid identifier
-        return job
+        return dataclasses.replace(job, sweep=self.sweep(context)) if job.ctas else job
 
     def cached_tables(self, context: Any, job: Any) -> tuple[CachedTable, ...]:
         """The ``caches`` given, and those the SQL declares with ``CREATE TEMPORARY VIEW name CACHED AS``."""

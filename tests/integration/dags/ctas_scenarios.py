@@ -8,6 +8,7 @@ import pendulum
 from airflow.sdk import DAG
 
 from spark_tables.operators.ctas import SparkCtasOperator
+from spark_tables.operators.sql import SparkSqlJobOperator
 
 TABLE = "{{ dag_run.conf['table'] }}"
 #: Far more rows than two cores write in a test's lifetime: a job to stop from outside.
@@ -55,6 +56,17 @@ with DAG(dag_id="ctas_retry", **_DAG):
         query="SELECT IF(id < 5000 OR {{ ti.try_number }} > 1, id, raise_error('first try')) AS id FROM range(100000)",
         retries=1,
         retry_delay=timedelta(seconds=0),
+    )
+
+with DAG(dag_id="sql_ctas_failing", **_DAG):
+    # a SQL job's CTAS statements made two tables, one filled further, before its last statement failed
+    SparkSqlJobOperator(
+        task_id="sql",
+        sql=[
+            f"CREATE TABLE {TABLE} USING parquet AS SELECT id, 'first' AS v FROM range(1000)",
+            f"CREATE TABLE {TABLE}_totals AS SELECT v, count(*) AS n FROM {TABLE} GROUP BY v",
+            f"INSERT INTO {TABLE} SELECT id, 'second' AS v FROM ({FAILING})",
+        ],
     )
 
 with DAG(dag_id="ctas_quick", **_DAG):

@@ -20,30 +20,42 @@ _COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 @dataclass(frozen=True)
 class CtasCleanupJob:
-    """Drop what the tries of one CTAS task left unfinished, from outside a try that died before cleaning up.
+    """Drop what the tries of one task left unfinished of its CTAS tables, from outside a try that died before
+    cleaning up.
 
-    Only tables carrying this task's marks are touched: an unfinished table under the final name, its staging
+    Only tables carrying this task's marks are touched: an unfinished table under a final name, its staging
     table, and a replaced table moved aside by a swap that did not finish (which is moved back).
     """
 
     kind: ClassVar[str] = "ctas_cleanup"
-    table: str
+    tables: tuple[str, ...]
     owner: TableOwner
 
     def __post_init__(self) -> None:
-        TableIdentifier.parse(self.table)
+        if isinstance(self.tables, str) or not isinstance(self.tables, list | tuple) or not self.tables:
+            raise SpecError("ctas cleanup job: tables must be a non-empty list of table names")
+        for table in self.tables:
+            TableIdentifier.parse(table)
+        object.__setattr__(self, "tables", tuple(self.tables))
         object.__setattr__(self, "owner", TableOwner.from_dict(self.owner))
 
     @property
-    def identifier(self) -> TableIdentifier:
-        return TableIdentifier.parse(self.table)
+    def identifiers(self) -> tuple[TableIdentifier, ...]:
+        return tuple(TableIdentifier.parse(table) for table in self.tables)
 
 
-def _cleanup(entry: object) -> CtasCleanupJob:
+def sweep_entries(entries: object, job: str) -> tuple[CtasCleanupJob, ...]:
+    """A job's ``sweep`` (what lost tries of other tasks left, undone before its own work) as cleanup jobs."""
+    if isinstance(entries, str) or not isinstance(entries, list | tuple):
+        raise SpecError(f"{job}: sweep must be a list of {{tables, owner}} objects")
+    return tuple(_cleanup(entry, job) for entry in entries)
+
+
+def _cleanup(entry: object, job: str) -> CtasCleanupJob:
     if isinstance(entry, CtasCleanupJob):
         return entry
-    if not isinstance(entry, dict) or set(entry) != {"table", "owner"}:
-        raise SpecError("ctas job: each sweep entry must be an object with exactly table and owner")
+    if not isinstance(entry, dict) or set(entry) != {"tables", "owner"}:
+        raise SpecError(f"{job}: each sweep entry must be an object with exactly tables and owner")
     return CtasCleanupJob(**entry)
 
 
@@ -74,9 +86,7 @@ class CtasJob:
     def __post_init__(self) -> None:
         TableIdentifier.parse(self.table)
         object.__setattr__(self, "owner", TableOwner.from_dict(self.owner))
-        if isinstance(self.sweep, str) or not isinstance(self.sweep, list | tuple):
-            raise SpecError("ctas job: sweep must be a list of {table, owner} objects")
-        object.__setattr__(self, "sweep", tuple(_cleanup(entry) for entry in self.sweep))
+        object.__setattr__(self, "sweep", sweep_entries(self.sweep, "ctas job"))
         object.__setattr__(self, "query", checked_query(self.query, self.producer, "ctas job"))
         if not isinstance(self.format, str) or self.format.lower() not in FORMATS:
             raise SpecError(f"ctas job: format {self.format!r} is not supported: use one of {', '.join(FORMATS)}")
@@ -128,6 +138,11 @@ class CtasJob:
     @property
     def identifier(self) -> TableIdentifier:
         return TableIdentifier.parse(self.table)
+
+    @property
+    def owned_tables(self) -> tuple[str, ...]:
+        """The tables the job may create, marked as its owner's: what the task's claim names."""
+        return (self.table,)
 
     def describe(self) -> str:
         verb = "CREATE TABLE IF NOT EXISTS" if self.if_not_exists else "CREATE TABLE"

@@ -7,6 +7,7 @@ from typing import Any
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.identifiers import IDENTIFIER_PATTERN
+from spark_tables.core.row_source import QUERY_START
 from spark_tables.core.statements import strip_final_semicolon, strip_leading_comments
 
 #: A string literal; atomic, so that a doubled quote is never re-read as two literals (no runaway backtracking).
@@ -24,6 +25,13 @@ _CLAUSES = {
     "properties": re.compile(r"TBLPROPERTIES\s*\((?P<value>(?:[^)']|" + _STRING + r")*)\)", re.IGNORECASE),
 }
 _AS = re.compile(r"AS\s+", re.IGNORECASE)
+#: What ``is_ctas`` reads after the name: strings, quoted names and comments (skipped whole, whatever words they
+#: hold), parentheses (a column list, OPTIONS), and AS followed by a query.
+_TOKEN = re.compile(
+    rf"{_STRING}|\"(?:[^\"\\]|\\.)*\"|`(?:[^`]|``)*`|--[^\n]*|/\*.*?\*/|(?P<open>\()|(?P<close>\))"
+    rf"|(?P<query>\bAS\s*(?={QUERY_START.pattern}))",
+    re.IGNORECASE | re.DOTALL,
+)
 _COLUMN = re.compile(r"\s*(?P<name>`(?:[^`]|``)+`|[A-Za-z_][A-Za-z0-9_]*)\s*(?:,|\Z)")
 #: Spark's escapes in string literals (besides \uXXXX and octal \NNN); ``\%`` and ``\_`` keep their backslash
 #: (they are LIKE patterns' escapes); any other escaped character stands for itself.
@@ -32,6 +40,24 @@ _ESCAPE = re.compile(r"''|\\(u[0-9a-fA-F]{4}|[0-3][0-7]{2}|.)", re.DOTALL)
 _PROPERTY = re.compile(
     rf"\s*(?P<key>{_STRING}|[A-Za-z_][A-Za-z0-9_.]*)\s*=?\s*(?P<value>{_STRING})\s*(?:,|\Z)", re.DOTALL
 )
+
+
+def is_ctas(statement: str) -> bool:
+    """Whether a statement creates or replaces a table from a query (``CREATE [OR REPLACE] TABLE ... AS query``,
+    ``REPLACE TABLE ... AS query``), whatever its clauses: ``parse_ctas`` says whether it can read them."""
+    body = strip_leading_comments(statement)
+    head = _HEAD.match(body)
+    if head is None:
+        return False
+    depth = 0
+    for token in _TOKEN.finditer(body, head.end()):
+        if token.group("open"):
+            depth += 1
+        elif token.group("close"):
+            depth -= 1
+        elif token.group("query") and depth == 0:
+            return True
+    return False
 
 
 def parse_ctas(statement: str) -> dict[str, Any]:

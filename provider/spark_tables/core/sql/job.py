@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import ClassVar
 
+from spark_tables.core.ctas.job import CtasCleanupJob, CtasJob, sweep_entries
+from spark_tables.core.ctas.ownership import TableOwner
+from spark_tables.core.ctas.statement import is_ctas, parse_ctas
 from spark_tables.core.errors import SpecError
 from spark_tables.core.statements import strip_leading_comments
 
@@ -13,11 +17,18 @@ MAX_RESULT_ROWS_LIMIT = 10_000
 
 @dataclass(frozen=True)
 class SqlJob:
-    """Statements run in order; the rows of the last one, if it returns rows, come back capped."""
+    """Statements run in order; the rows of the last one, if it returns rows, come back capped.
+
+    A ``CREATE TABLE ... AS SELECT`` among them runs as a CTAS job (``ctas``): its table is marked as ``owner``'s
+    (the task try), kept only if the whole job succeeds, and dropped if it fails or stops. ``sweep`` is what lost
+    tries of other tasks left, undone before the statements run, as a CTAS job does.
+    """
 
     kind: ClassVar[str] = "sql"
     statements: tuple[str, ...]
     max_result_rows: int = 100
+    owner: TableOwner | None = None
+    sweep: tuple[CtasCleanupJob, ...] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.statements, str) or not isinstance(self.statements, list | tuple):
@@ -38,3 +49,43 @@ class SqlJob:
                 f"sql job: max_result_rows={self.max_result_rows!r} is invalid: use a whole number from 0 "
                 f"to {MAX_RESULT_ROWS_LIMIT}"
             )
+        if self.owner is not None:
+            object.__setattr__(self, "owner", TableOwner.from_dict(self.owner))
+        object.__setattr__(self, "sweep", sweep_entries(self.sweep, "sql job"))
+        self._check_ctas()
+
+    @cached_property
+    def ctas(self) -> dict[int, CtasJob]:
+        """The CTAS job of each statement that is a ``CREATE TABLE ... AS SELECT``, by statement number (from 1)."""
+        jobs = {}
+        for number, statement in enumerate(self.statements, start=1):
+            if not is_ctas(statement):
+                continue
+            if self.owner is None:
+                raise SpecError(
+                    f"sql job: statement {number} is a CREATE TABLE ... AS SELECT: give the job an owner (the task "
+                    "try), whose marks its table carries until the job has succeeded"
+                )
+            try:
+                jobs[number] = CtasJob(**parse_ctas(statement), owner=self.owner)
+            except SpecError as err:
+                raise SpecError(f"sql job: statement {number}: {err}") from None
+        return jobs
+
+    @property
+    def owned_tables(self) -> tuple[str, ...]:
+        """The tables the job may create, marked as its owner's: what the task's claim names."""
+        return tuple(job.table for job in self.ctas.values())
+
+    def _check_ctas(self) -> None:
+        """Every CTAS statement reads as a CTAS job, and no two make the same table (the second would find the
+        first's unfinished table, and a second replace its swap half done)."""
+        first: dict[tuple[str, ...], int] = {}
+        for number, job in self.ctas.items():
+            name = tuple(part.lower() for part in job.identifier.parts)
+            if name in first:
+                raise SpecError(
+                    f"sql job: statements {first[name]} and {number} both create {job.table} with CREATE TABLE ... "
+                    "AS SELECT: create it once, then write to it with INSERT"
+                )
+            first[name] = number

@@ -1,10 +1,12 @@
-"""Claims: a note, per CTAS task, of the table its tries may leave unfinished, kept until that is known not to be so.
+"""Claims: a note, per task whose job makes CTAS tables, of the tables its tries may leave unfinished, kept until that
+is known not to be so.
 
 A task writes its claim before its job starts and releases it when the job reports that it finished or undid
 what it created. A claim that outlives its try means the try died without knowing (its process and driver
 killed outright, its machine gone). Two things find such claims: the task's failure and retry callbacks (run by
-the DAG processor when Airflow notices a lost worker), and every later CTAS task on the same catalog, whose job
-first undoes what the claimed tries of tasks that are no longer running left (``sweepable``).
+the DAG processor when Airflow notices a lost worker), and every later task on the same catalog whose job makes
+CTAS tables (a CTAS, or a SQL job with CTAS statements): its job first undoes what the claimed tries of tasks
+that are no longer running left (``sweepable``).
 """
 
 from __future__ import annotations
@@ -28,17 +30,19 @@ FINISHED_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", 
 
 @dataclass(frozen=True)
 class Claim:
-    table: str
+    tables: tuple[str, ...]
     owner: TableOwner
     catalog_conn_id: str
 
     def to_json(self) -> str:
-        return json.dumps({"table": self.table, "owner": asdict(self.owner), "catalog_conn_id": self.catalog_conn_id})
+        return json.dumps(
+            {"tables": list(self.tables), "owner": asdict(self.owner), "catalog_conn_id": self.catalog_conn_id}
+        )
 
     @classmethod
     def from_json(cls, text: str) -> Claim:
         data = json.loads(text)
-        return cls(data["table"], TableOwner.from_dict(data["owner"]), data["catalog_conn_id"])
+        return cls(tuple(data["tables"]), TableOwner.from_dict(data["owner"]), data["catalog_conn_id"])
 
 
 def _task(owner: TableOwner) -> dict[str, Any]:

@@ -1,9 +1,13 @@
-"""The ``ctas`` and ``ctas_cleanup`` jobs: FLIP-218's job status hooks, run inside the Spark application.
+"""FLIP-218's job status hooks for CTAS, run inside the Spark application: the ``ctas`` and ``ctas_cleanup`` jobs,
+and the steps (``CtasTable``) the ``sql`` job runs for each of its ``CREATE TABLE ... AS SELECT`` statements.
 
 - created: the query is analysed (not run) and the table is created with its schema, marked as this try's.
-- finished: the rows are written, statistics computed, the table marked complete (level ``table``), or the
-  staging table marked complete and given the final name (level ``staging``; for a replace, swapped in).
-- failed or cancelled: what this try created is dropped with its files, and the job fails with the error.
+- finished: the rows are written and statistics computed; at level ``staging`` the staging table is given the
+  final name (for a replace, swapped in, the old table moved aside). The table is marked complete, and a table
+  it replaced dropped, once the job that made it has succeeded: a ``ctas`` job at once (at level ``staging``
+  before the rename), a ``sql`` job after its last statement.
+- failed or cancelled: what this try created is dropped with its files (a replaced table given its name back),
+  and the job fails with the error.
 
 Every try starts by undoing what earlier tries of the same task left unfinished, so retries are safe; the
 ``ctas_cleanup`` job runs the same undo from outside, for a try that died before it could clean up.
@@ -43,85 +47,161 @@ log = logging.getLogger(__name__)
 _NAME_TAKEN_CONDITIONS = ("TABLE_OR_VIEW_ALREADY_EXISTS", "_LEGACY_ERROR_TEMP_3065")
 
 
+class NameTaken(JobError):
+    """Another task created a table under the name, free when this one looked, while this one was making its own."""
+
+
 class CtasFailed(JobError):
-    """The job failed and left nothing of its own behind; ``output`` says what it undid."""
+    """A job that makes CTAS tables failed, and left none of its own unfinished; ``output`` says what it undid."""
 
     def __init__(self, message: str, output: dict[str, Any]) -> None:
         super().__init__(message)
         self.output = output
 
 
-def run_ctas(spark: SparkSession, job: CtasJob, cancellation: Cancellation) -> dict[str, Any]:
-    target, owner = job.identifier, job.owner
-    log.info("%s, for %s", job.describe(), owner.describe())
-    result: dict[str, Any] = {"table": str(target), "atomicity": job.atomicity}
-    created = name_was_free = False
-    result["swept"] = [_sweep(spark, cleanup) for cleanup in job.sweep]
-    try:
-        result["undone_before"] = undo_unfinished(spark, target, owner)
+class CtasTable:
+    """One CTAS's table through its lifecycle, in the steps of the job that makes it: ``make`` (created marked as
+    this try's, filled, given its name), then ``complete`` once the job has succeeded, or, when it fails,
+    ``undo_unfinished``.
+
+    A ``ctas`` job is complete when its table is filled; a ``sql`` job only when its last statement has run, so
+    its CTAS tables stay marked ``filling`` (and a table a replace moved aside stays) until then.
+    """
+
+    def __init__(self, spark: SparkSession, job: CtasJob) -> None:
+        self.spark = spark
+        self.job = job
+        #: Whether this try created the table (or its staging table): what a failure has to undo.
+        self.created = False
+
+    def make(self, cancellation: Cancellation, *, complete: bool) -> dict[str, Any]:
+        """Make the table, marked complete at once if ``complete``; return what happened, for XCom: ``created``,
+        and ``replaced``, ``reused_from_try`` or ``skipped``.
+
+        Raises ``NameTaken`` if another task takes the name meanwhile (with IF NOT EXISTS: skipped instead).
+        """
+        spark, job, target, owner = self.spark, self.job, self.job.identifier, self.job.owner
         existing = catalog_tables.properties(spark, target)
         if existing is not None and owner.is_same_task(existing) and existing.get(STATE) == COMPLETE:
             log.info("%s was completed by try %s of this task: nothing to do", target, owner_try(existing))
-            return {**result, **_finished(spark, target), "created": False, "reused_from_try": owner_try(existing)}
+            return {"created": False, "reused_from_try": owner_try(existing)}
         if existing is not None and not job.replace:
             if job.if_not_exists:
                 log.info("%s exists and IF NOT EXISTS was given: the job does not run", target)
-                return {**result, "created": False, "skipped": "table exists"}
+                return {"created": False, "skipped": "table exists"}
             raise JobError(
                 f"table {target} already exists, and this task did not create it: use IF NOT EXISTS to skip, "
                 "REPLACE TABLE to replace it, or another name"
             )
-        name_was_free = existing is None
+        try:
+            self._build(cancellation, replacing=existing is not None, complete=complete)
+        except Exception as err:
+            if existing is not None or not _taken_by_another(spark, target, owner, err):
+                raise
+            if not job.if_not_exists:
+                raise NameTaken(
+                    f"table {target} was created meanwhile by another task, whose table is left as it is"
+                ) from err
+            log.info("%s was created meanwhile by another task, and IF NOT EXISTS was given", target)
+            undone = undo_unfinished(spark, target, owner) if self.created else []
+            self.created = False
+            return {"created": False, "skipped": "table created meanwhile by another task", "undone": undone}
+        return {"created": True, "replaced": existing is not None}
+
+    def _build(self, cancellation: Cancellation, *, replacing: bool, complete: bool) -> None:
+        spark, job, target = self.spark, self.job, self.job.identifier
         # Analysed, not run: a query that does not analyse fails before anything exists.
         frame = rows(spark, job.query, job.producer)
         _check_before_creating(job, frame)
         cancellation.check()
-        name = staging_table(target, owner) if job.atomicity == "staging" else target
+        name = staging_table(target, job.owner) if job.atomicity == "staging" else target
         _create(spark, name, frame, job)
-        created = True
+        self.created = True
         cancellation.check()
         _fill(spark, name, frame)
         cancellation.check()
         catalog_tables.analyze(spark, name)
-        if job.atomicity == "staging":
-            _publish(spark, name, target, owner, replacing=existing is not None)
-        else:
-            catalog_tables.set_properties(spark, name, {STATE: COMPLETE})
+        if name != target:
+            _publish(spark, name, target, job.owner, replacing=replacing, complete=complete)
+        if complete:
+            self.complete()
+
+    def complete(self) -> None:
+        """Mark the table complete and drop the table a replace moved aside: the job that made it has succeeded."""
+        spark, target, owner = self.spark, self.job.identifier, self.job.owner
+        marks = catalog_tables.properties(spark, target)
+        if marks is None or not owner.is_same_task(marks):  # a later statement of the job dropped or renamed it
+            log.warning("%s is no longer a table of this task: there is nothing to mark complete", target)
+            return
+        if marks.get(STATE) != COMPLETE:
+            catalog_tables.set_properties(spark, target, {STATE: COMPLETE})
+        if marks.get(REPLACED):
+            catalog_tables.drop(spark, replaced_table(target, owner))
+
+    def finished(self) -> dict[str, Any]:
+        """Where the table is and what it holds: ``location``, ``format``, and ``rows`` and ``bytes``."""
+        return _finished(self.spark, self.job.identifier)
+
+
+def run_ctas(spark: SparkSession, job: CtasJob, cancellation: Cancellation) -> dict[str, Any]:
+    target, owner = job.identifier, job.owner
+    log.info("%s, for %s", job.describe(), owner.describe())
+    result: dict[str, Any] = {"table": str(target), "atomicity": job.atomicity, "swept": sweep(spark, job.sweep)}
+    table = CtasTable(spark, job)
+    try:
+        result["undone_before"] = undo_unfinished(spark, target, owner)
+        outcome = table.make(cancellation, complete=True)
     except Exception as err:
-        undone = undo_unfinished(spark, target, owner) if created else []
-        lost_race = name_was_free and _taken_by_another(spark, target, owner, err)
-        if lost_race and job.if_not_exists:
-            log.info("%s was created meanwhile by another task, and IF NOT EXISTS was given", target)
-            return {**result, "created": False, "skipped": "table created meanwhile by another task", "undone": undone}
-        if lost_race:
-            cause = f"table {target} was created meanwhile by another task, whose table is left as it is"
-        elif cancellation.requested:
+        undone = undo_unfinished(spark, target, owner) if table.created else []
+        if cancellation.requested and not isinstance(err, NameTaken):  # a name taken meanwhile says more
             cause = f"cancelled: {cancellation.reason}"
         else:
             cause = one_line(err)
-        undone_text = f" (undone: {'; '.join(undone) or 'nothing was left'})" if created else ""
-        raise CtasFailed(cause + undone_text, output={**result, "undone": undone, "cleaned_up": True}) from err
-    finished = _finished(spark, target)
-    log.info("%s is complete: %s rows, %s bytes", target, finished["rows"], finished["bytes"])
-    return {**result, **finished, "created": True, "replaced": existing is not None}
+        note = undone_note(undone) if table.created else ""
+        raise CtasFailed(cause + note, output={**result, "undone": undone, "cleaned_up": True}) from err
+    if "skipped" in outcome:
+        return {**result, **outcome}
+    finished = table.finished()
+    if outcome["created"]:
+        log.info("%s is complete: %s rows, %s bytes", target, finished["rows"], finished["bytes"])
+    return {**result, **finished, **outcome}
 
 
 def run_ctas_cleanup(spark: SparkSession, job: CtasCleanupJob, cancellation: Cancellation) -> dict[str, Any]:
-    log.info("undoing what %s left unfinished of %s", job.owner.describe(), job.table)
-    undone = undo_unfinished(spark, job.identifier, job.owner, up_to_try=job.owner.try_number)
-    return {"table": job.table, "undone": undone, "cleaned_up": True}
+    log.info("undoing what %s left unfinished of %s", job.owner.describe(), ", ".join(job.tables))
+    return {"tables": list(job.tables), "undone": _undo_claimed(spark, job), "cleaned_up": True}
+
+
+def sweep(spark: SparkSession, cleanups: tuple[CtasCleanupJob, ...]) -> list[dict[str, Any]]:
+    """Undo what lost tries of other tasks left (their claims); a failure is logged, and its claim kept for later."""
+    return [_sweep(spark, cleanup) for cleanup in cleanups]
 
 
 def _sweep(spark: SparkSession, cleanup: CtasCleanupJob) -> dict[str, Any]:
-    """Undo what a lost try of another task left; a failure here is logged, and its claim is kept for later."""
-    swept = {"table": cleanup.table, "owner": dataclasses.asdict(cleanup.owner)}
+    swept = {"tables": list(cleanup.tables), "owner": dataclasses.asdict(cleanup.owner)}
+    tables = ", ".join(cleanup.tables)
     try:
-        undone = undo_unfinished(spark, cleanup.identifier, cleanup.owner, up_to_try=cleanup.owner.try_number)
+        undone = _undo_claimed(spark, cleanup)
     except Exception as err:
-        log.warning("could not sweep %s of %s: %s", cleanup.table, cleanup.owner.describe(), one_line(err))
+        log.warning("could not sweep %s of %s: %s", tables, cleanup.owner.describe(), one_line(err))
         return {**swept, "undone": None}
-    log.info("swept %s of %s: %s", cleanup.table, cleanup.owner.describe(), "; ".join(undone) or "nothing was left")
+    log.info("swept %s of %s: %s", tables, cleanup.owner.describe(), "; ".join(undone) or "nothing was left")
     return {**swept, "undone": undone}
+
+
+def _undo_claimed(spark: SparkSession, cleanup: CtasCleanupJob) -> list[str]:
+    """Undo what the claimed try, and earlier tries of its task, left of its tables; never a later try's."""
+    up_to_try = cleanup.owner.try_number
+    return [
+        line
+        for table in cleanup.identifiers
+        for line in undo_unfinished(spark, table, cleanup.owner, up_to_try=up_to_try)
+    ]
+
+
+def undone_note(undone: list[str]) -> str:
+    """What a failed job undid, to end its error line with."""
+    return f" (undone: {'; '.join(undone) or 'nothing was left'})"
 
 
 def undo_unfinished(
@@ -143,17 +223,16 @@ def undo_unfinished(
     target_marks = catalog_tables.properties(spark, target)
     staging_marks = catalog_tables.properties(spark, staging)
     later_try_swapping = staging_marks is not None and owner.is_same_task(staging_marks) and not ours(staging_marks)
+    if ours(target_marks) and target_marks.get(STATE) != COMPLETE:
+        catalog_tables.drop(spark, target)
+        done.append(f"dropped the unfinished {target} of try {owner_try(target_marks)}")
+        target_marks = None  # the name is free: a table its replace moved aside comes back, below
     if target_marks is None and not later_try_swapping and catalog_tables.exists(spark, replaced):
-        catalog_tables.rename(spark, replaced, target)  # a swap cut short: the old table gets its name back
+        catalog_tables.rename(spark, replaced, target)  # a swap undone or cut short: the old table gets its name back
         done.append(f"restored the replaced table {target}")
-        target_marks = catalog_tables.properties(spark, target)
-    if ours(target_marks):
-        if target_marks.get(STATE) != COMPLETE:
-            catalog_tables.drop(spark, target)
-            done.append(f"dropped the unfinished {target} of try {owner_try(target_marks)}")
-        elif target_marks.get(REPLACED) and catalog_tables.exists(spark, replaced):
-            catalog_tables.drop(spark, replaced)  # the swap finished but for dropping the table it replaced
-            done.append(f"dropped {replaced}, which {target} replaced")
+    elif ours(target_marks) and target_marks.get(REPLACED) and catalog_tables.exists(spark, replaced):
+        catalog_tables.drop(spark, replaced)  # the swap finished but for dropping the table it replaced
+        done.append(f"dropped {replaced}, which {target} replaced")
     if ours(staging_marks):
         catalog_tables.drop(spark, staging)
         done.append(f"dropped the staging table {staging} of try {owner_try(staging_marks)}")
@@ -198,17 +277,26 @@ def _fill(spark: SparkSession, name: TableIdentifier, frame: DataFrame) -> None:
 
 
 def _publish(
-    spark: SparkSession, staging: TableIdentifier, target: TableIdentifier, owner: TableOwner, *, replacing: bool
+    spark: SparkSession,
+    staging: TableIdentifier,
+    target: TableIdentifier,
+    owner: TableOwner,
+    *,
+    replacing: bool,
+    complete: bool,
 ) -> None:
-    """Give the complete staging table the final name; a replace moves the old table aside for the instant."""
+    """Give the filled staging table the final name; a replace moves the old table aside, where it stays until
+    ``CtasTable.complete`` drops it.
+
+    ``complete``: mark the table complete first (a ``ctas`` job), so that the name never shows it unfinished.
+    """
     replaced = replaced_table(target, owner)
-    marks = {STATE: COMPLETE, **({REPLACED: str(replaced)} if replacing else {})}
-    catalog_tables.set_properties(spark, staging, marks)
+    marks = {**({STATE: COMPLETE} if complete else {}), **({REPLACED: str(replaced)} if replacing else {})}
+    if marks:
+        catalog_tables.set_properties(spark, staging, marks)
     if replacing:
         catalog_tables.rename(spark, target, replaced)
     catalog_tables.rename(spark, staging, target)
-    if replacing:
-        catalog_tables.drop(spark, replaced)
 
 
 def _finished(spark: SparkSession, table: TableIdentifier) -> dict[str, Any]:

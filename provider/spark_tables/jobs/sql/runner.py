@@ -1,18 +1,27 @@
-"""The ``sql`` job: run statements in order, report the tables they wrote and the last query's rows."""
+"""The ``sql`` job: run statements in order, report the tables they wrote and the last query's rows.
+
+A ``CREATE TABLE ... AS SELECT`` runs as a CTAS does (``jobs.ctas.lifecycle.CtasTable``): its table is created
+marked as this try's, kept and marked complete only once every statement has run, and dropped with its files
+if the job fails or is stopped. Before the first statement, the job undoes what earlier tries of the task left
+unfinished of those tables, and what lost tries of other tasks left (``sweep``).
+"""
 
 from __future__ import annotations
 
 import datetime
 import decimal
 import logging
+from collections.abc import Iterable
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
+from spark_tables.core.ctas.job import CtasJob
 from spark_tables.core.errors import JobError, one_line
 from spark_tables.core.sql.job import SqlJob
 from spark_tables.core.statements import summary, written_table
 from spark_tables.jobs.cancellation import Cancellation
+from spark_tables.jobs.ctas.lifecycle import CtasFailed, CtasTable, sweep, undo_unfinished, undone_note
 
 log = logging.getLogger(__name__)
 
@@ -20,36 +29,83 @@ log = logging.getLogger(__name__)
 class StatementFailed(JobError):
     """A statement failed; the message names which one and Spark's own first line."""
 
+    @classmethod
+    def of(cls, number: int, total: int, err: BaseException) -> StatementFailed:
+        return cls(f"statement {number}/{total} failed: {one_line(err)}")
+
 
 def run_sql(spark: SparkSession, job: SqlJob, cancellation: Cancellation) -> dict[str, Any]:
+    result: dict[str, Any] = {"swept": sweep(spark, job.sweep)}
+    made: list[CtasTable] = []
+    try:
+        result["undone_before"] = _undo_unfinished(spark, job.ctas.values())
+        output = _run_statements(spark, job, cancellation, made)
+        for table in made:
+            if table.created:
+                table.complete()
+    except Exception as err:
+        undone = _undo_unfinished(spark, [table.job for table in made])
+        note = undone_note(undone) if any(table.created for table in made) else ""
+        raise CtasFailed(one_line(err) + note, output={**result, "undone": undone, "cleaned_up": True}) from err
+    return {**result, **output}
+
+
+def _run_statements(
+    spark: SparkSession, job: SqlJob, cancellation: Cancellation, made: list[CtasTable]
+) -> dict[str, Any]:
+    """Run the statements in order; the table of each CTAS statement goes to ``made`` as the statement starts."""
+    reports: list[dict[str, Any]] = []  # what each CTAS statement did
     tables_written: list[str] = []
     frame = table = None
     total = len(job.statements)
     for number, statement in enumerate(job.statements, start=1):
         cancellation.check()
         log.info("statement %d/%d: %s", number, total, summary(statement))
+        ctas = job.ctas.get(number)
         try:
-            frame = spark.sql(statement)  # commands run here; a query runs only if it is the last statement
+            if ctas is None:
+                frame = spark.sql(statement)  # commands run here; a query runs only if it is the last statement
+            else:
+                frame = None
+                made.append(CtasTable(spark, ctas))
+                outcome = made[-1].make(cancellation, complete=False)
+                reports.append({"statement": number, "table": ctas.table, "atomicity": ctas.atomicity, **outcome})
         except Exception as err:
-            raise StatementFailed(f"statement {number}/{total} failed: {one_line(err)}") from err
+            raise StatementFailed.of(number, total, err) from err
         table = written_table(statement)
         if table is not None and str(table) not in tables_written:
             tables_written.append(str(table))
-
-    output: dict[str, Any] = {
+    try:
+        last_rows = _last_rows(frame if table is None else None, job.max_result_rows)  # a query's, not a command's
+    except Exception as err:  # the last statement's query runs here
+        raise StatementFailed.of(total, total, err) from err
+    return {
         "statements_run": total,
         "tables_written": tables_written,
-        "row_counts": {table: spark.table(table).count() for table in tables_written},
-        "columns": [],
-        "rows": [],
-        "rows_truncated": False,
+        "row_counts": {name: spark.table(name).count() for name in tables_written},
+        "ctas": [
+            report if "skipped" in report else {**report, **ctas_table.finished()}
+            for report, ctas_table in zip(reports, made, strict=True)
+        ],
+        **last_rows,
     }
-    if frame is not None and table is None and frame.columns:  # the last statement read rows, wrote none
-        rows = frame.limit(job.max_result_rows + 1).collect()
-        output["columns"] = frame.columns
-        output["rows"] = [[_json_value(value) for value in row] for row in rows[: job.max_result_rows]]
-        output["rows_truncated"] = len(rows) > job.max_result_rows
-    return output
+
+
+def _undo_unfinished(spark: SparkSession, jobs: Iterable[CtasJob]) -> list[str]:
+    """Undo what this try, and earlier tries of its task, left unfinished of the tables of these CTAS statements."""
+    return [line for ctas in jobs for line in undo_unfinished(spark, ctas.identifier, ctas.owner)]
+
+
+def _last_rows(frame: DataFrame | None, max_rows: int) -> dict[str, Any]:
+    """The columns and first ``max_rows`` rows of the last statement's query, JSON-ready."""
+    if frame is None or not frame.columns:
+        return {"columns": [], "rows": [], "rows_truncated": False}
+    rows = frame.limit(max_rows + 1).collect()
+    return {
+        "columns": frame.columns,
+        "rows": [[_json_value(value) for value in row] for row in rows[:max_rows]],
+        "rows_truncated": len(rows) > max_rows,
+    }
 
 
 def _json_value(value: Any) -> Any:

@@ -1,0 +1,128 @@
+"""The Airflow side of CTAS's lifecycle, shared by every operator whose job makes CTAS tables: who owns them, the
+claim that names them while the job runs, and the cleanup after a try that could not clean up itself."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spark_tables.core.ctas.job import CtasCleanupJob, CtasJob
+from spark_tables.core.ctas.ownership import TableOwner
+from spark_tables.core.job_result import JobResult
+from spark_tables.core.job_spec import CacheUse, Job
+from spark_tables.core.sql.job import SqlJob
+from spark_tables.hooks.ctas import claims as ctas_claims
+from spark_tables.hooks.spark_job import SparkJobHook
+from spark_tables.operators.spark_job import SparkJobOperator
+
+
+class CtasLifecycleOperator(SparkJobOperator):
+    """A job operator whose job makes tables marked as this task try's: ``SparkCtasOperator``, and
+    ``SparkSqlJobOperator`` for its ``CREATE TABLE ... AS SELECT`` statements.
+
+    The job gets the try as its tables' owner (``table_owner``) and what lost tries of other tasks left
+    (``sweep``). While it runs, the task's claim names its tables; the claim is released once the job reports
+    them complete or undone. A job that ended without saying so (its driver lost, the task interrupted first)
+    gets a cleanup job, and so does a try that died with its task process (the failure and retry callbacks).
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        for callback in ("on_failure_callback", "on_retry_callback"):
+            kwargs[callback] = [*_as_list(kwargs.get(callback)), clean_up_after_lost_try]
+        super().__init__(**kwargs)
+        self._claim: ctas_claims.Claim | None = None
+
+    def table_owner(self, context: Any) -> TableOwner:
+        """The try whose marks the job's tables carry until the job has succeeded."""
+        return TableOwner.of_task_instance(context["ti"])
+
+    def sweep(self, context: Any) -> list[CtasCleanupJob]:
+        """What lost tries of other tasks on this catalog left: the job undoes it before its own work."""
+        try:
+            claims = ctas_claims.sweepable(context["ti"], self.catalog_conn_id)
+        except Exception as err:  # sweeping is a courtesy to other tasks: never the reason this one fails
+            self.log.warning("could not look for what lost tries of other tasks left: %s", err)
+            return []
+        for claim in claims:
+            self.log.info(
+                "will sweep %s, claimed by %s, whose task is no longer running",
+                ", ".join(claim.tables),
+                claim.owner.describe(),
+            )
+        return [CtasCleanupJob(tables=claim.tables, owner=claim.owner) for claim in claims]
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        output: dict[str, Any] = {}
+        self._claim = None
+        try:
+            output = super().execute(context)
+        except BaseException:
+            result = self._hook.last_result if self._hook is not None else None
+            output = result.output if result is not None else {}
+            if self._claim is not None:  # the job was to make tables, and has started
+                self._settle_failed_claim(context, self._claim, result)
+            raise
+        finally:
+            _release_swept(output)
+        if self._claim is not None:
+            ctas_claims.release_claim(self._claim.owner)
+        return output
+
+    def _settle_failed_claim(self, context: Any, claim: ctas_claims.Claim, result: JobResult | None) -> None:
+        """Release the claim of a failed job that undid its tables; else run the cleanup job, which releases it."""
+        if _cleaned_up(result):
+            ctas_claims.release_claim(claim.owner)
+            return
+        self.log.warning("the job did not report its cleanup: undoing what this try may have left")
+        try:
+            _run_cleanup(self, context, claim)
+        except Exception as cleanup_error:  # the task fails with the job's error, not the cleanup's
+            self.log.error(
+                "the cleanup job failed too (%s): the claim is kept for this task's retry, the next CTAS on this "
+                "catalog, or the failure callback",
+                cleanup_error,
+            )
+
+    def hook_for(self, context: Any, job: Job, caches: tuple[CacheUse, ...] = (), purpose: str = "") -> SparkJobHook:
+        hook = super().hook_for(context, job, caches, purpose)
+        if isinstance(job, CtasJob | SqlJob) and job.owned_tables:  # last: only a job that will run claims tables
+            self._claim = ctas_claims.Claim(job.owned_tables, job.owner, self.catalog_conn_id)
+            ctas_claims.write_claim(self._claim)
+        return hook
+
+
+def clean_up_after_lost_try(context: Any) -> None:
+    """Failure and retry callback: clean up after a try that died before it knew whether it left anything.
+
+    In the task process a try that ended normally has released its claim already, so this does nothing. After
+    a try was lost (worker gone, driver killed outright), the DAG processor runs it once Airflow notices, and
+    it runs a cleanup job for the claimed tables.
+    """
+    claim = ctas_claims.read_claim(TableOwner.of_task_instance(context["ti"]))
+    if claim is None or claim.owner.try_number != context["ti"].try_number:
+        return  # released, or a later try's: that try is at work and cleans up after itself
+    _run_cleanup(context["task"], context, claim)
+
+
+def _run_cleanup(operator: SparkJobOperator, context: Any, claim: ctas_claims.Claim) -> None:
+    """Run the cleanup job for a claim, then release it."""
+    operator.log.info("cleanup job for %s, after %s", ", ".join(claim.tables), claim.owner.describe())
+    cleanup = CtasCleanupJob(tables=claim.tables, owner=claim.owner)
+    result = operator.run_hook(operator.hook_for(context, cleanup, purpose="cleanup"))
+    operator.log.info("cleanup: %s", "; ".join(result.output.get("undone", [])) or "nothing was left")
+    ctas_claims.release_claim(claim.owner)
+
+
+def _release_swept(output: dict[str, Any]) -> None:
+    for swept in output.get("swept", []):
+        if swept.get("undone") is not None:
+            ctas_claims.release_claim(TableOwner.from_dict(swept["owner"]))
+
+
+def _cleaned_up(result: JobResult | None) -> bool:
+    return result is not None and result.output.get("cleaned_up") is True
+
+
+def _as_list(callbacks: Any) -> list[Any]:
+    if callbacks is None:
+        return []
+    return list(callbacks) if isinstance(callbacks, list | tuple) else [callbacks]
