@@ -57,6 +57,29 @@ def test_reports_written_tables_with_their_row_counts(spark: SparkSession) -> No
     assert output["rows"] == [] and output["columns"] == []
 
 
+def test_a_scratch_table_made_and_dropped_by_the_job_is_not_counted(spark: SparkSession) -> None:
+    output = run_sql(
+        spark,
+        SqlJob(
+            statements=(
+                "CREATE DATABASE IF NOT EXISTS sqljob",
+                "DROP TABLE IF EXISTS sqljob.totals",
+                "CREATE TABLE sqljob.scratch USING parquet AS SELECT id FROM range(4)",
+                "CREATE TABLE sqljob.totals USING parquet AS SELECT count(*) AS n FROM sqljob.scratch",
+                "DROP TABLE sqljob.scratch",
+            ),
+            owner=owner(),
+        ),
+        Cancellation(),
+    )
+
+    assert output["tables_written"] == ["sqljob.scratch", "sqljob.totals"]
+    assert output["row_counts"] == {"sqljob.totals": 1}  # the scratch table is gone: nothing to count
+    assert not spark.catalog.tableExists("sqljob.scratch") and spark.table("sqljob.totals").head().n == 4
+    scratch, totals = output["ctas"]
+    assert scratch["dropped_later"] is True and totals["rows"] == 1
+
+
 def test_returns_the_last_querys_rows_capped_and_json_ready(spark: SparkSession) -> None:
     output = run_sql(
         spark,

@@ -82,13 +82,21 @@ def _run_statements(
     return {
         "statements_run": total,
         "tables_written": tables_written,
-        "row_counts": {name: spark.table(name).count() for name in tables_written},
-        "ctas": [
-            report if "skipped" in report else {**report, **ctas_table.finished()}
-            for report, ctas_table in zip(reports, made, strict=True)
-        ],
+        # a table the job wrote and dropped again (a scratch table) has no rows to count
+        "row_counts": {name: spark.table(name).count() for name in tables_written if spark.catalog.tableExists(name)},
+        "ctas": [_ctas_report(spark, report, ctas_table) for report, ctas_table in zip(reports, made, strict=True)],
         **last_rows,
     }
+
+
+def _ctas_report(spark: SparkSession, report: dict[str, Any], table: CtasTable) -> dict[str, Any]:
+    """What a CTAS statement did, with where its table is and what it holds, unless it was skipped or a later
+    statement dropped it (a scratch table)."""
+    if "skipped" in report:
+        return report
+    if not spark.catalog.tableExists(table.job.table):
+        return {**report, "dropped_later": True}
+    return {**report, **table.finished()}
 
 
 def _undo_unfinished(spark: SparkSession, jobs: Iterable[CtasJob]) -> list[str]:
