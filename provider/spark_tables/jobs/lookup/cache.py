@@ -6,6 +6,7 @@ Python values; the rows of a key are a tuple of tuples, so nothing handed out ca
 
 from __future__ import annotations
 
+import datetime
 import sys
 import threading
 import time
@@ -13,6 +14,7 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from spark_tables.jobs.lookup.metrics import CacheMetrics
@@ -56,23 +58,44 @@ class LookupCache(ABC):
         """Release what the cache holds outside the process: nothing by default."""
 
 
+#: Exact types of values holding no object ``deep_sizeof`` would count: a container's values of these types are
+#: counted without a turn of its loop each (a cache entry's values mostly are).
+_PLAIN_VALUES = frozenset(
+    {
+        type(None),
+        bool,
+        int,
+        float,
+        str,
+        bytes,
+        Decimal,
+        datetime.date,
+        datetime.datetime,
+        datetime.time,
+        datetime.timedelta,
+    }
+)
+
+
 def deep_sizeof(*objects: object) -> int:
     """Bytes of ``objects`` and of everything inside their tuples, lists, sets and dicts, each object counted once."""
-    seen: set[int] = set()
+    found: dict[int, object] = {}
     pending = list(objects)
-    total = 0
     while pending:
         item = pending.pop()
-        if id(item) in seen:
+        if id(item) in found:
             continue
-        seen.add(id(item))
-        total += sys.getsizeof(item)
-        if isinstance(item, dict):
+        found[id(item)] = item
+        if isinstance(item, tuple | list | set | frozenset):
+            for part in item:
+                if type(part) in _PLAIN_VALUES:
+                    found[id(part)] = part
+                else:
+                    pending.append(part)
+        elif isinstance(item, dict):
             pending.extend(item.keys())
             pending.extend(item.values())
-        elif isinstance(item, tuple | list | set | frozenset):
-            pending.extend(item)
-    return total
+    return sum(map(sys.getsizeof, found.values()))
 
 
 @dataclass(slots=True)
@@ -150,7 +173,7 @@ class DefaultLookupCache(LookupCache):
 
     def put(self, key: Key, rows: Iterable[Iterable[Any]]) -> Rows | None:
         """Cache ``rows``; with ``cache_missing_key`` off, an empty result is not cached and drops what was."""
-        frozen_rows = tuple(tuple(row) for row in rows)
+        frozen_rows = tuple(map(tuple, rows))
         with self._lock:
             now = self._clock()
             self._expire(now)

@@ -50,8 +50,10 @@ class CacheMetrics:
         with self._lock:
             self._values[name] += 1
 
-    def hit(self) -> None:
-        self._add_one("hitCount")
+    def hit(self, count: int = 1) -> None:
+        """Count ``count`` hits: a batch's later lookups of a cached key count together (see ``CachingLookup``)."""
+        with self._lock:
+            self._values["hitCount"] += count
 
     def miss(self) -> None:
         self._add_one("missCount")

@@ -4,6 +4,15 @@ Each worker keeps one ``CachingLookup`` per lookup table of the application (its
 PARTIAL, its cache), for as long as Spark reuses the worker: later tasks and micro-batches of the same
 application find the cache warm. After each partition the worker leaves a snapshot of its metrics in the job's
 metrics folder, one file a worker, overwritten; the driver adds them up.
+
+With PARTIAL, each Arrow batch is joined by its distinct keys: Arrow encodes the key columns (``DistinctKeys``),
+the lookup answers each distinct key once for all its rows when the cache holds it
+(``CachingLookup.lookup_distinct``), and Arrow ``take`` builds the output, in the probe rows' order. Counts and
+rows are those of key-by-key lookups but where the cache would lose a key during the batch: a key evicted (by
+``lookup.partial-cache.max-rows``) or expired between two of its rows is still a hit for the later ones, where key
+by key they would miss and load it again; the keys the cache holds are looked up before the batch's loads can
+evict them; the cache's recency order after a batch follows that order (see ``caching_lookup``). NONE looks every
+row's key up, in row order, as before.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from spark_tables.core.lookup.table import SourceTable
 from spark_tables.jobs.exchange_files import write_result
 from spark_tables.jobs.lookup.cache import DefaultLookupCache
 from spark_tables.jobs.lookup.caching_lookup import CachingLookup
+from spark_tables.jobs.lookup.distinct_keys import DistinctKeys
 from spark_tables.jobs.lookup.metrics import COUNTER_NAMES, CacheMetrics
 from spark_tables.jobs.lookup.source import source_for
 
@@ -100,20 +110,9 @@ class PartitionLookup:
 
     def join(self, batch: pa.RecordBatch, lookup: CachingLookup) -> pa.RecordBatch:
         """Each probe row once per row its key has (once with nulls if none, unless inner); a null key has none."""
-        keys = list(zip(*(batch.column(name).to_pylist() for name in self.on), strict=True))
-        lookup.prefetch([key for key in keys if None not in key])
-        indexes: list[int] = []
-        joined: list[tuple] = []  # the value rows, one a probe row of the output, turned into columns at the end
-        unmatched = () if self.inner else ((None,) * len(self.value_types),)
-        for index, key in enumerate(keys):
-            rows = (None not in key and lookup.lookup(key)) or unmatched
-            indexes.extend([index] * len(rows))
-            joined.extend(rows)
-        lookup.clear_prefetched()
-        probe = batch.take(pa.array(indexes, type=pa.int64()))
-        values = zip(*joined, strict=True) if joined else ([] for _ in self.value_types)
-        appended = [pa.array(list(column), type=kind) for column, kind in zip(values, self.value_types, strict=True)]
-        return pa.RecordBatch.from_arrays([*probe.columns, *appended], names=[*batch.schema.names, *self.value_names])
+        keys = DistinctKeys.of(batch, self.on) if lookup.cached else DistinctKeys.each_row(batch, self.on)
+        answers = lookup.lookup_distinct(keys.keys, keys.occurrences)
+        return keys.join(batch, answers, self.value_names, self.value_types, inner=self.inner)
 
     def leave_metrics(self, lookup: CachingLookup, before: dict[str, float]) -> None:
         """Write this worker's counts for the job so far, and its cache's gauges as they are now."""
