@@ -2,7 +2,8 @@
 tasks' XComs in the last run of each example DAG, and the tables' parquet files), and where to look.
 
 Usage: python scripts/demo_summary.py DS LOOKUP_LEFT_OUT LOOKUP_DATABASE, with AIRFLOW_HOME set (scripts/setup.sh);
-LOOKUP_LEFT_OUT is empty when example_spark_lookup ran, else why it did not.
+LOOKUP_LEFT_OUT is empty when example_spark_lookup and example_spark_plan (which need PostgreSQL) ran, else why
+they did not.
 """
 
 from __future__ import annotations
@@ -129,8 +130,46 @@ def lookup_joins(left_out: str, database: str) -> list[str]:
     ]
 
 
+def compiled_plans(left_out: str, database: str) -> list[str]:
+    if left_out:
+        return ["Compiled plans (example_spark_plan)", f"  not run: {left_out}"]
+    x = xcoms("example_spark_plan")
+    compiled, explained = x["compile"]["compile"], x["explain"]["explain"]
+    queries = x["execute"]["execute"]["queries"]
+    return [
+        "Compiled plans (example_spark_plan)",
+        "  ran:   add_orders added 200 orders (20 of them sent twice) and 30 customers to the stream tables;",
+        f"         compile {'wrote' if compiled['written'] else 'kept (IF NOT EXISTS)'} the plan "
+        f"{x['explain']['plan_uri']};",
+        "         shorten_deduplication edited the deduplication's TTL in it, as a person would;",
+        "         explain checked it against the catalog; its operators and their state TTLs:",
+        *(
+            f"      [{node['id']}] {node['type']:<30} "
+            + ", ".join(f"{state['name']} {state['ttl']}" for state in node["state"])
+            for node in explained["nodes"]
+            if "state" in node
+        ),
+        *(f"      warning: {warning}" for warning in explained["warnings"]),
+        "         execute ran each sink's query over what the tables got since the last run:",
+        *(
+            f"      {query['sink']:<16} {query['input_rows']:>5,} rows in, {query['rows_upserted']:>4,} upserted, "
+            f"{query['rows_deleted']:>3,} deleted, in {query['write_calls']} write call(s)"
+            for query in queries
+        ),
+        "  look:  the plan file (JSON, edit its TTLs); explain's XCom 'explain' (the graph, for the UI);",
+        f"         spark_tables_demo.shop_counts and .order_customers in PostgreSQL ({database});",
+        f"         the checkpoints under {HOME}/spark_tables/checkpoints/",
+    ]
+
+
 def main(ds: str, lookup_left_out: str, lookup_database: str) -> None:
-    blocks = [sql_jobs(ds), ctas(), cached_tables(), lookup_joins(lookup_left_out, lookup_database)]
+    blocks = [
+        sql_jobs(ds),
+        ctas(),
+        cached_tables(),
+        lookup_joins(lookup_left_out, lookup_database),
+        compiled_plans(lookup_left_out, lookup_database),
+    ]
     blocks.append(
         [
             "Everything",

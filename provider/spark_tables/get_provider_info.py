@@ -13,7 +13,8 @@ def get_provider_info() -> dict[str, Any]:
         "name": "Spark Tables",
         "description": (
             "Flink-style table programs on Spark, run through spark-submit: CTAS with cleanup, cached tables "
-            "across a DAG run's tasks, lookup joins with partial and full caches."
+            "across a DAG run's tasks, lookup joins with partial and full caches, compiled streaming plans with "
+            "per-operator state TTL."
         ),
         "versions": [__version__],
         "integrations": [
@@ -32,6 +33,7 @@ def get_provider_info() -> dict[str, Any]:
                     "spark_tables.operators.ctas",
                     "spark_tables.operators.cache",
                     "spark_tables.operators.lookup",
+                    "spark_tables.operators.plan",
                 ],
             }
         ],
@@ -42,6 +44,7 @@ def get_provider_info() -> dict[str, Any]:
                     "spark_tables.hooks.spark_job",
                     "spark_tables.hooks.catalog",
                     "spark_tables.hooks.lookup.tables",
+                    "spark_tables.hooks.plan",
                 ],
             }
         ],
@@ -114,6 +117,17 @@ def get_provider_info() -> dict[str, Any]:
                         "version_added": "0.1.0",
                         "type": "string",
                         "example": "s3a://bucket/spark_tables/lookup",
+                        "default": None,
+                    },
+                    "checkpoint_uri": {
+                        "description": (
+                            "URI under which executed compiled plans keep their streaming checkpoints, a folder per "
+                            "plan, so that each run resumes where the last one ended. Spark's driver and executors "
+                            "must reach it (hdfs://, s3a://). Default: checkpoints under home."
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "s3a://bucket/spark_tables/checkpoints",
                         "default": None,
                     },
                     "jvm_class_archive": {

@@ -6,7 +6,6 @@ import contextlib
 import dataclasses
 import datetime
 import logging
-import os
 import threading
 from collections.abc import Iterator
 from decimal import Decimal
@@ -26,15 +25,10 @@ from spark_tables.jobs.cancellation import Cancellation, JobCancelled
 from spark_tables.jobs.lookup.join import LookupJoin, run_lookup_join
 from spark_tables.jobs.lookup.postgres import PostgresLookupSource
 from spark_tables.jobs.lookup.reload import LoadFailed, load_snapshot, read_pointer, run_lookup_reload, versions
+from tests.spark.postgres import PG
 
 pytestmark = pytest.mark.spark
 
-PG = {
-    "host": os.environ.get("SPARK_TABLES_TEST_PG_HOST", "127.0.0.1"),
-    "port": int(os.environ.get("SPARK_TABLES_TEST_PG_PORT", "5432")),
-    "database": "spark_tables_test",
-    "user": os.environ.get("SPARK_TABLES_TEST_PG_USER", "postgres"),
-}
 SCHEMA = "lookup_spark_tests"
 #: Keys 1..40, each with a name and an amount; key 7 has two rows (a lookup returns both).
 DIMENSION = [(k, f"customer-{k}", Decimal(k) / 4) for k in range(1, 41)] + [(7, "customer-7-bis", Decimal("0.50"))]

@@ -10,6 +10,8 @@ from spark_tables.core.errors import SpecError
 from spark_tables.core.job_spec import JOB_KINDS, SPEC_VERSION, JobSpec, holds_secret, job_from_dict
 from spark_tables.core.lookup.job import LookupJoinJob, LookupReloadJob
 from spark_tables.core.lookup.table import LookupSpec, SourceTable
+from spark_tables.core.plan.job import PlanJob, PlanOptions
+from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.core.sql.job import SqlJob
 
 
@@ -41,7 +43,13 @@ def test_spec_json_names_version_and_kind():
 
     assert document["version"] == SPEC_VERSION
     assert document["kind"] == "sql"
-    assert document["job"] == {"statements": ["SELECT 1"], "max_result_rows": 100, "owner": None, "sweep": []}
+    assert document["job"] == {
+        "statements": ["SELECT 1"],
+        "max_result_rows": 100,
+        "owner": None,
+        "sweep": [],
+        "plans": None,
+    }
 
 
 def test_unknown_kind_is_rejected():
@@ -49,13 +57,14 @@ def test_unknown_kind_is_rejected():
         JobSpec.from_json(_spec_document(kind="flink"))
 
 
-def test_job_kinds_are_sql_ctas_ctas_cleanup_and_lookups():
+def test_job_kinds_are_sql_ctas_ctas_cleanup_lookups_and_plans():
     assert dict(JOB_KINDS) == {
         "sql": SqlJob,
         "ctas": CtasJob,
         "ctas_cleanup": CtasCleanupJob,
         "lookup_join": LookupJoinJob,
         "lookup_reload": LookupReloadJob,
+        "plan": PlanJob,
     }
 
 
@@ -63,7 +72,7 @@ def test_unknown_kind_error_lists_every_kind():
     with pytest.raises(SpecError) as caught:
         JobSpec.from_json(_spec_document(kind="flink"))
 
-    assert "use one of ['ctas', 'ctas_cleanup', 'lookup_join', 'lookup_reload', 'sql']" in str(caught.value)
+    assert "use one of ['ctas', 'ctas_cleanup', 'lookup_join', 'lookup_reload', 'plan', 'sql']" in str(caught.value)
 
 
 def test_unknown_job_field_is_rejected_by_name():
@@ -199,3 +208,28 @@ def test_a_part_that_says_whether_it_holds_a_secret_is_believed(says):
 def test_a_secret_is_found_at_any_depth():
     assert holds_secret(({"outer": {"inner": [{"password": "x"}]}},))
     assert not holds_secret(({"outer": {"inner": [{"password": ""}]}},))
+
+
+def test_a_plan_job_survives_a_json_round_trip_and_its_sink_password_marks_the_spec_secret():
+    sink = PostgresUpsertSink(name="counts", conn_id="pg", table="public.counts", key=("shop",))
+    job = PlanJob(
+        statement="EXECUTE PLAN 's3://plans/p.json'",
+        options=PlanOptions(
+            configuration={"table.exec.state.ttl": "1 h"},
+            postgres_sinks=(sink,),
+            connections={"counts": {"host": "db", "port": 5432, "database": "d", "user": "u", "password": "s3cret"}},
+            checkpoints="file:///checkpoints",
+        ),
+    )
+    spec = JobSpec(job=job, result_uri="file:///r.json")
+
+    assert JobSpec.from_json(spec.to_json()) == spec
+    assert spec.carries_credentials
+    assert "s3cret" not in repr(job)
+
+
+def test_a_plan_job_that_executes_needs_its_checkpoints():
+    with pytest.raises(SpecError, match=r"executing a plan needs options\.checkpoints"):
+        PlanJob(statement="COMPILE AND EXECUTE PLAN '/p.json' FOR INSERT INTO t SELECT * FROM s")
+    with pytest.raises(SpecError, match=r"table\.exec\.state\.ttl='soon' is not a duration"):
+        PlanJob(statement="EXPLAIN PLAN '/p.json'", options={"configuration": {"table.exec.state.ttl": "soon"}})

@@ -14,6 +14,7 @@ from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.ctas.job import CtasCleanupJob, CtasJob
 from spark_tables.core.errors import SpecError
 from spark_tables.core.lookup.job import LookupJoinJob, LookupReloadJob
+from spark_tables.core.plan.job import PlanJob
 from spark_tables.core.sql.job import SqlJob
 
 SPEC_VERSION = 1
@@ -29,7 +30,7 @@ class Job(Protocol):
 
 #: Every job kind the driver runs, by name. Adding a kind is one entry here and its runner in ``jobs.entry``.
 JOB_KINDS: dict[str, type[Job]] = {
-    kind.kind: kind for kind in (SqlJob, CtasJob, CtasCleanupJob, LookupJoinJob, LookupReloadJob)
+    kind.kind: kind for kind in (SqlJob, CtasJob, CtasCleanupJob, LookupJoinJob, LookupReloadJob, PlanJob)
 }
 
 

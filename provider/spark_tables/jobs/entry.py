@@ -27,6 +27,7 @@ from spark_tables.jobs.ctas.lifecycle import run_ctas, run_ctas_cleanup
 from spark_tables.jobs.exchange_files import read_text, write_result
 from spark_tables.jobs.lookup.join import run_lookup_join
 from spark_tables.jobs.lookup.reload import run_lookup_reload
+from spark_tables.jobs.plan.runner import run_plan
 from spark_tables.jobs.sql.runner import run_sql
 
 log = logging.getLogger("spark_tables")
@@ -38,6 +39,7 @@ JOB_RUNNERS: dict[str, Callable[[SparkSession, Any, Cancellation], dict[str, Any
     "ctas_cleanup": run_ctas_cleanup,
     "lookup_join": run_lookup_join,
     "lookup_reload": run_lookup_reload,
+    "plan": run_plan,
 }
 
 

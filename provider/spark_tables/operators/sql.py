@@ -10,8 +10,11 @@ from airflow.providers.common.sql.hooks.sql import DbApiHook
 
 from spark_tables.core.cache.table import CachedTable, split_cached_views
 from spark_tables.core.errors import SpecError
+from spark_tables.core.plan.sinks import PostgresUpsertSink
+from spark_tables.core.plan.statements import is_plan_statement, rejoin_statement_sets
 from spark_tables.core.sql.job import SqlJob
 from spark_tables.core.statements import written_table
+from spark_tables.hooks.plan import CompiledPlanHook
 from spark_tables.operators.ctas_lifecycle import CtasLifecycleOperator
 from spark_tables.operators.spark_job import SparkJobOperator
 
@@ -31,20 +34,54 @@ class SparkSqlJobOperator(CtasLifecycleOperator):
         ``CREATE TEMPORARY VIEW name CACHED AS query`` declares a cached table (as ``caches`` does) instead of
         running: the first task of the DAG run that declares it computes and writes it, later ones read it.
     :param max_result_rows: how many rows of the last query come back in XCom.
+
+    Plan statements (``COMPILE [AND EXECUTE] PLAN``, ``EXECUTE PLAN``, ``EXPLAIN PLAN``) run as the plan operators
+    run them; XCom's ``plans`` says what each did.
+
+    :param plan_configuration: the plan statements' job-level options (``table.exec.state.ttl``, ...). (templated)
+    :param postgres_sinks: ``PostgresUpsertSink`` declarations a compiled ``INSERT INTO`` may name.
+    :param checkpoints: root of executed plans' checkpoints; default ``[spark_tables] checkpoint_uri``. (templated)
     """
 
-    template_fields: Sequence[str] = (*SparkJobOperator.template_fields, "sql")
+    template_fields: Sequence[str] = (
+        *SparkJobOperator.template_fields,
+        "sql",
+        "plan_configuration",
+        "checkpoints",
+    )
     template_ext: Sequence[str] = (".sql",)
     template_fields_renderers: ClassVar[dict[str, str]] = {**SparkJobOperator.template_fields_renderers, "sql": "sql"}
 
-    def __init__(self, *, sql: str | list[str], max_result_rows: int = 100, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        sql: str | list[str],
+        max_result_rows: int = 100,
+        plan_configuration: dict[str, Any] | None = None,
+        postgres_sinks: Sequence[PostgresUpsertSink] = (),
+        checkpoints: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.sql = sql
         self.max_result_rows = max_result_rows
+        self.plan_configuration = plan_configuration
+        self.postgres_sinks = tuple(postgres_sinks)
+        self.checkpoints = checkpoints
 
     def build_job(self, context: Any) -> SqlJob:
         statements, _ = split_cached_views(self._statements())
-        job = SqlJob(statements=statements, max_result_rows=self.max_result_rows, owner=self.table_owner(context))
+        plan_statements = [statement for statement in statements if is_plan_statement(statement)]
+        plans = (
+            CompiledPlanHook().plan_options(
+                plan_statements, self.plan_configuration, self.postgres_sinks, self.checkpoints
+            )
+            if plan_statements
+            else None
+        )
+        job = SqlJob(
+            statements=statements, max_result_rows=self.max_result_rows, owner=self.table_owner(context), plans=plans
+        )
         for statement in job.statements:
             written_table(statement)  # rejects a written table whose name is not a valid identifier
         return dataclasses.replace(job, sweep=self.sweep(context)) if job.ctas else job
@@ -59,4 +96,4 @@ class SparkSqlJobOperator(CtasLifecycleOperator):
         )
         if not isinstance(statements, list | tuple):
             raise SpecError(f"sql must be a string or a list of strings, not {type(self.sql).__name__}")
-        return tuple(statements)
+        return tuple(rejoin_statement_sets(statements))

@@ -36,6 +36,12 @@ def lookup_uri() -> str:
     return conf.get(SECTION, "lookup_uri", fallback=None) or "file://" + os.path.join(home(), "lookup")
 
 
+def checkpoint_uri() -> str:
+    """Root URI of executed plans' streaming checkpoints (``[spark_tables] checkpoint_uri``), a folder per plan, kept
+    across runs so that each run resumes where the last ended; the Spark driver and executors reach it."""
+    return conf.get(SECTION, "checkpoint_uri", fallback=None) or "file://" + os.path.join(home(), "checkpoints")
+
+
 def default_timezone() -> str:
     """Airflow's ``[core] default_timezone``: where a timed reload's time of day without an offset is read."""
     return conf.get("core", "default_timezone", fallback="utc") or "utc"

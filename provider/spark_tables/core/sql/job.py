@@ -10,6 +10,8 @@ from spark_tables.core.ctas.job import CtasCleanupJob, CtasJob, sweep_entries
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.ctas.statement import is_ctas, parse_ctas
 from spark_tables.core.errors import SpecError
+from spark_tables.core.plan.job import PlanOptions
+from spark_tables.core.plan.statements import is_plan_statement, parse_plan_statement
 from spark_tables.core.statements import strip_leading_comments
 
 MAX_RESULT_ROWS_LIMIT = 10_000
@@ -22,6 +24,8 @@ class SqlJob:
     A ``CREATE TABLE ... AS SELECT`` among them runs as a CTAS job (``ctas``): its table is marked as ``owner``'s
     (the task try), kept only if the whole job succeeds, and dropped if it fails or stops. ``sweep`` is what lost
     tries of other tasks left, undone before the statements run, as a CTAS job does.
+
+    A plan statement (``COMPILE PLAN``, ``EXECUTE PLAN``, ``EXPLAIN PLAN``) runs as a plan job does, with ``plans``.
     """
 
     kind: ClassVar[str] = "sql"
@@ -29,6 +33,7 @@ class SqlJob:
     max_result_rows: int = 100
     owner: TableOwner | None = None
     sweep: tuple[CtasCleanupJob, ...] = ()
+    plans: PlanOptions | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.statements, str) or not isinstance(self.statements, list | tuple):
@@ -52,7 +57,10 @@ class SqlJob:
         if self.owner is not None:
             object.__setattr__(self, "owner", TableOwner.from_dict(self.owner))
         object.__setattr__(self, "sweep", sweep_entries(self.sweep, "sql job"))
+        if self.plans is not None:
+            object.__setattr__(self, "plans", PlanOptions.from_dict(self.plans))
         self._check_ctas()
+        self._check_plan_statements()
 
     @cached_property
     def ctas(self) -> dict[int, CtasJob]:
@@ -89,3 +97,18 @@ class SqlJob:
                     "AS SELECT: create it once, then write to it with INSERT"
                 )
             first[name] = number
+
+    def _check_plan_statements(self) -> None:
+        """Every plan statement reads as one, and one that executes a plan has somewhere to keep its checkpoint."""
+        for number, statement in enumerate(self.statements, start=1):
+            if not is_plan_statement(statement):
+                continue
+            try:
+                parsed = parse_plan_statement(statement)
+            except SpecError as err:
+                raise SpecError(f"sql job: statement {number}: {err}") from None
+            if parsed.executes and (self.plans is None or not self.plans.checkpoints):
+                raise SpecError(
+                    f"sql job: statement {number} executes a plan: give the job plans.checkpoints, the root of "
+                    "its checkpoints"
+                )

@@ -6,18 +6,15 @@ import functools
 import json
 from typing import Any
 
-from airflow.providers.common.compat.sdk import AirflowNotFoundException, BaseHook
+from airflow.providers.common.compat.sdk import BaseHook
 from airflow.sdk import ObjectStoragePath
 
 from spark_tables.core.catalog_config import DEFAULT_JDBC_DRIVER_JAR
-from spark_tables.core.errors import SpecError
 from spark_tables.core.lookup.snapshot import POINTER, Pointer, snapshot_root
 from spark_tables.core.lookup.table import LookupSpec, LookupTable, SourceTable
+from spark_tables.hooks.postgres import connection_settings, postgres_connection
 from spark_tables.utils import settings
 from spark_tables.utils.local_spark import postgres_jdbc_driver
-
-#: Airflow connection types a lookup table can read, and the source kind of the Spark job for each.
-SOURCE_KINDS = {"postgres": "postgres", "postgresql": "postgres"}
 
 
 class LookupTableHook(BaseHook):
@@ -36,32 +33,15 @@ class LookupTableHook(BaseHook):
 
     @functools.cached_property
     def _connection(self) -> Any:
-        try:
-            return self.get_connection(self.lookup.conn_id)
-        except AirflowNotFoundException:
-            raise SpecError(
-                f"lookup table {self.lookup.name}: connection {self.lookup.conn_id!r} does not exist: create it "
-                "(type postgres: host, port, schema = database, login, password)"
-            ) from None
+        return postgres_connection(self.lookup.conn_id, f"lookup table {self.lookup.name}")
 
     def source_table(self) -> SourceTable:
-        conn = self._connection
-        kind = SOURCE_KINDS.get(conn.conn_type or "")
-        if kind is None:
-            raise SpecError(
-                f"lookup table {self.lookup.name}: connection {self.lookup.conn_id!r} is of type {conn.conn_type!r}: "
-                f"lookup tables read {sorted(SOURCE_KINDS)} connections"
-            )
-        if not conn.host or not conn.schema:
-            raise SpecError(
-                f"lookup table {self.lookup.name}: connection {self.lookup.conn_id!r} needs a host and a schema "
-                "(the database name)"
-            )
-        settings_ = {"host": conn.host, "port": conn.port or 5432, "database": conn.schema, "user": conn.login}
-        if conn.password:
-            settings_["password"] = conn.password
         return SourceTable(
-            kind=kind, connection=settings_, table=self.lookup.table, key=self.lookup.key, columns=self.lookup.columns
+            kind="postgres",
+            connection=connection_settings(self._connection),
+            table=self.lookup.table,
+            key=self.lookup.key,
+            columns=self.lookup.columns,
         )
 
     def jdbc_driver_jar(self) -> str:

@@ -18,10 +18,13 @@ from pyspark.sql import DataFrame, SparkSession
 
 from spark_tables.core.ctas.job import CtasJob
 from spark_tables.core.errors import JobError, one_line
+from spark_tables.core.plan.job import PlanOptions
+from spark_tables.core.plan.statements import is_plan_statement
 from spark_tables.core.sql.job import SqlJob
 from spark_tables.core.statements import summary, written_table
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.ctas.lifecycle import CtasFailed, CtasTable, sweep, undo_unfinished, undone_note
+from spark_tables.jobs.plan.runner import run_plan_statement
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +58,7 @@ def _run_statements(
 ) -> dict[str, Any]:
     """Run the statements in order; the table of each CTAS statement goes to ``made`` as the statement starts."""
     reports: list[dict[str, Any]] = []  # what each CTAS statement did
+    plans: list[dict[str, Any]] = []  # what each plan statement did
     tables_written: list[str] = []
     frame = table = None
     total = len(job.statements)
@@ -63,7 +67,11 @@ def _run_statements(
         log.info("statement %d/%d: %s", number, total, summary(statement))
         ctas = job.ctas.get(number)
         try:
-            if ctas is None:
+            if is_plan_statement(statement):
+                frame = None
+                outcome = run_plan_statement(spark, statement, job.plans or PlanOptions(), cancellation)
+                plans.append({"statement": number, **outcome})
+            elif ctas is None:
                 frame = spark.sql(statement)  # commands run here; a query runs only if it is the last statement
             else:
                 frame = None
@@ -85,6 +93,7 @@ def _run_statements(
         # a table the job wrote and dropped again (a scratch table) has no rows to count
         "row_counts": {name: spark.table(name).count() for name in tables_written if spark.catalog.tableExists(name)},
         "ctas": [_ctas_report(spark, report, ctas_table) for report, ctas_table in zip(reports, made, strict=True)],
+        **({"plans": plans} if plans else {}),
         **last_rows,
     }
 

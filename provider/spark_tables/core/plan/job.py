@@ -1,0 +1,86 @@
+"""The ``plan`` job kind: one plan statement (compile, explain, execute) run in one Spark application."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from spark_tables.core.errors import SpecError
+from spark_tables.core.plan.sinks import PostgresUpsertSink, sink_from_dict
+from spark_tables.core.plan.state import default_ttl
+from spark_tables.core.plan.statements import PlanStatement, parse_plan_statement
+
+#: Flink's option that lets COMPILE PLAN replace an existing plan file.
+FORCE_RECOMPILE_OPTION = "table.plan.force-recompile"
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """What plan statements need besides their text.
+
+    :param configuration: job-level options: ``table.exec.state.ttl`` (every stateful node's default TTL) and
+        ``table.plan.force-recompile`` (``true``: COMPILE PLAN replaces an existing plan file).
+    :param postgres_sinks: the PostgreSQL tables ``INSERT INTO`` may name, for compiling.
+    :param connections: each PostgreSQL sink's connection settings by sink name, for executing (with passwords:
+        never logged).
+    :param checkpoints: root of the executed plans' checkpoints, a folder per plan.
+    """
+
+    configuration: dict[str, str] = field(default_factory=dict)
+    postgres_sinks: tuple[PostgresUpsertSink, ...] = ()
+    connections: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    checkpoints: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.configuration, dict):
+            raise SpecError("plan options: configuration must map option names to values")
+        object.__setattr__(self, "configuration", {str(k): str(v) for k, v in self.configuration.items()})
+        default_ttl(self.configuration)  # a bad table.exec.state.ttl fails before anything runs
+        if self.configuration.get(FORCE_RECOMPILE_OPTION, "false").lower() not in ("true", "false"):
+            raise SpecError(f"{FORCE_RECOMPILE_OPTION} must be true or false")
+        sinks = tuple(
+            sink if isinstance(sink, PostgresUpsertSink) else sink_from_dict(sink, "plan options")
+            for sink in self.postgres_sinks
+        )
+        if not all(isinstance(sink, PostgresUpsertSink) for sink in sinks):
+            raise SpecError("plan options: postgres_sinks must hold PostgresUpsertSink declarations")
+        object.__setattr__(self, "postgres_sinks", sinks)
+
+    @property
+    def force_recompile(self) -> bool:
+        return self.configuration.get(FORCE_RECOMPILE_OPTION, "false").lower() == "true"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "configuration": self.configuration,
+            "postgres_sinks": [sink.to_dict() for sink in self.postgres_sinks],
+            "connections": self.connections,
+            "checkpoints": self.checkpoints,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> PlanOptions:
+        if isinstance(data, PlanOptions):
+            return data
+        if not isinstance(data, dict):
+            raise SpecError("plan options must be an object")
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class PlanJob:
+    """Runs one plan statement: ``COMPILE [AND EXECUTE] PLAN``, ``EXECUTE PLAN`` or ``EXPLAIN PLAN``."""
+
+    kind: ClassVar[str] = "plan"
+    statement: str
+    options: PlanOptions = field(default_factory=PlanOptions)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "options", PlanOptions.from_dict(self.options))
+        self.parsed  # noqa: B018 (a statement that cannot be read fails here, before the job is submitted)
+        if self.parsed.executes and not self.options.checkpoints:
+            raise SpecError("plan job: executing a plan needs options.checkpoints, the root of its checkpoints")
+
+    @property
+    def parsed(self) -> PlanStatement:
+        return parse_plan_statement(self.statement)

@@ -1,0 +1,86 @@
+"""Where a compiled plan writes: catalog tables, or PostgreSQL tables upserted by key for updating results.
+
+A DAG author names a PostgreSQL sink in the operator (``PostgresUpsertSink``) and writes ``INSERT INTO <name>``; any
+other name is a catalog table. The plan keeps the sink's connection id, never its settings: the Airflow side
+resolves the connection when the plan is executed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from spark_tables.core.errors import SpecError
+from spark_tables.core.identifiers import TableIdentifier
+from spark_tables.core.lookup.table import checked_columns
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PG_TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*(?:\.[A-Za-z_][A-Za-z0-9_$]*)?")
+
+
+@dataclass(frozen=True)
+class TableSink:
+    """A catalog table the plan appends its rows to; it takes insert-only results."""
+
+    name: str
+    kind: str = "table"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", str(TableIdentifier.parse(self.name)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind}
+
+
+@dataclass(frozen=True)
+class PostgresUpsertSink:
+    """A PostgreSQL table kept equal to an updating result: rows upserted by ``key``, deleted rows deleted.
+
+    :param name: the name ``INSERT INTO`` uses in the plan's SQL (letters, digits, underscores).
+    :param conn_id: Airflow connection of the database (type postgres).
+    :param table: ``table`` or ``schema.table`` in that database; it must exist, with a unique index on ``key``.
+    :param key: the columns that identify a result row (the query's GROUP BY or deduplication key, usually).
+    """
+
+    name: str
+    conn_id: str
+    table: str
+    key: Sequence[str]
+    kind: str = "postgres-upsert"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
+            raise SpecError(f"postgres sink name {self.name!r} is invalid: use letters, digits and underscores")
+        if not isinstance(self.conn_id, str) or not self.conn_id:
+            raise SpecError(f"postgres sink {self.name}: conn_id must name an Airflow connection of the database")
+        if not isinstance(self.table, str) or not _PG_TABLE.fullmatch(self.table):
+            raise SpecError(f"postgres sink {self.name}: table {self.table!r} is invalid: use table or schema.table")
+        object.__setattr__(self, "key", checked_columns(self.key, f"postgres sink {self.name}: key", required=True))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "conn_id": self.conn_id,
+            "table": self.table,
+            "key": list(self.key),
+        }
+
+
+PlanSink = TableSink | PostgresUpsertSink
+SINK_KINDS: dict[str, type[TableSink] | type[PostgresUpsertSink]] = {
+    "table": TableSink,
+    "postgres-upsert": PostgresUpsertSink,
+}
+
+
+def sink_from_dict(data: Any, where: str) -> PlanSink:
+    if not isinstance(data, dict) or data.get("kind") not in SINK_KINDS:
+        raise SpecError(f"{where}: a sink must be an object whose kind is one of {', '.join(SINK_KINDS)}")
+    fields = {key: value for key, value in data.items() if key != "kind"}
+    try:
+        return SINK_KINDS[data["kind"]](**fields)
+    except TypeError as err:
+        raise SpecError(f"{where}: sink {data.get('name')!r} is malformed ({err})") from None

@@ -1,0 +1,61 @@
+"""Compiled plans on the Airflow side: reading a plan file, and the connections of the PostgreSQL sinks it writes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.providers.common.compat.sdk import BaseHook
+from airflow.sdk import ObjectStoragePath
+
+from spark_tables.core.plan.document import CompiledPlan
+from spark_tables.core.plan.job import PlanOptions
+from spark_tables.core.plan.sinks import PostgresUpsertSink
+from spark_tables.core.plan.statements import parse_plan_statement
+from spark_tables.hooks.postgres import connection_settings, postgres_connection
+from spark_tables.utils import settings
+
+
+class CompiledPlanHook(BaseHook):
+    """Reads plan files through Airflow's object storage (local paths, ``file://``, ``s3://`` with its connection)
+    and resolves the connections of the PostgreSQL sinks a plan's execution writes."""
+
+    def read_plan(self, uri: str) -> CompiledPlan | None:
+        """The plan at ``uri``, checked; None when there is none (yet)."""
+        path = ObjectStoragePath(uri)
+        if not path.exists():
+            return None
+        return CompiledPlan.from_json(path.read_text(), where=f"plan {uri}")
+
+    def sink_connections(self, sinks: Sequence[PostgresUpsertSink]) -> dict[str, dict[str, Any]]:
+        """Each PostgreSQL sink's connection settings, by sink name (with the password: the spec then goes to the
+        driver in a file, never on a command line)."""
+        return {
+            sink.name: connection_settings(postgres_connection(sink.conn_id, f"postgres sink {sink.name}"))
+            for sink in sinks
+        }
+
+    def plan_options(
+        self,
+        statements: Sequence[str],
+        configuration: dict[str, Any] | None,
+        postgres_sinks: Sequence[PostgresUpsertSink],
+        checkpoints: str | None,
+    ) -> PlanOptions:
+        """What a job running these plan statements needs: the options, the sinks a compile may write, and the
+        connections of every PostgreSQL sink an execution writes (the declared ones, and those in the plan files
+        executed)."""
+        sinks = {sink.name: sink for sink in postgres_sinks}
+        for statement in statements:
+            parsed = parse_plan_statement(statement)
+            plan = self.read_plan(parsed.uri) if parsed.executes else None
+            for sink in plan.sinks if plan else ():
+                if isinstance(sink, PostgresUpsertSink):
+                    sinks.setdefault(sink.name, sink)
+        executes = any(parse_plan_statement(statement).executes for statement in statements)
+        return PlanOptions(
+            configuration=dict(configuration or {}),
+            postgres_sinks=tuple(postgres_sinks),
+            connections=self.sink_connections(list(sinks.values())) if executes else {},
+            checkpoints=checkpoints or settings.checkpoint_uri(),
+        )

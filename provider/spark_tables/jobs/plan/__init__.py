@@ -1,0 +1,1 @@
+"""Compiled plans inside a job: compiling Spark SQL into a plan, the stateful operators with per-input TTL, sinks."""

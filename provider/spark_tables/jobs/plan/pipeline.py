@@ -1,0 +1,79 @@
+"""A compiled plan's nodes as streaming DataFrames, node by node, on Spark's public DataFrame API.
+
+The compiler builds the same frames as it adds nodes, so that Spark's analyzer names and types every node's output
+(and refuses unknown tables and columns) before anything runs; ``EXPLAIN PLAN`` builds them to validate a plan, and
+``EXECUTE PLAN`` to run it. Every frame is a changelog: the node's columns and the row kind (``changelog``).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pyspark.sql import DataFrame, SparkSession
+
+from spark_tables.core.errors import SpecError, one_line
+from spark_tables.core.plan.nodes import Calc, Column, Deduplicate, GroupAggregate, Join, Node, Sink, SourceScan
+from spark_tables.jobs.plan.changelog import ROW_KIND, insert_only
+from spark_tables.jobs.plan.clock import Clock
+from spark_tables.jobs.plan.deduplicate import deduplicate
+from spark_tables.jobs.plan.group_aggregate import group_aggregate
+from spark_tables.jobs.plan.join import join
+
+
+class Pipeline:
+    """The frames of a plan's nodes, by id; stateful nodes apply their own TTLs (``job_ttl`` where a node has no
+    ``state``), with ``clock`` as processing time."""
+
+    def __init__(self, spark: SparkSession, job_ttl: timedelta, clock: Clock) -> None:
+        self.spark = spark
+        self.job_ttl = job_ttl
+        self.clock = clock
+        self.frames: dict[int, DataFrame] = {}
+
+    def add(self, node: Node) -> DataFrame:
+        """Build ``node``'s frame from its inputs' (already added); Spark's analysis errors become one line naming
+        the node."""
+        try:
+            frame = self._frame(node)
+            frame.schema  # noqa: B018 (analysis: unknown tables, columns and types fail here, not when running)
+        except SpecError:
+            raise
+        except Exception as err:
+            raise SpecError(f"node {node.id} ({node.TYPE}): {one_line(err)}") from None
+        self.frames[node.id] = frame
+        return frame
+
+    def columns(self, node_id: int) -> tuple[Column, ...]:
+        """The output schema of a node: its frame's columns but the row kind, with Spark's types."""
+        return tuple(
+            Column(field.name, field.dataType.simpleString(), field.nullable)
+            for field in self.frames[node_id].schema.fields
+            if field.name != ROW_KIND
+        )
+
+    def _frame(self, node: Node) -> DataFrame:
+        inputs = [self.frames[input_id] for input_id in node.inputs]
+        if isinstance(node, SourceScan):
+            return insert_only(self.spark.readStream.table(node.table))
+        if isinstance(node, Calc):
+            frame = inputs[0] if node.condition is None else inputs[0].where(node.condition)
+            return frame.selectExpr(*node.projection, ROW_KIND)
+        if isinstance(node, Sink):
+            return inputs[0]
+        ttls = [state.ttl_ms for state in node.effective_state(self.job_ttl)]
+        if isinstance(node, Deduplicate):
+            return deduplicate(inputs[0], node.key, node.keep, ttls[0], self.clock)
+        if isinstance(node, GroupAggregate):
+            return group_aggregate(inputs[0], node.key, node.aggregates, ttls[0], self.clock)
+        if isinstance(node, Join):
+            return join(
+                inputs[0],
+                inputs[1],
+                kind=node.join_type.lower(),
+                left_key=node.left_key,
+                right_key=node.right_key,
+                left_ttl_ms=ttls[0],
+                right_ttl_ms=ttls[1],
+                clock=self.clock,
+            )
+        raise SpecError(f"node {node.id}: type {node.TYPE} cannot be executed")  # NODE_TYPES and this agree

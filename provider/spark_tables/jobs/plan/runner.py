@@ -1,0 +1,210 @@
+"""The ``plan`` job: compile a plan file, explain one, or execute one as bounded streaming queries.
+
+Executing runs each sink's query available-now: it processes what its sources hold, then ends, resuming from the
+plan's checkpoint the next time. A plan executed again after its TTLs were edited resumes from the same
+checkpoint, and the edited TTLs apply to the state already kept (each entry keeps its last write time).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from spark_tables.core.errors import SpecError
+from spark_tables.core.names import flat_name
+from spark_tables.core.plan.document import CompiledPlan
+from spark_tables.core.plan.explain import explain, explain_text
+from spark_tables.core.plan.job import PlanJob, PlanOptions
+from spark_tables.core.plan.nodes import Sink
+from spark_tables.core.plan.state import default_ttl
+from spark_tables.core.plan.statements import PlanStatement, parse_plan_statement
+from spark_tables.jobs.cancellation import Cancellation
+from spark_tables.jobs.plan.clock import BatchClock, Clock
+from spark_tables.jobs.plan.compiler import compile_plan
+from spark_tables.jobs.plan.pipeline import Pipeline
+from spark_tables.jobs.plan.plan_files import plan_exists, read_plan_text, write_plan_text
+from spark_tables.jobs.plan.sinks import SinkWriter
+from spark_tables.jobs.plan.state_ttl import SESSION_CONFS
+
+log = logging.getLogger(__name__)
+
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+#: Flink's option for the parallelism of a job's operators: here, the partitions of every operator's state.
+PARALLELISM_OPTION = "table.exec.resource.default-parallelism"
+
+
+def run_plan(
+    spark: SparkSession, job: PlanJob, cancellation: Cancellation, clock: Clock | None = None
+) -> dict[str, Any]:
+    return run_plan_statement(spark, job.parsed, job.options, cancellation, clock)
+
+
+def run_plan_statement(
+    spark: SparkSession,
+    statement: PlanStatement | str,
+    options: PlanOptions,
+    cancellation: Cancellation,
+    clock: Clock | None = None,
+) -> dict[str, Any]:
+    """Run one plan statement; ``clock`` fixes processing time (default: each micro-batch's)."""
+    if isinstance(statement, str):
+        statement = parse_plan_statement(statement)
+    result: dict[str, Any] = {"action": statement.action, "plan_uri": statement.uri}
+    if statement.compiles:
+        result["compile"] = compile_to_file(spark, statement, options)
+    if statement.action == "explain":
+        result["explain"] = explain_file(spark, statement.uri, options)
+    if statement.executes:
+        if statement.if_exists and not plan_exists(statement.uri):
+            log.info("EXECUTE PLAN IF EXISTS: %s does not exist; nothing to run", statement.uri)
+            result["execute"] = {"skipped": "the plan does not exist"}
+        else:
+            plan = read_plan(statement.uri)
+            result["execute"] = execute(spark, plan, statement.uri, options, cancellation, clock or BatchClock())
+    return result
+
+
+def compile_to_file(spark: SparkSession, statement: PlanStatement, options: PlanOptions) -> dict[str, Any]:
+    """Compile and write the plan file; an existing one is kept with IF NOT EXISTS (and by COMPILE AND EXECUTE, as
+    in Flink, so that an edited plan is what runs) or replaced when ``table.plan.force-recompile`` is true."""
+    exists = plan_exists(statement.uri)
+    keep = statement.if_not_exists or statement.action == "compile_and_execute"
+    if exists and not options.force_recompile:
+        if not keep:
+            raise SpecError(
+                f"plan {statement.uri} exists: write COMPILE PLAN IF NOT EXISTS to keep it, or set "
+                "table.plan.force-recompile = true to replace it"
+            )
+        log.info("plan %s exists: kept as it is", statement.uri)
+        return {"written": False, "kept_existing": True}
+    plan = compile_plan(spark, statement.body, options.configuration, options.postgres_sinks)
+    write_plan_text(statement.uri, plan.to_json())
+    log.info("compiled %d node(s) into %s", len(plan.nodes), statement.uri)
+    return {"written": True, "replaced": exists, "nodes": len(plan.nodes)}
+
+
+def read_plan(uri: str) -> CompiledPlan:
+    return CompiledPlan.from_json(read_plan_text(uri), where=f"plan {uri}")
+
+
+def explain_file(spark: SparkSession, uri: str, options: PlanOptions) -> dict[str, Any]:
+    """The plan's graph with every operator's TTL, after checking it against the catalog as it is now (its tables
+    and columns must exist, with the types the plan was compiled with)."""
+    plan = read_plan(uri)
+    job_ttl = default_ttl(options.configuration)
+    pipeline = _built(spark, plan, job_ttl, BatchClock())
+    explained = explain(plan, job_ttl)
+    for node in plan.nodes:
+        now = pipeline.columns(node.id)
+        if node.output_schema and tuple(node.output_schema) != now:
+            explained["warnings"].append(
+                f"node {node.id} ({node.TYPE}) outputs {_schema(now)} now, but was compiled to output "
+                f"{_schema(node.output_schema)}: a table changed since; compile the plan again"
+            )
+    text = explain_text(explained, uri)
+    log.info("%s", text)
+    return {**explained, "text": text}
+
+
+def execute(
+    spark: SparkSession,
+    plan: CompiledPlan,
+    uri: str,
+    options: PlanOptions,
+    cancellation: Cancellation,
+    clock: Clock,
+) -> dict[str, Any]:
+    """Run each sink's query available-now, one after the other, each from its own checkpoint."""
+    job_ttl = default_ttl(options.configuration)
+    with session_conf(spark, {**SESSION_CONFS, SHUFFLE_PARTITIONS: str(state_partitions(spark, options))}):
+        pipeline = _built(spark, plan, job_ttl, clock)
+        queries = []
+        for node in plan.nodes:
+            if not isinstance(node, Sink):
+                continue
+            cancellation.check()
+            sink = plan.sink(node.sink)
+            writer = SinkWriter.for_sink(sink, connection=options.connections.get(sink.name))
+            checkpoint = f"{options.checkpoints.rstrip('/')}/{flat_name([uri])}/sink-{node.id}"
+            log.info("executing the query of node %d into %s (checkpoint %s)", node.id, sink.name, checkpoint)
+            query = writer.start(
+                pipeline.frames[node.id], checkpoint=checkpoint, query_name=f"plan_sink_{node.id}", available_now=True
+            )
+            _await(query, cancellation)
+            queries.append({"node": node.id, "checkpoint": checkpoint, **_progress(query), **writer.report()})
+    return {"queries": queries}
+
+
+def state_partitions(spark: SparkSession, options: PlanOptions) -> int:
+    """How many partitions each stateful operator's state has: Flink's ``table.exec.resource.default-parallelism``
+    when the job sets it, else the application's default parallelism (its cores), not Spark's 200 shuffle
+    partitions, each of which would cost every micro-batch a state store and a Python worker. Spark keeps the
+    number in the checkpoint: it is chosen at a plan's first execution."""
+    configured = options.configuration.get(PARALLELISM_OPTION)
+    if configured is None:
+        return spark.sparkContext.defaultParallelism
+    if not configured.isdigit() or int(configured) < 1:
+        raise SpecError(f"{PARALLELISM_OPTION}={configured!r} is invalid: give a whole number from 1")
+    return int(configured)
+
+
+def _built(spark: SparkSession, plan: CompiledPlan, job_ttl: timedelta, clock: Clock) -> Pipeline:
+    pipeline = Pipeline(spark, job_ttl, clock)
+    for node in plan.nodes:
+        pipeline.add(node)
+    return pipeline
+
+
+def _await(query: StreamingQuery, cancellation: Cancellation) -> None:
+    """Wait for an available-now query to end; stop it when the task asks the job to stop."""
+    while not query.awaitTermination(1):
+        if cancellation.requested:
+            query.stop()
+            cancellation.check()
+    if query.exception() is not None:
+        raise query.exception()
+
+
+def _progress(query: StreamingQuery) -> dict[str, Any]:
+    """What the query did: micro-batches, input rows, and the state its operators hold at the end."""
+    progress = [p for p in query.recentProgress if p.get("batchId") is not None]
+    with_data = [p for p in progress if p.get("numInputRows", 0) > 0]
+    last = progress[-1] if progress else {}
+    return {
+        "batches": len(with_data),
+        "input_rows": sum(p.get("numInputRows", 0) for p in progress),
+        "state_operators": [
+            {
+                "operator": operator.get("operatorName"),
+                "rows": operator.get("numRowsTotal"),
+                "bytes": operator.get("memoryUsedBytes"),
+            }
+            for operator in last.get("stateOperators", [])
+        ],
+    }
+
+
+@contextmanager
+def session_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """The session with ``settings``, put back as they were afterwards."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+def _schema(columns: tuple[Any, ...]) -> str:
+    return "(" + ", ".join(f"{column.name} {column.type}" for column in columns) + ")"

@@ -1,0 +1,445 @@
+"""The streaming query that writes a compiled plan's changelog into its sink, and what each sink wrote.
+
+The stream reaching a sink is a changelog: the data columns, then Flink's row kind (``changelog.ROW_KIND``).
+Each sink writes every micro-batch from ``foreachBatch`` and makes a replayed batch harmless, since Spark runs the
+last batch of a checkpoint again when the query stopped before committing it:
+
+- A catalog table takes insert-only streams: the rows are appended, exactly once across restarts. Spark's own file
+  sink (``DataStreamWriter.toTable``) is not used: once it has written into a table's folder, the table reads only
+  the files its ``_spark_metadata`` log lists, so the rows the table held before, and any a batch ``INSERT`` adds
+  later, vanish from it. Instead a batch is written to a hidden folder in the table's location
+  (``_spark_tables_<query id>-<batch id>``: readers skip names starting with ``_``), its files are moved in under
+  names carrying the query's and the batch's ids, and then a mark for the batch is written in the checkpoint. A
+  replayed batch whose mark exists is skipped; one whose staging folder is still there stopped part way, so the
+  files it moved in are deleted by their names and the batch is written again. Only unpartitioned file tables
+  (parquet, orc, json, csv) take this; others fail before the query starts.
+- A PostgreSQL table takes updating streams by key: per batch, the last change of each key counts (+I and +U
+  upsert the row with ``INSERT ... ON CONFLICT (key) DO UPDATE``, -D deletes the key, -U is ignored as Flink's
+  upsert sinks ignore it), applied in one transaction. Upserting and deleting by key are idempotent, so a replayed
+  batch, applied whole once more, leaves the table as it was (Spark replays only the last batch: none came after
+  it). The order of a key's changes is taken before the batch is collected, from ``monotonically_increasing_id()``,
+  which follows each partition's order: the plan's operators emit a key's changes from one partition, in order.
+
+foreachBatch runs its function in the driver, one batch at a time, so each writer adds up what it wrote in a plain
+object, read with ``SinkWriter.report()`` once the query has ended.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from spark_tables.core.durations import parse_duration
+from spark_tables.core.errors import JobError, SpecError, one_line
+from spark_tables.core.identifiers import TableIdentifier
+from spark_tables.core.plan.sinks import PlanSink, PostgresUpsertSink, TableSink
+from spark_tables.jobs.plan.changelog import DELETE, ROW_KIND, UPDATE_BEFORE
+
+log = logging.getLogger(__name__)
+
+#: Catalog table formats whose tables are folders of files that Spark writes by path.
+FILE_FORMATS = ("parquet", "orc", "json", "csv")
+#: The folder of the checkpoint holding the mark of the last batch a catalog table sink wrote.
+TABLE_MARKS = "sink_commits"
+#: Rows one PostgreSQL statement carries at most (and at most 65535 parameters, the protocol's limit).
+ROWS_PER_STATEMENT = 1000
+_MAX_PARAMETERS = 65535
+#: The column carrying each row's position in its batch from before the batch is collected.
+_ORDER = "__spark_tables_order"
+
+
+@dataclass
+class SinkCounts:
+    """What a sink's query wrote, added up over its micro-batches."""
+
+    #: Micro-batches the query handed to the sink, empty ones and replays included.
+    batches: int = 0
+    #: Batches that wrote anything: one PostgreSQL transaction, or one set of files moved into the table.
+    write_calls: int = 0
+    #: PostgreSQL: rows sent as upserts and keys sent as deletes (a key the table lacks is still counted).
+    rows_upserted: int = 0
+    rows_deleted: int = 0
+    #: Catalog table: rows appended.
+    rows_appended: int = 0
+    #: Catalog table: replayed batches skipped because their rows were in the table already.
+    batches_already_written: int = 0
+
+
+class SinkWriter(ABC):
+    """Starts the query writing a changelog into one sink, and counts what it writes."""
+
+    def __init__(self, sink: PlanSink) -> None:
+        self.sink = sink
+        self.counts = SinkCounts()
+
+    @staticmethod
+    def for_sink(sink: PlanSink, *, connection: dict | None) -> SinkWriter:
+        """The writer of ``sink``; ``connection`` holds a PostgreSQL sink's settings (host, port, database, user,
+        optionally password) and is ignored for a catalog table."""
+        if isinstance(sink, PostgresUpsertSink):
+            return PostgresSinkWriter(sink, connection)
+        return TableSinkWriter(sink)
+
+    def start(
+        self,
+        frame: DataFrame,
+        *,
+        checkpoint: str,
+        query_name: str,
+        available_now: bool = True,
+        interval: str = "1 second",
+    ) -> StreamingQuery:
+        """Check that the sink can take ``frame`` (``SpecError`` when not, before anything runs), then start its
+        query: available-now, or a micro-batch every ``interval``."""
+        self._prepare(frame, checkpoint)
+        writer = (
+            frame.writeStream.foreachBatch(self._write_batch)
+            .option("checkpointLocation", checkpoint)
+            .queryName(query_name)
+        )
+        if available_now:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{parse_duration(interval, 'interval').total_seconds()} seconds")
+        return writer.start()
+
+    def report(self) -> dict[str, Any]:
+        return {"sink": self.sink.name, "kind": self.sink.kind, **dataclasses.asdict(self.counts)}
+
+    @abstractmethod
+    def _prepare(self, frame: DataFrame, checkpoint: str) -> None:
+        """Check the sink against the frame and keep what its batches need; ``SpecError`` when it cannot work."""
+
+    @abstractmethod
+    def _write_batch(self, batch: DataFrame, batch_id: int) -> None:
+        """Write one micro-batch; foreachBatch calls it in the driver."""
+
+
+def start_sink(
+    frame: DataFrame,
+    sink: PlanSink,
+    *,
+    connection: dict | None,
+    checkpoint: str,
+    query_name: str,
+    available_now: bool = True,
+    interval: str = "1 second",
+) -> StreamingQuery:
+    """Start the query writing ``frame`` into ``sink``; to read what it wrote, use ``SinkWriter`` instead."""
+    return SinkWriter.for_sink(sink, connection=connection).start(
+        frame, checkpoint=checkpoint, query_name=query_name, available_now=available_now, interval=interval
+    )
+
+
+class TableSinkWriter(SinkWriter):
+    """Appends an insert-only stream to an unpartitioned file table of the catalog, exactly once."""
+
+    sink: TableSink
+
+    def _prepare(self, frame: DataFrame, checkpoint: str) -> None:
+        spark = frame.sparkSession
+        name = self.sink.name
+        table = _describe(spark, name)
+        if table.get("type") == "VIEW":
+            raise SpecError(f"catalog sink {name} is a view: write into a table")
+        if table.get("provider") not in FILE_FORMATS or not table.get("location"):
+            raise SpecError(
+                f"catalog sink {name} is a {table.get('provider')} table: a plan appends to tables "
+                f"USING {' | '.join(FILE_FORMATS)}"
+            )
+        if table.get("partition_columns"):
+            raise SpecError(
+                f"catalog sink {name} is partitioned by {', '.join(table['partition_columns'])}: a plan appends "
+                "to unpartitioned tables only"
+            )
+        schema = spark.table(TableIdentifier.parse(name).quoted()).schema
+        given = {field.name: field.dataType for field in frame.schema if field.name != ROW_KIND}
+        extra = [column for column in given if column not in schema.names]
+        missing = [column for column in schema.names if column not in given]
+        if extra or missing:
+            raise SpecError(
+                f"catalog sink {name}: the query's columns differ from the table's "
+                f"(not in the table: {', '.join(extra) or 'none'}; missing: {', '.join(missing) or 'none'})"
+            )
+        for field in schema:
+            if given[field.name] != field.dataType:
+                raise SpecError(
+                    f"catalog sink {name}: column {field.name} is {given[field.name].simpleString()} in the query "
+                    f"but {field.dataType.simpleString()} in the table: cast it"
+                )
+        self._columns = schema.names
+        self._format = table["provider"]
+        self._options = {key: value for key, value in table.get("storage_properties", {}).items() if key != "path"}
+        self._location = table["location"].rstrip("/")
+        self._marks = f"{checkpoint.rstrip('/')}/{TABLE_MARKS}"
+        self._files = _HadoopFiles(spark)
+        self._spark = spark
+
+    def _write_batch(self, batch: DataFrame, batch_id: int) -> None:
+        self.counts.batches += 1
+        files = self._files
+        mark = f"{self._marks}/{batch_id}"
+        if files.exists(mark):
+            self.counts.batches_already_written += 1
+            log.info("catalog sink %s: batch %d is in the table already", self.sink.name, batch_id)
+            return
+        query_id = batch.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
+        if not query_id:
+            raise JobError(f"catalog sink {self.sink.name}: batch {batch_id} runs outside a streaming query")
+        # The names tie each file to this query (stable across restarts from its checkpoint) and batch.
+        moved_prefix = f"part-{query_id}-{batch_id}-"
+        staging = f"{self._location}/_spark_tables_{query_id}-{batch_id}"
+        if files.exists(staging):
+            removed = files.remove_named(self._location, moved_prefix)
+            log.warning(
+                "catalog sink %s: batch %d stopped part way; %d file(s) removed", self.sink.name, batch_id, removed
+            )
+        observation = Observation()
+        rows = batch.select(*self._columns).observe(observation, F.count(F.lit(1)).alias("rows"))
+        rows.write.format(self._format).options(**self._options).mode("overwrite").save(staging)
+        appended = observation.get["rows"]
+        if appended:
+            for name in files.data_file_names(staging):
+                files.rename(f"{staging}/{name}", f"{self._location}/{moved_prefix}{name.removeprefix('part-')}")
+            self.counts.write_calls += 1
+            self.counts.rows_appended += appended
+        files.create_empty(mark)
+        files.remove(f"{self._marks}/{batch_id - 1}")  # Spark replays its last batch only
+        files.remove(staging)
+        # The session that started the query lists the table's files again (the batch's is a clone of it).
+        self._spark.catalog.refreshTable(self.sink.name)
+
+
+def _describe(spark: SparkSession, name: str) -> dict[str, Any]:
+    try:
+        row = spark.sql(f"DESCRIBE TABLE EXTENDED {TableIdentifier.parse(name).quoted()} AS JSON").first()
+    except AnalysisException as err:
+        raise SpecError(f"catalog sink {name}: {one_line(err)}") from None
+    return json.loads(row[0])
+
+
+class _HadoopFiles:
+    """Files named by Hadoop paths, through the JVM's file systems: a table's location is wherever Spark writes
+    it (hdfs, s3a, abfs, local), read and written with Spark's own settings."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self._jvm = spark.sparkContext._jvm
+        self._conf = spark.sparkContext._jsc.hadoopConfiguration()
+
+    def _resolved(self, location: str) -> tuple[Any, Any]:
+        path = self._jvm.org.apache.hadoop.fs.Path(location)
+        return path.getFileSystem(self._conf), path
+
+    def exists(self, location: str) -> bool:
+        fs, path = self._resolved(location)
+        return fs.exists(path)
+
+    def data_file_names(self, folder: str) -> list[str]:
+        """Names of the files directly in ``folder``, but Spark's ``_SUCCESS`` and hidden files (checksums)."""
+        fs, path = self._resolved(folder)
+        names = [status.getPath().getName() for status in fs.listStatus(path) if status.isFile()]
+        return sorted(name for name in names if not name.startswith(("_", ".")))
+
+    def remove_named(self, folder: str, prefix: str) -> int:
+        """Delete the files in ``folder`` whose names start with ``prefix``; returns how many."""
+        fs, path = self._resolved(folder)
+        paths = [status.getPath() for status in fs.listStatus(path) if status.getPath().getName().startswith(prefix)]
+        for file_path in paths:
+            fs.delete(file_path, False)
+        return len(paths)
+
+    def rename(self, source: str, target: str) -> None:
+        fs, source_path = self._resolved(source)
+        if not fs.rename(source_path, self._resolved(target)[1]):
+            raise JobError(f"could not move {source} to {target}")
+
+    def create_empty(self, location: str) -> None:
+        fs, path = self._resolved(location)
+        fs.create(path, True).close()
+
+    def remove(self, location: str) -> None:
+        fs, path = self._resolved(location)
+        fs.delete(path, True)
+
+
+class PostgresSinkWriter(SinkWriter):
+    """Applies an updating stream to a PostgreSQL table by key, one transaction per micro-batch."""
+
+    sink: PostgresUpsertSink
+
+    def __init__(self, sink: PostgresUpsertSink, connection: dict | None) -> None:
+        super().__init__(sink)
+        if not connection:
+            raise SpecError(f"postgres sink {sink.name}: no settings for connection {sink.conn_id}")
+        self._settings = connection
+        self._table = sql.Identifier(*sink.table.split("."))
+        self._where = f"{connection.get('host')}:{connection.get('port', 5432)} database {connection.get('database')}"
+
+    def _connect(self) -> psycopg.Connection:
+        """A connection whose changes wait for ``commit``: a batch is one transaction."""
+        settings = self._settings
+        kwargs = {"host": settings["host"], "port": settings.get("port", 5432), "dbname": settings["database"]}
+        if settings.get("user"):
+            kwargs["user"] = settings["user"]
+        if settings.get("password"):
+            kwargs["password"] = settings["password"]
+        try:
+            return psycopg.connect(**kwargs, autocommit=False, connect_timeout=30)
+        except psycopg.Error as err:
+            raise JobError(
+                f"postgres sink {self.sink.name}: cannot connect to {self._where}: {self._safe(err)}"
+            ) from None
+
+    def _safe(self, error: BaseException) -> str:
+        """The error's line, the password masked should a server ever echo it."""
+        line = one_line(error)
+        password = self._settings.get("password")
+        return line.replace(password, "***") if password else line
+
+    def _prepare(self, frame: DataFrame, checkpoint: str) -> None:
+        name, key = self.sink.name, list(self.sink.key)
+        columns = [column for column in frame.columns if column != ROW_KIND]
+        missing_key = [column for column in key if column not in columns]
+        if missing_key:
+            raise SpecError(f"postgres sink {name}: the query gives no key column {', '.join(missing_key)}")
+        types, unique_keys = self._table_catalog()
+        if types is None:
+            raise SpecError(
+                f"postgres sink {name}: table {self.sink.table} does not exist in {self._where}: create it "
+                f"with a primary key on ({', '.join(key)})"
+            )
+        unknown = [column for column in columns if column not in types]
+        if unknown:
+            raise SpecError(
+                f"postgres sink {name}: table {self.sink.table} has no column {', '.join(unknown)}: add it to the "
+                "table or leave it out of the query"
+            )
+        if sorted(key) not in [sorted(index_columns) for index_columns in unique_keys]:
+            raise SpecError(
+                f"postgres sink {name}: table {self.sink.table} has no primary key or unique index on exactly "
+                f"({', '.join(key)}), which upserts need: CREATE UNIQUE INDEX ON {self.sink.table} ({', '.join(key)})"
+            )
+        self._columns = columns
+        self._key_positions = [columns.index(column) for column in key]
+        self._key_types = [types[column] for column in key]
+        self._rows_per_statement = max(1, min(ROWS_PER_STATEMENT, _MAX_PARAMETERS // len(columns)))
+
+    def _table_catalog(self) -> tuple[dict[str, str] | None, list[list[str]]]:
+        """The table's columns with their types (None when there is no such table), and the column lists of
+        the indexes ``ON CONFLICT (key)`` can use: unique, immediate, valid, on plain columns, over all rows."""
+        try:
+            with self._connect() as connection:
+                table_name = self._table.as_string(connection)
+                if connection.execute("SELECT to_regclass(%s)", (table_name,)).fetchone()[0] is None:
+                    return None, []
+                types = connection.execute(
+                    "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+                    "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped",
+                    (table_name,),
+                ).fetchall()
+                unique_keys = connection.execute(
+                    "SELECT array(SELECT a.attname::text FROM generate_series(0, i.indnkeyatts - 1) AS k "
+                    "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[k]) "
+                    "FROM pg_index i WHERE i.indrelid = %s::regclass AND i.indisunique AND i.indimmediate "
+                    "AND i.indisvalid AND i.indpred IS NULL AND i.indexprs IS NULL",
+                    (table_name,),
+                ).fetchall()
+        except psycopg.Error as err:
+            raise JobError(
+                f"postgres sink {self.sink.name}: cannot read table {self.sink.table} in {self._where}: "
+                f"{self._safe(err)}"
+            ) from None
+        return dict(types), [columns for (columns,) in unique_keys]
+
+    def _write_batch(self, batch: DataFrame, batch_id: int) -> None:
+        self.counts.batches += 1
+        upserts, deletes = self._last_changes(batch)
+        if not upserts and not deletes:
+            return
+        try:
+            with self._connect() as connection:
+                with connection.cursor() as cursor:
+                    for rows in _chunks(upserts, self._rows_per_statement):
+                        cursor.execute(self._upsert(len(rows)), [value for row in rows for value in row])
+                    for keys in _chunks(deletes, self._rows_per_statement):
+                        cursor.execute(self._delete(len(keys)), [value for key in keys for value in key])
+                connection.commit()
+        except psycopg.Error as err:
+            raise JobError(
+                f"postgres sink {self.sink.name}: batch {batch_id} failed on table {self.sink.table} in "
+                f"{self._where}: {self._safe(err)}"
+            ) from None
+        self.counts.write_calls += 1
+        self.counts.rows_upserted += len(upserts)
+        self.counts.rows_deleted += len(deletes)
+        log.info(
+            "postgres sink %s: batch %d upserted %d row(s), deleted %d key(s)",
+            self.sink.name,
+            batch_id,
+            len(upserts),
+            len(deletes),
+        )
+
+    def _last_changes(self, batch: DataFrame) -> tuple[list[tuple], list[tuple]]:
+        """The rows to upsert and the keys to delete: per key, its last change in the batch but -U."""
+        changes = (
+            batch.select(*self._columns, ROW_KIND)
+            .withColumn(_ORDER, F.monotonically_increasing_id())
+            .where(F.col(ROW_KIND) != UPDATE_BEFORE)
+            .toArrow()
+        )
+        kinds = changes.column(ROW_KIND).to_pylist()
+        order = changes.column(_ORDER).to_pylist()
+        rows = list(zip(*(changes.column(column).to_pylist() for column in self._columns), strict=True))
+        last_of_key: dict[tuple, int] = {}
+        for index in sorted(range(len(rows)), key=order.__getitem__):
+            last_of_key[tuple(rows[index][position] for position in self._key_positions)] = index
+        upserts = [rows[index] for index in last_of_key.values() if kinds[index] != DELETE]
+        deletes = [key for key, index in last_of_key.items() if kinds[index] == DELETE]
+        return upserts, deletes
+
+    def _upsert(self, row_count: int) -> sql.Composed:
+        """``INSERT INTO t (c...) VALUES (...), ... ON CONFLICT (key) DO UPDATE SET c = EXCLUDED.c, ...``."""
+        row = sql.SQL("({})").format(sql.SQL(", ").join(sql.Placeholder() * len(self._columns)))
+        values = [column for column in self._columns if column not in self.sink.key]
+        action = (
+            sql.SQL("DO UPDATE SET {}").format(
+                sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(column)) for column in values)
+            )
+            if values
+            else sql.SQL("DO NOTHING")
+        )
+        return sql.SQL("INSERT INTO {} ({}) VALUES {} ON CONFLICT ({}) {}").format(
+            self._table,
+            sql.SQL(", ").join(map(sql.Identifier, self._columns)),
+            sql.SQL(", ").join([row] * row_count),
+            sql.SQL(", ").join(map(sql.Identifier, self.sink.key)),
+            action,
+        )
+
+    def _delete(self, key_count: int) -> sql.Composed:
+        """``DELETE FROM t WHERE (k...) IN (VALUES (%s::type, ...), ...)``: typed, as VALUES has no column to
+        take its types from."""
+        key = sql.SQL("({})").format(
+            sql.SQL(", ").join(sql.SQL("%s::{}").format(sql.SQL(type_name)) for type_name in self._key_types)
+        )
+        return sql.SQL("DELETE FROM {} WHERE ({}) IN (VALUES {})").format(
+            self._table, sql.SQL(", ").join(map(sql.Identifier, self.sink.key)), sql.SQL(", ").join([key] * key_count)
+        )
+
+
+def _chunks(items: Sequence[tuple], size: int) -> Iterator[Sequence[tuple]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

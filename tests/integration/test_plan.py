@@ -1,0 +1,76 @@
+"""Compiled plans through `airflow dags test` on the embedded default: the example DAG compiles a statement set into
+a plan file, edits a TTL in it, explains it and executes it into PostgreSQL, with real spark-submit jobs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, Deployment
+
+pytestmark = pytest.mark.integration
+
+CONN = f"postgres://{PG_USER}@{PG_HOST}:{PG_PORT}/spark_tables_test"
+
+
+def _pg(query: str) -> list[tuple]:
+    with psycopg.connect(host=PG_HOST, port=PG_PORT, dbname="spark_tables_test", user=PG_USER, autocommit=True) as db:
+        cursor = db.execute(query)
+        return cursor.fetchall() if cursor.description else []
+
+
+def _xcoms(deployment: Deployment, dag_id: str) -> dict[str, Any]:
+    with sqlite3.connect(deployment.home / "airflow.db") as db:
+        [run_id] = db.execute("SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC", (dag_id,)).fetchone()
+        rows = db.execute(
+            "SELECT task_id, value FROM xcom WHERE dag_id = ? AND run_id = ? AND key = 'return_value'",
+            (dag_id, run_id),
+        ).fetchall()
+    return {task: json.loads(value) for task, value in rows}
+
+
+def test_the_example_compiles_edits_explains_and_executes_a_plan(embedded: Deployment) -> None:
+    plan_file = embedded.home / "plans" / "example_spark_plan.json"
+    deployment = dataclasses.replace(
+        embedded,
+        env={**embedded.env, "AIRFLOW_CONN_SPARK_TABLES_PLAN_DEMO": CONN, "SPARK_TABLES_PLAN_DEMO_URI": str(plan_file)},
+    )
+    _pg("DROP TABLE IF EXISTS spark_tables_demo.shop_counts, spark_tables_demo.order_customers")
+
+    done = deployment.airflow("dags", "test", "example_spark_plan")
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+
+    x = _xcoms(deployment, "example_spark_plan")
+    assert x["compile"]["compile"] == {"written": True, "replaced": False, "nodes": 12}
+    plan = json.loads(plan_file.read_text())
+    assert len(plan["nodes"]) == 12 and [sink["name"] for sink in plan["sinks"]] == ["shop_counts", "order_customers"]
+    # EXPLAIN's structured result: the edited deduplication, the job's TTL on the count, the hint's on the join
+    states = {node["type"]: node["state"] for node in x["explain"]["explain"]["nodes"] if "state" in node}
+    assert [s["ttl"] for s in states["stream-exec-deduplicate"]] == ["3600000 ms"]
+    assert [s["ttl"] for s in states["stream-exec-group-aggregate"]] == ["604800000 ms"]
+    assert [(s["name"], s["ttl"]) for s in states["stream-exec-join"]] == [
+        ("leftState", "3600000 ms"),
+        ("rightState", "604800000 ms"),
+    ]
+    assert x["explain"]["explain"]["warnings"] == []
+    assert "stream-exec-join_1" in done.stdout + done.stderr  # the graph is in the task log too
+
+    queries = {query["sink"]: query for query in x["execute"]["execute"]["queries"]}
+    assert queries["shop_counts"]["input_rows"] == 200 and queries["shop_counts"]["write_calls"] == 1
+    # 200 orders of 180 ids (the last 20 repeat the first 20): 36 orders per shop once deduplicated
+    counts = dict(_pg("SELECT shop, orders FROM spark_tables_demo.shop_counts"))
+    assert counts == {f"shop_{n}": 36 for n in range(5)}
+    totals = dict(_pg("SELECT shop, total FROM spark_tables_demo.shop_counts"))
+    assert totals == {f"shop_{n}": sum(i % 97 for i in range(180) if i % 5 == n) for n in range(5)}
+    joined = _pg(
+        "SELECT count(*), count(name), count(*) FILTER (WHERE tier = 'gold') FROM spark_tables_demo.order_customers"
+    )
+    # 180 orders; customers 0..29 exist (30..39 do not: left join, no name); a customer is gold when id % 4 = 0
+    assert joined == [
+        (180, sum(1 for i in range(180) if i % 40 < 30), sum(1 for i in range(180) if i % 40 < 30 and i % 40 % 4 == 0))
+    ]

@@ -1,0 +1,261 @@
+"""Plan statements run on the shared local session: COMPILE PLAN onto files, EXPLAIN PLAN, and EXECUTE PLAN of
+FLIP-292's Example 1 into PostgreSQL, step by step with a fixed processing time, editing the plan's TTLs between
+steps and resuming from the checkpoint."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from pyspark.sql import SparkSession
+
+from spark_tables.core.errors import SpecError
+from spark_tables.core.plan.job import PlanOptions
+from spark_tables.core.plan.sinks import PostgresUpsertSink
+from spark_tables.jobs.cancellation import Cancellation
+from spark_tables.jobs.plan.clock import FixedClock
+from spark_tables.jobs.plan.runner import run_plan_statement
+from tests.spark.postgres import PG
+
+pytestmark = pytest.mark.spark
+
+PG_SCHEMA = "plan_runner_spark_tests"
+COUNTS = PostgresUpsertSink(name="shop_counts", conn_id="pg", table=f"{PG_SCHEMA}.shop_counts", key=("shop",))
+#: FLIP-292's Example 1, times scaled down: orders deduplicated by id (a duplicate within the TTL is dropped),
+#: then counted per shop.
+EXAMPLE_1 = """
+    INSERT INTO shop_counts
+    SELECT shop, COUNT(*) AS orders, SUM(amount) AS total
+    FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY order_id ORDER BY proctime) AS rn FROM orders)
+    WHERE rn = 1
+    GROUP BY shop
+"""
+#: The processing time of the first step: any instant works, the steps count from it.
+T0 = 1_800_000_000_000
+
+
+def _pg(*statements: str) -> list[tuple]:
+    with psycopg.connect(
+        host=PG["host"], port=PG["port"], dbname=PG["database"], user=PG["user"], autocommit=True
+    ) as connection:
+        rows: list[tuple] = []
+        for statement in statements:
+            cursor = connection.execute(statement)
+            rows = cursor.fetchall() if cursor.description else []
+        return rows
+
+
+@pytest.fixture
+def orders(spark: SparkSession, db: str, tmp_path: Path) -> Iterator[Path]:
+    """A JSON-file stream table ``orders`` (its folder is returned) and an empty PostgreSQL ``shop_counts``."""
+    folder = tmp_path / "orders"
+    folder.mkdir()
+    spark.sql(f"CREATE TABLE {db}.orders (order_id INT, shop STRING, amount INT) USING json LOCATION '{folder}'")
+    spark.sql(f"USE {db}")
+    _pg(
+        f"DROP SCHEMA IF EXISTS {PG_SCHEMA} CASCADE",
+        f"CREATE SCHEMA {PG_SCHEMA}",
+        f"CREATE TABLE {COUNTS.table} (shop text PRIMARY KEY, orders bigint, total bigint)",
+    )
+    yield folder
+    spark.sql("USE default")
+    _pg(f"DROP SCHEMA IF EXISTS {PG_SCHEMA} CASCADE")
+
+
+def _options(tmp_path: Path, ttl: str = "0 ms", **configuration: str) -> PlanOptions:
+    return PlanOptions(
+        configuration={"table.exec.state.ttl": ttl, **configuration},
+        postgres_sinks=(COUNTS,),
+        connections={COUNTS.name: dict(PG)},
+        checkpoints=str(tmp_path / "checkpoints"),
+    )
+
+
+def _run(spark: SparkSession, statement: str, options: PlanOptions, at_ms: int = T0) -> dict[str, Any]:
+    return run_plan_statement(spark, statement, options, Cancellation(), FixedClock(at_ms))
+
+
+def _add_orders(folder: Path, name: str, *orders: tuple[int, str, int]) -> None:
+    lines = [json.dumps({"order_id": order_id, "shop": shop, "amount": amount}) for order_id, shop, amount in orders]
+    (folder / f"{name}.json").write_text("\n".join(lines) + "\n")
+
+
+def _counts() -> dict[str, tuple[int, int]]:
+    return {shop: (n, total) for shop, n, total in _pg(f"SELECT shop, orders, total FROM {COUNTS.table}")}
+
+
+def _edit_state(plan_file: Path, node_type: str, ttl: str) -> None:
+    plan = json.loads(plan_file.read_text())
+    for node in plan["nodes"]:
+        if node["type"] == node_type:
+            node["state"][0]["ttl"] = ttl
+    plan_file.write_text(json.dumps(plan, indent=2))
+
+
+def test_compile_refuses_an_existing_plan_unless_kept_or_replaced(
+    spark: SparkSession, orders: Path, tmp_path: Path
+) -> None:
+    plan_file = tmp_path / "plans" / "example_1.json"
+    compile_ = f"COMPILE PLAN '{plan_file}' FOR {EXAMPLE_1}"
+    assert _run(spark, compile_, _options(tmp_path))["compile"] == {"written": True, "replaced": False, "nodes": 6}
+    _edit_state(plan_file, "stream-exec-deduplicate", "20 s")
+    edited = plan_file.read_text()
+
+    with pytest.raises(SpecError, match=r"exists: write COMPILE PLAN IF NOT EXISTS to keep it, or set table\.plan"):
+        _run(spark, compile_, _options(tmp_path))
+    kept = _run(spark, f"COMPILE PLAN IF NOT EXISTS 'file://{plan_file}' FOR {EXAMPLE_1}", _options(tmp_path))
+    assert kept["compile"] == {"written": False, "kept_existing": True}
+    assert plan_file.read_text() == edited
+    replaced = _run(spark, compile_, _options(tmp_path, "1 h", **{"table.plan.force-recompile": "true"}))
+    assert replaced["compile"]["replaced"] is True
+    assert '"ttl": "3600000 ms"' in plan_file.read_text() and '"20000 ms"' not in plan_file.read_text()
+
+
+def test_explain_checks_the_plan_against_the_catalog_and_shows_each_ttl(
+    spark: SparkSession, orders: Path, tmp_path: Path, db: str
+) -> None:
+    plan_file = tmp_path / "example_1.json"
+    _run(spark, f"COMPILE PLAN '{plan_file}' FOR {EXAMPLE_1}", _options(tmp_path, "1 min"))
+    _edit_state(plan_file, "stream-exec-group-aggregate", "10 s")
+
+    explained = _run(spark, f"EXPLAIN PLAN '{plan_file}'", _options(tmp_path))["explain"]
+
+    states = {node["type"]: node.get("state") for node in explained["nodes"]}
+    assert states["stream-exec-deduplicate"][0]["ttl_ms"] == 60_000
+    assert states["stream-exec-group-aggregate"][0]["ttl_ms"] == 10_000
+    assert [edge for edge in explained["edges"] if edge[1] == 6]
+    assert explained["warnings"] == [
+        "node 4 (stream-exec-group-aggregate) keeps its groupAggregateState for 10000 ms, less than node 2 "
+        "(stream-exec-deduplicate) upstream keeps its deduplicateState (60000 ms): rows still live upstream may be "
+        "gone here; give downstream operators a TTL at least as long"
+    ]
+    assert "[2] stream-exec-deduplicate_1 <- 1: Deduplicate(keep=[FirstRow], key=[order_id]" in explained["text"]
+
+    spark.sql(f"DROP TABLE {db}.orders")
+    spark.sql(f"CREATE TABLE {db}.orders (order_id INT, shop STRING) USING json LOCATION '{orders}'")
+    with pytest.raises(SpecError) as raised:
+        _run(spark, f"EXPLAIN PLAN '{plan_file}'", _options(tmp_path))
+    assert str(raised.value).startswith("node 3 (stream-exec-calc): [UNRESOLVED_COLUMN")
+    assert "amount" in str(raised.value) and "\n" not in str(raised.value)
+    assert not spark.streams.active
+
+
+def test_example_1_a_key_expires_from_the_deduplication_while_its_count_lives_on(
+    spark: SparkSession, orders: Path, tmp_path: Path
+) -> None:
+    plan_file = tmp_path / "example_1.json"
+    options = _options(tmp_path)
+    _run(spark, f"COMPILE PLAN '{plan_file}' FOR {EXAMPLE_1}", options)
+    _edit_state(plan_file, "stream-exec-deduplicate", "20 s")
+    _edit_state(plan_file, "stream-exec-group-aggregate", "60 s")
+    execute = f"EXECUTE PLAN '{plan_file}'"
+
+    _add_orders(orders, "t00", (1, "a", 10), (2, "a", 5), (3, "b", 7))
+    first = _run(spark, execute, options, T0)["execute"]["queries"][0]
+    assert _counts() == {"a": (2, 15), "b": (1, 7)}
+    assert first["input_rows"] == 3 and first["write_calls"] == 1
+
+    _add_orders(orders, "t10", (1, "a", 10))  # a duplicate 10 s later: dropped
+    _run(spark, execute, options, T0 + 10_000)
+    assert _counts() == {"a": (2, 15), "b": (1, 7)}
+
+    # 22 s after order 1 was first seen, the deduplication has forgotten it (20 s), while shop a's count lives on
+    # (60 s): order 1 is counted again, on top of a's count
+    _add_orders(orders, "t22", (1, "a", 10))
+    _run(spark, execute, options, T0 + 22_000)
+    assert _counts() == {"a": (3, 25), "b": (1, 7)}
+
+    # edit the deduplication's TTL to 50 s and resume from the checkpoint: the edit applies to the state kept, so
+    # order 2 (first seen at 0 s) is still known at 45 s and dropped, where 20 s would have counted it again
+    _edit_state(plan_file, "stream-exec-deduplicate", "50 s")
+    _add_orders(orders, "t45", (2, "a", 5))
+    _run(spark, execute, options, T0 + 45_000)
+    assert _counts() == {"a": (3, 25), "b": (1, 7)}
+
+    # at 200 s shop b's count (last written at 0 s) has expired too: its next order starts it again from 1
+    _add_orders(orders, "t200", (9, "b", 4))
+    _run(spark, execute, options, T0 + 200_000)
+    assert _counts() == {"a": (3, 25), "b": (1, 4)}
+
+
+def test_execute_plan_if_exists_does_nothing_without_a_plan(spark: SparkSession, tmp_path: Path) -> None:
+    result = _run(spark, f"EXECUTE PLAN IF EXISTS '{tmp_path / 'none.json'}'", _options(tmp_path))
+    assert result["execute"] == {"skipped": "the plan does not exist"}
+    with pytest.raises(SpecError, match=r"none\.json does not exist: compile it first"):
+        _run(spark, f"EXECUTE PLAN '{tmp_path / 'none.json'}'", _options(tmp_path))
+
+
+@pytest.fixture
+def s3_bucket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A bucket on a real S3-compatible server on loopback (moto's), reached through fsspec's s3fs."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "plan-tests",
+        "AWS_SECRET_ACCESS_KEY": "plan-tests",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+    }.items():
+        monkeypatch.setenv(name, value)
+    import fsspec
+
+    fsspec.filesystem("s3", skip_instance_cache=True).mkdir("plans")
+    yield "s3://plans"
+    server.stop()
+
+
+def test_a_plan_on_s3_is_compiled_explained_and_executed(
+    spark: SparkSession, orders: Path, tmp_path: Path, s3_bucket: str
+) -> None:
+    import fsspec
+
+    uri = f"{s3_bucket}/nightly/example_1.json"
+    options = _options(tmp_path, "20 s")
+    _run(spark, f"COMPILE PLAN '{uri}' FOR {EXAMPLE_1}", options)
+    s3 = fsspec.filesystem("s3", skip_instance_cache=True)
+    plan = json.loads(s3.cat(uri))
+    assert plan["format_version"] == 1 and len(plan["nodes"]) == 6
+
+    explained = _run(spark, f"EXPLAIN PLAN '{uri}'", options)["explain"]
+    assert [node["state"][0]["ttl"] for node in explained["nodes"] if "state" in node] == ["20000 ms", "20000 ms"]
+    _add_orders(orders, "t00", (1, "a", 10), (1, "a", 10), (2, "b", 3))
+    executed = _run(spark, f"COMPILE AND EXECUTE PLAN '{uri}' FOR {EXAMPLE_1}", options)
+    assert executed["compile"] == {"written": False, "kept_existing": True}
+    assert _counts() == {"a": (1, 10), "b": (1, 3)}
+    with pytest.raises(SpecError, match=r"plan s3://plans/nightly/example_1\.json exists"):
+        _run(spark, f"COMPILE PLAN '{uri}' FOR {EXAMPLE_1}", options)
+
+
+def test_csv_parquet_and_rate_tables_are_read_as_streams(spark: SparkSession, db: str, tmp_path: Path) -> None:
+    """Every kind of source the plans read: CSV and parquet folders, and Spark's rate source, into a catalog table."""
+    csv_folder = tmp_path / "csv"
+    csv_folder.mkdir()
+    (csv_folder / "a.csv").write_text("1,x\n2,y\n2,y\n")
+    spark.sql(f"CREATE TABLE {db}.csv_events (id INT, tag STRING) USING csv LOCATION '{csv_folder}'")
+    spark.sql(f"CREATE TABLE {db}.parquet_events (id INT, tag STRING) USING parquet")
+    spark.sql(f"INSERT INTO {db}.parquet_events VALUES (3, 'z')")
+    spark.sql(f"CREATE TABLE {db}.ticks USING rate OPTIONS (rowsPerSecond 5, numPartitions 1)")
+    spark.sql(f"CREATE TABLE {db}.tags (id INT, tag STRING) USING parquet")
+    spark.sql(f"CREATE TABLE {db}.tick_values (value BIGINT) USING parquet")
+    plan_file = tmp_path / "sources.json"
+    options = _options(tmp_path)
+    sql = f"""STATEMENT SET BEGIN
+        INSERT INTO {db}.tags SELECT id, tag FROM (
+            SELECT *, ROW_NUMBER() OVER (PARTITION BY id ORDER BY proctime) AS rn FROM {db}.csv_events) WHERE rn = 1;
+        INSERT INTO {db}.tags SELECT id, tag FROM STREAM({db}.parquet_events);
+        INSERT INTO {db}.tick_values SELECT value FROM {db}.ticks WHERE value < 3;
+      END"""
+
+    done = _run(spark, f"COMPILE AND EXECUTE PLAN '{plan_file}' FOR {sql}", options)
+
+    assert done["compile"]["written"] is True
+    assert [query["sink"] for query in done["execute"]["queries"]] == [f"{db}.tags", f"{db}.tags", f"{db}.tick_values"]
+    assert sorted(map(tuple, spark.table(f"{db}.tags").collect())) == [(1, "x"), (2, "y"), (3, "z")]
+    assert all(row.value < 3 for row in spark.table(f"{db}.tick_values").collect())

@@ -1,0 +1,140 @@
+"""The Airflow side of compiled plans: the statement each operator writes, the job it builds, the connections of
+the PostgreSQL sinks a plan writes (from the declared sinks and the plan file), and bad input failing first."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from airflow.providers.common.compat.sdk import AirflowFailException
+
+from spark_tables.core.errors import SpecError
+from spark_tables.core.plan.job import PlanJob
+from spark_tables.core.plan.sinks import PostgresUpsertSink
+from spark_tables.core.sql.job import SqlJob
+from spark_tables.operators.plan import SparkCompilePlanOperator, SparkExecutePlanOperator, SparkExplainPlanOperator
+from spark_tables.operators.sql import SparkSqlJobOperator
+from tests.unit.test_plan_document import example_2
+
+pytestmark = pytest.mark.usefixtures("spark_tables_home")
+
+COUNTS = PostgresUpsertSink(name="counts", conn_id="serving", table="public.counts", key=("cid",))
+INSERT = "INSERT INTO counts SELECT cid, COUNT(*) AS n FROM orders GROUP BY cid"
+
+
+def _context() -> dict[str, Any]:
+    return {"ti": SimpleNamespace(dag_id="d", run_id="r", task_id="t", map_index=-1, try_number=1)}
+
+
+@pytest.fixture
+def serving(set_connection: Any) -> None:
+    set_connection("serving", conn_type="postgres", host="db", port=6432, schema="srv", login="w", password="pw")
+    set_connection("pg", conn_type="postgres", host="other", schema="o", login="x")
+
+
+def test_compile_writes_flinks_statement(serving: None) -> None:
+    operator = SparkCompilePlanOperator(task_id="c", plan_uri="s3://p/it's.json", sql=INSERT, postgres_sinks=[COUNTS])
+    job = operator.build_job(_context())
+
+    assert isinstance(job, PlanJob)
+    assert job.statement == f"COMPILE PLAN 's3://p/it''s.json' FOR {INSERT}"
+    assert job.options.postgres_sinks == (COUNTS,) and job.options.connections == {}  # compiling writes nowhere
+    assert job.options.checkpoints.endswith("spark_tables_home/checkpoints")
+
+
+def test_a_list_of_inserts_is_a_statement_set_and_overwrite_forces_the_recompile(serving: None) -> None:
+    operator = SparkCompilePlanOperator(
+        task_id="c", plan_uri="/p.json", sql=[INSERT, INSERT.replace("counts", "counts2")], overwrite=True
+    )
+    job = operator.build_job(_context())
+
+    assert job.statement.startswith("COMPILE PLAN '/p.json' FOR STATEMENT SET BEGIN\nINSERT INTO counts ")
+    assert job.statement.endswith(";\nEND")
+    assert job.options.configuration == {"table.plan.force-recompile": "true"}
+    kept = SparkCompilePlanOperator(task_id="c", plan_uri="/p.json", sql=INSERT, if_not_exists=True)
+    assert kept.build_job(_context()).statement.startswith("COMPILE PLAN IF NOT EXISTS '/p.json' FOR INSERT")
+
+
+def test_executing_resolves_the_connections_of_the_declared_sinks_and_of_the_plans(
+    serving: None, tmp_path: Path
+) -> None:
+    plan_file = tmp_path / "p.json"
+    plan_file.write_text(json.dumps(example_2()))  # its sink "counts" writes through connection "pg"
+    operator = SparkExecutePlanOperator(
+        task_id="e",
+        plan_uri=str(plan_file),
+        postgres_sinks=[PostgresUpsertSink(name="other", conn_id="serving", table="t", key=("k",))],
+        configuration={"table.exec.state.ttl": "1 h"},
+    )
+    job = operator.build_job(_context())
+
+    assert job.statement == f"EXECUTE PLAN '{plan_file}'"
+    assert job.options.connections == {
+        "other": {"host": "db", "port": 6432, "database": "srv", "user": "w", "password": "pw"},
+        "counts": {"host": "other", "port": 5432, "database": "o", "user": "x"},
+    }
+    assert "pw" not in repr(job)
+    compile_and_execute = SparkCompilePlanOperator(
+        task_id="c", plan_uri=str(plan_file), sql=INSERT, postgres_sinks=[COUNTS], execute=True
+    )
+    assert set(compile_and_execute.build_job(_context()).options.connections) == {"counts"}
+
+
+def test_a_sinks_missing_connection_fails_the_task_before_any_job(nothing_is_started: None, tmp_path: Path) -> None:
+    operator = SparkExecutePlanOperator(
+        task_id="e", plan_uri=str(tmp_path / "none.json"), if_exists=True, postgres_sinks=[COUNTS]
+    )
+    assert operator.statement() == f"EXECUTE PLAN IF EXISTS '{tmp_path / 'none.json'}'"
+    with pytest.raises(AirflowFailException, match="postgres sink counts: connection 'serving' does not exist"):
+        operator.execute(_context())
+
+
+def test_a_bad_plan_file_fails_in_one_line_before_any_job(nothing_is_started: None, tmp_path: Path) -> None:
+    plan_file = tmp_path / "p.json"
+    document = example_2()
+    document["format_version"] = 2
+    plan_file.write_text(json.dumps(document))
+    with pytest.raises(AirflowFailException, match=r"format version 2, newer than this provider reads \(1\)"):
+        SparkExecutePlanOperator(task_id="e", plan_uri=str(plan_file)).execute(_context())
+
+
+def test_explain_logs_the_graph_and_its_warnings(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spark_tables.core.job_result import JobResult
+
+    monkeypatch.setattr(SparkExplainPlanOperator, "log", logging.getLogger("explain_test"))
+    result = JobResult(
+        kind="plan", output={"explain": {"text": "== Compiled plan ==\n[1] ...", "warnings": ["node 4 keeps ..."]}}
+    )
+    operator = SparkExplainPlanOperator(task_id="x", plan_uri="/p.json")
+    assert operator.statement() == "EXPLAIN PLAN '/p.json'"
+    with caplog.at_level(logging.INFO, logger="explain_test"):
+        value = operator.xcom_value(result)
+    assert value["explain"]["warnings"] == ["node 4 keeps ..."]
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("INFO", "== Compiled plan ==\n[1] ..."),
+        ("WARNING", "node 4 keeps ..."),
+    ]
+
+
+def test_the_sql_operator_runs_plan_statements_with_the_plans_options(serving: None, tmp_path: Path) -> None:
+    operator = SparkSqlJobOperator(
+        task_id="s",
+        sql=f"CREATE TABLE x (a INT) USING json; COMPILE AND EXECUTE PLAN '{tmp_path}/p.json' FOR {INSERT};",
+        postgres_sinks=[COUNTS],
+        plan_configuration={"table.exec.state.ttl": "20 s"},
+    )
+    job = operator.build_job(_context())
+
+    assert isinstance(job, SqlJob) and len(job.statements) == 2
+    assert job.plans is not None and set(job.plans.connections) == {"counts"}
+    assert job.plans.configuration == {"table.exec.state.ttl": "20 s"}
+    with pytest.raises(SpecError, match=r"SELECT 1 is not an INSERT: a compiled plan writes its results"):
+        SparkSqlJobOperator(task_id="s", sql="SELECT 1; COMPILE PLAN '/p.json' FOR SELECT 1").build_job(_context())
+    plain = SparkSqlJobOperator(task_id="s", sql="SELECT 1").build_job(_context())
+    assert plain.plans is None

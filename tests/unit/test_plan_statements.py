@@ -1,0 +1,74 @@
+"""The plan statements, read from their text as Flink spells them."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_tables.core.errors import SpecError
+from spark_tables.core.plan.statements import (
+    PlanStatement,
+    insert_statements,
+    is_plan_statement,
+    parse_plan_statement,
+    rejoin_statement_sets,
+)
+
+
+def test_the_four_statements() -> None:
+    assert parse_plan_statement("COMPILE PLAN 's3://b/p.json' FOR INSERT INTO t SELECT * FROM s;") == PlanStatement(
+        action="compile", uri="s3://b/p.json", body="INSERT INTO t SELECT * FROM s"
+    )
+    statement = parse_plan_statement("-- nightly\ncompile plan if not exists '/p.json' for insert into t select 1")
+    assert (statement.action, statement.if_not_exists, statement.compiles, statement.executes) == (
+        "compile", True, True, False,
+    )  # fmt: skip
+    both = parse_plan_statement("COMPILE AND EXECUTE PLAN 'file:///p.json' FOR INSERT INTO t SELECT 1")
+    assert (both.action, both.compiles, both.executes) == ("compile_and_execute", True, True)
+    assert parse_plan_statement("EXECUTE PLAN IF EXISTS '/it''s.json'") == PlanStatement(
+        action="execute", uri="/it's.json", if_exists=True
+    )
+    assert parse_plan_statement("EXPLAIN PLAN '/p.json'").action == "explain"
+    assert is_plan_statement("  EXPLAIN PLAN '/p.json'") and not is_plan_statement("EXPLAIN SELECT 1")
+
+
+def test_a_statement_set_holds_several_inserts() -> None:
+    statement = parse_plan_statement(
+        "COMPILE PLAN '/p.json' FOR STATEMENT SET BEGIN INSERT INTO a SELECT ';' FROM s; INSERT INTO b SELECT 2 "
+        "FROM s; END"
+    )
+    assert insert_statements(statement.body) == ["INSERT INTO a SELECT ';' FROM s", "INSERT INTO b SELECT 2 FROM s"]
+
+
+def test_a_statement_set_split_on_semicolons_is_put_back_together() -> None:
+    pieces = [
+        "CREATE TABLE x (a INT) USING json",
+        "COMPILE PLAN '/p.json' FOR STATEMENT SET BEGIN INSERT INTO a SELECT 1 FROM s",
+        "INSERT INTO b SELECT 2 FROM s",
+        "END",
+        "EXECUTE PLAN '/p.json'",
+    ]
+    joined = rejoin_statement_sets(pieces)
+    assert len(joined) == 3
+    assert insert_statements(parse_plan_statement(joined[1]).body) == [
+        "INSERT INTO a SELECT 1 FROM s",
+        "INSERT INTO b SELECT 2 FROM s",
+    ]
+    with pytest.raises(SpecError, match="its STATEMENT SET has no END"):
+        rejoin_statement_sets(pieces[:3])
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("COMPILE PLAN '/p.json' FOR SELECT * FROM s", "is not an INSERT: a compiled plan writes its results"),
+        ("COMPILE PLAN '/p.json'", "say what to compile"),
+        ("COMPILE PLAN '' FOR INSERT INTO t SELECT 1", "the plan's URI is empty"),
+        ("EXECUTE PLAN /p.json", "is not a plan statement"),
+        ("COMPILE PLAN '/p.json' FOR STATEMENT SET BEGIN END", "the STATEMENT SET is empty"),
+    ],
+)
+def test_bad_statements_fail_with_one_line(text: str, message: str) -> None:
+    with pytest.raises(SpecError) as raised:
+        parse_plan_statement(text)
+    assert message in str(raised.value)
+    assert "\n" not in str(raised.value)
