@@ -7,8 +7,7 @@ their shipment, so the orders side needs 7 d; a shipped line only ever meets an 
 logistics side needs 1 d. The stream is seeded: every step (half a day, 5 s, apart) brings ``--orders`` orders of
 1-3 lines each; a line's rows CREATED (with its order), PACKED, SHIPPED (1 to 13 steps, 0.5 to 6.5 days, after
 its order) and DELIVERED arrive at their steps, one JSON file per table and step. The filter is written in the
-join's ``ON``: the compiler applies a ``WHERE`` on the right side after the join, where the right side's state
-would hold every status.
+join's ``ON``, a filter of the logistics side before the join (a ``WHERE`` on that side is pushed there too).
 
 Two measurements in one local[2] SparkSession in this process (in-memory catalog, RocksDB state store, the
 runner's state partitions: the application's cores):

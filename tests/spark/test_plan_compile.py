@@ -198,3 +198,26 @@ def test_the_plan_is_json_a_person_reads(spark: SparkSession, tables: str) -> No
         "id", "type", "version", "inputs", "key", "keep", "output_schema", "description", "state",
     ]  # fmt: skip
     assert document["nodes"][1]["state"] == [{"index": 0, "ttl": "0 ms", "name": "deduplicateState"}]
+
+
+def test_where_conditions_on_one_side_of_a_join_filter_it_before_the_join(spark: SparkSession, tables: str) -> None:
+    inner = _compiled(
+        spark,
+        """INSERT INTO shop_counts SELECT o.shop, c.name FROM orders o JOIN customers c ON o.customer = c.id
+           WHERE c.tier = 'gold' AND o.amount > 10 AND o.amount > c.id""",
+    )
+    join = next(node for node in inner.nodes if node.TYPE == "stream-exec-join")
+    left_input, right_input = (inner.node(node_id) for node_id in join.inputs)
+    assert "amount" in left_input.condition and "tier" in right_input.condition
+    after = inner.node(join.id + 1)
+    assert after.TYPE == "stream-exec-calc" and after.condition.replace("`", "") == "amount > id"
+
+    left = _compiled(
+        spark,
+        """INSERT INTO shop_counts SELECT o.shop, c.name FROM orders o LEFT JOIN customers c ON o.customer = c.id
+           WHERE c.tier = 'gold' AND o.amount > 10""",
+    )
+    join = next(node for node in left.nodes if node.TYPE == "stream-exec-join")
+    assert "amount" in left.node(join.inputs[0]).condition
+    assert left.node(join.inputs[1]).TYPE == "stream-exec-table-source-scan"  # a right-side WHERE drops null rows
+    assert "tier" in left.node(join.id + 1).condition

@@ -206,9 +206,10 @@ class PlanCompiler:
             relation, condition = dedup
             used: list[str] = []
         else:
-            relation, used = self._from(query, ttls)
             where = query.args.get("where")
-            condition = where.this if where else None
+            conjuncts = _conjuncts(where.this) if where else []
+            relation, used = self._from(query, ttls, conjuncts)
+            condition = _and(conjuncts) if conjuncts else None
         aggregates = [node for projection in query.expressions for node in _aggregate_calls(projection)]
         if query.args.get("group") or aggregates:
             if relation.alias and relation.alias.lower() in ttls:
@@ -221,15 +222,29 @@ class PlanCompiler:
         projection = self._projection(query.expressions, relation)
         return self._calc(relation, projection, condition, relation, qualifier=None)
 
-    def _from(self, query: exp.Select, ttls: dict[str, timedelta]) -> tuple[Relation, list[str]]:
-        """The FROM clause and its joins; the hint names the joins used."""
+    def _from(
+        self, query: exp.Select, ttls: dict[str, timedelta], where: list[exp.Expression] | None = None
+    ) -> tuple[Relation, list[str]]:
+        """The FROM clause and its joins; the hint names the joins used. The WHERE conjuncts (``where``) on one
+        side of a join go below it where that gives the same rows, as Flink's planner pushes them (so that a join
+        keeps no state for rows the query drops anyway); they are removed from ``where``."""
         from_ = query.args.get("from_") or query.args.get("from")
         if from_ is None:
             raise SpecError("the query reads no table: add FROM")
         relation = self._factor(from_.this)
         used: list[str] = []
         for join in query.args.get("joins") or []:
-            relation = self._join(relation, self._factor(join.this), join, ttls, used)
+            right = self._factor(join.this)
+            left_filter, right_filter = _pushed_down(where if where is not None else [], relation, right, join)
+            if left_filter:
+                relation = self._calc(
+                    relation, tuple(relation.star(None)), _and(left_filter), relation, qualifier=None, keep=relation
+                )
+            if right_filter:
+                right = self._calc(
+                    right, tuple(right.star(None)), _and(right_filter), right, qualifier=None, keep=right
+                )
+            relation = self._join(relation, right, join, ttls, used)
         return relation, used
 
     def _factor(self, factor: exp.Expression) -> Relation:
@@ -647,6 +662,27 @@ def _conjuncts(condition: exp.Expression) -> list[exp.Expression]:
 
 def _and(conditions: Sequence[exp.Expression]) -> exp.Expression:
     return exp.and_(*conditions) if len(conditions) > 1 else conditions[0]
+
+
+def _pushed_down(
+    where: list[exp.Expression], left: Relation, right: Relation, join: exp.Join
+) -> tuple[list[exp.Expression], list[exp.Expression]]:
+    """The WHERE conjuncts that filter one side of ``join`` before it: on either side of an inner join, on the left
+    side of a left join (a right-side condition after a left join also drops the rows padded with nulls)."""
+    left_join = join.text("side").upper() == "LEFT"
+    left_filter, right_filter = [], []
+    for conjunct in list(where):
+        columns = list(conjunct.find_all(exp.Column))
+        if not columns or conjunct.find(exp.AggFunc) or conjunct.find(exp.Subquery):
+            continue
+        if all(_reaches(left, c) and not _reaches(right, c) for c in columns):
+            left_filter.append(conjunct)
+        elif not left_join and all(_reaches(right, c) and not _reaches(left, c) for c in columns):
+            right_filter.append(conjunct)
+        else:
+            continue
+        where.remove(conjunct)
+    return left_filter, right_filter
 
 
 def _is_first_row(condition: exp.Expression, alias: str) -> bool:
