@@ -10,8 +10,8 @@ Spark hands a transform-with-state operator its rows one value at a time, which 
 aggregation itself, so each input partition's rows of a micro-batch are first added up per group with Arrow
 (``LocalAggregate``, Flink's local aggregation), and the stateful operator merges a few partial rows per group (its
 global aggregation). As in Flink's global aggregation, what a batch adds and retracts is netted: the order of a
-group's rows within a batch does not matter, and a group without state (new, or expired) whose batch retracts as
-many rows as it adds sends nothing.
+group's rows within a batch does not matter, and a group without state (new, or expired) whose batch retracts at
+least as many rows as it adds sends nothing.
 
 MIN, MAX and the DISTINCT aggregates keep a count per value of their column, as Flink's retractable MIN/MAX do, so
 that a retracted minimum gives way to the next one; each batch that touches a group rewrites its counts. Over an
@@ -79,10 +79,10 @@ from spark_tables.jobs.plan.state_ttl import (
 ACCUMULATOR = "accumulator"
 #: Decimal sums and averages are exact up to Spark's 38 digits (Python's default context rounds at 28).
 _EXACT = decimal.Context(prec=80)
-#: A partial row's part: 0 for a group's sums, i + 1 for a count of one value of the i-th value-counted column.
+#: A partial row's part: 0 for a group's sums, i + 1 for its value counts of the i-th value-counted column.
 _PART = "__part"
-#: A value-count partial row's count.
-_COUNT = "__count"
+#: A value-count partial row's counts, one per value of its ``__value_list_<column>`` list.
+_COUNTS = "__count_list"
 
 
 @dataclass(frozen=True)
@@ -184,8 +184,11 @@ class _Plan:
             [StructField(f"__key_{index}", kind) for index, kind in enumerate(self.key_types)]
             + [StructField(_PART, IntegerType(), nullable=False)]
             + [StructField(f"__{one.name}", one.type) for one in self.sums]
-            + [StructField(_COUNT, LongType())]
-            + [StructField(f"__value_{column}", self.column_types[column]) for column in self.counted_columns]
+            + [StructField(_COUNTS, ArrayType(LongType()))]
+            + [
+                StructField(f"__value_list_{column}", ArrayType(self.column_types[column]))
+                for column in self.counted_columns
+            ]
         )
 
     def state_schema(self) -> StructType:
@@ -211,8 +214,9 @@ class _Plan:
 class LocalAggregate:
     """The local phase, with Arrow: one input partition's rows of a micro-batch, added up per group.
 
-    Its partial rows are each group's sums (``__part`` 0) and, for each value-counted column, each group's count
-    of each of its values (``__part`` i + 1, ``__count`` and ``__value_<column>``); other fields are null.
+    Its partial rows are each group's sums (``__part`` 0) and, for each value-counted column, each group's values
+    with their net counts (rows added less rows retracted), as two lists (``__part`` i + 1, ``__value_list_<column>``
+    and ``__count_list``): Spark hands a list over at once, not value by value. Other fields are null.
     """
 
     def __init__(self, plan: _Plan) -> None:
@@ -242,15 +246,17 @@ class LocalAggregate:
         renamed = {f"__{one.name}_{one.arrow_function}": f"__{one.name}" for one in plan.sums}
         yield from _partial_rows(sums, 0, renamed, schema)
         for part, column in enumerate(plan.counted_columns, start=1):
-            value = f"__value_{column}"
+            values = f"__value_list_{column}"
             counts = (
-                pa.table({**{name: table[name] for name in keys}, value: columns[column], _COUNT: sign})
+                pa.table({**{name: table[name] for name in keys}, values: columns[column], _COUNTS: sign})
                 .filter(pc.is_valid(columns[column]))
-                .group_by([*keys, value], use_threads=False)
-                .aggregate([(_COUNT, "sum")])
+                .group_by([*keys, values], use_threads=False)
+                .aggregate([(_COUNTS, "sum")])
             )
-            counts = counts.filter(pc.not_equal(counts[f"{_COUNT}_sum"], 0))
-            yield from _partial_rows(counts, part, {f"{_COUNT}_sum": _COUNT}, schema)
+            counts = counts.filter(pc.not_equal(counts[f"{_COUNTS}_sum"], 0))
+            # One row per group with its values and their counts, two lists in the same order.
+            lists = counts.group_by(keys, use_threads=False).aggregate([(values, "list"), (f"{_COUNTS}_sum", "list")])
+            yield from _partial_rows(lists, part, {f"{values}_list": values, f"{_COUNTS}_sum_list": _COUNTS}, schema)
 
     def _arrow_schema(self, table: pa.Table) -> pa.Schema:
         """The partial rows' Arrow schema, with the key's and the columns' types as Spark sent them."""
@@ -268,8 +274,8 @@ class LocalAggregate:
                 )
                 for one in plan.sums
             ]
-            + [pa.field(_COUNT, pa.int64())]
-            + [pa.field(f"__value_{column}", column_type[column]) for column in plan.counted_columns]
+            + [pa.field(_COUNTS, pa.list_(pa.int64()))]
+            + [pa.field(f"__value_list_{column}", pa.list_(column_type[column])) for column in plan.counted_columns]
         )
 
 
@@ -278,10 +284,10 @@ class GroupAggregateProcessor(StatefulProcessor):
 
     def __init__(self, plan: _Plan, output: StructType, ttl: StateTtl, clock: Clock) -> None:
         self.plan, self.output, self.ttl, self.clock = plan, output, ttl, clock
-        # The partial rows' fields: the key, the part, the sums, the count, the counted values.
+        # The partial rows' fields: the key, the part, the sums, the counts, the lists of counted values.
         self.part_at = plan.key_count
         self.sums_at = self.part_at + 1
-        self.count_at = self.sums_at + len(plan.sums)
+        self.counts_at = self.sums_at + len(plan.sums)
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.state = handle.getValueState(ACCUMULATOR, self.plan.state_schema())
@@ -306,7 +312,9 @@ class GroupAggregateProcessor(StatefulProcessor):
                     for index, (one, value) in enumerate(zip(self.plan.sums, sums, strict=True))
                 ]
             else:
-                counts[part - 1][row[self.count_at + part]] += row[self.count_at]
+                column_counts = counts[part - 1]
+                for value, count in zip(row[self.counts_at + part], row[self.counts_at], strict=True):
+                    column_counts[value] += count
         if sums[0] <= 0:
             if stored:
                 self.state.clear()
