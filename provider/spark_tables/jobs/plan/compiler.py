@@ -185,7 +185,7 @@ class PlanCompiler:
             f"CAST({quote_part(column)} AS {target.dataType.simpleString()}) AS {quote_part(target.name)}"
             for column, target in zip(relation.columns, table.fields, strict=True)
         )
-        return self._calc(relation, projection, None, None)
+        return self._calc(relation, projection, None)
 
     # -- query blocks ---------------------------------------------------------------------------------------------
 
@@ -220,7 +220,7 @@ class PlanCompiler:
             raise SpecError("HAVING needs GROUP BY or an aggregate")
         _unused_hints(ttls, used)
         projection = self._projection(query.expressions, relation)
-        return self._calc(relation, projection, condition, relation, qualifier=None)
+        return self._calc(relation, projection, condition)
 
     def _from(
         self, query: exp.Select, ttls: dict[str, timedelta], where: list[exp.Expression] | None = None
@@ -236,15 +236,9 @@ class PlanCompiler:
         for join in query.args.get("joins") or []:
             right = self._factor(join.this)
             left_filter, right_filter = _pushed_down(where if where is not None else [], relation, right, join)
-            if left_filter:
-                relation = self._calc(
-                    relation, tuple(relation.star(None)), _and(left_filter), relation, qualifier=None, keep=relation
-                )
-            if right_filter:
-                right = self._calc(
-                    right, tuple(right.star(None)), _and(right_filter), right, qualifier=None, keep=right
-                )
-            relation = self._join(relation, right, join, ttls, used)
+            relation = self._join(
+                self._filter(relation, left_filter), self._filter(right, right_filter), join, ttls, used
+            )
         return relation, used
 
     def _factor(self, factor: exp.Expression) -> Relation:
@@ -310,10 +304,8 @@ class PlanCompiler:
                 "a LEFT JOIN's ON may hold, besides equalities of the two sides, only conditions on the right side: "
                 "move the others into WHERE, or into a subquery of the left side"
             )
-        if right_only:
-            right = self._calc(right, tuple(right.star(None)), _and(right_only), right, qualifier=None, keep=right)
-        if left_only:
-            left = self._calc(left, tuple(left.star(None)), _and(left_only), left, qualifier=None, keep=left)
+        right = self._filter(right, right_only)
+        left = self._filter(left, left_only)
         left_ttl, right_ttl = (ttls.get((rel.alias or "").lower()) for rel in (left, right))
         used.extend(rel.alias.lower() for rel in (left, right) if rel.alias and rel.alias.lower() in ttls)
         state = _state(Join.STATE_NAMES, self.job_ttl, left_ttl, right_ttl)
@@ -341,9 +333,7 @@ class PlanCompiler:
                     joined.names.setdefault(key, [])
                     if sql not in joined.names[key]:
                         joined.names[key].append(sql)
-        if both:
-            return self._calc(joined, tuple(joined.star(None)), _and(both), joined, qualifier=None, keep=joined)
-        return joined
+        return self._filter(joined, both)
 
     def _renamed_apart(self, right: Relation, left: Relation) -> Relation:
         """``right`` with the columns whose names ``left`` has too renamed (``id`` becomes ``id0``), as Flink's
@@ -363,14 +353,15 @@ class PlanCompiler:
             f"{quote_part(column)} AS {quote_part(renames[column])}" if column in renames else quote_part(column)
             for column in right.columns
         )
-        node = self._add(Calc(id=0, inputs=(right.node_id,), projection=projection), None)
+        node = self._add(
+            Calc(id=0, inputs=(right.node_id,), projection=projection), _calc_description(projection, None)
+        )
         renamed = Relation(node.id, [renames.get(column, column) for column in right.columns], updating=right.updating)
         renamed.alias = right.alias
         for (qualifier, column), sqls in right.names.items():
             renamed.names[(qualifier, column)] = [
                 next((quote_part(renames[c]) for c in renames if quote_part(c) == sql), sql) for sql in sqls
             ]
-        self._describe_calc(node, projection, None)
         return renamed
 
     def _sides(self, expression: exp.Expression, left: Relation, right: Relation) -> set[str]:
@@ -422,7 +413,7 @@ class PlanCompiler:
         source, _ = self._from(inner, {})
         inner_where = inner.args.get("where")
         projection = self._projection([p for p in inner.expressions if p is not row_number], source)
-        before = self._calc(source, projection, inner_where.this if inner_where else None, source, qualifier=None)
+        before = self._calc(source, projection, inner_where.this if inner_where else None)
         if before.updating:
             raise SpecError("a deduplication needs an insert-only input: deduplicate before aggregating or joining")
         partition = window.args.get("partition_by") or []
@@ -471,7 +462,7 @@ class PlanCompiler:
                 text = call.sql(DIALECT).lower()
                 if text not in calls:
                     calls[text] = self._aggregate_call(call, source, pre, arguments, len(calls))
-        before = self._calc(source, tuple(pre), condition, source, qualifier=None)
+        before = self._calc(source, tuple(pre), condition)
         selected = ", ".join([*key, *(call.describe() for call in calls.values())])
         description = f"GroupAggregate(groupBy=[{', '.join(key)}], select=[{selected}])"
         node = self._add(
@@ -496,7 +487,7 @@ class PlanCompiler:
             text = self._rewritten(replaced, aggregated)
             projection.append(f"{text} AS {quote_part(output or expression.sql(DIALECT))}")
         condition = _replace_aggregates(having.this, calls, grouped) if having else None
-        return self._calc(aggregated, tuple(projection), condition, aggregated, qualifier=None)
+        return self._calc(aggregated, tuple(projection), condition)
 
     def _aggregate_call(
         self, call: exp.Expression, source: Relation, pre: list[str], arguments: dict[str, str], index: int
@@ -555,33 +546,25 @@ class PlanCompiler:
 
         return expression.copy().transform(resolve).sql(DIALECT)
 
-    def _calc(
-        self,
-        relation: Relation,
-        projection: tuple[str, ...],
-        condition: exp.Expression | None,
-        scope: Relation,
-        qualifier: str | None = None,
-        keep: Relation | None = None,
-    ) -> Relation:
-        """A projection and filter over ``relation`` (left out when it would change nothing); with ``keep``, the
-        result is reached by the same names as ``keep`` (a filter before or after a join)."""
-        condition_sql = self._rewritten(condition, scope) if condition is not None else None
+    def _calc(self, relation: Relation, projection: tuple[str, ...], condition: exp.Expression | None) -> Relation:
+        """A projection and filter over ``relation``'s names (left out when it would change nothing)."""
+        condition_sql = self._rewritten(condition, relation) if condition is not None else None
         if condition_sql is None and list(projection) == relation.star(None):
             return relation
-        node = self._add(Calc(id=0, inputs=(relation.node_id,), projection=projection, condition=condition_sql), None)
-        self._describe_calc(node, projection, condition_sql)
-        columns = [column.name for column in self.pipeline.columns(node.id)]
-        if keep is not None:
-            kept = dataclasses.replace(keep, node_id=node.id, names={k: list(v) for k, v in keep.names.items()})
-            return kept
-        return Relation.of(node.id, columns, qualifier, relation.updating)
+        calc = Calc(id=0, inputs=(relation.node_id,), projection=projection, condition=condition_sql)
+        node = self._add(calc, _calc_description(projection, condition_sql))
+        return Relation.of(node.id, [column.name for column in node.output_schema], None, relation.updating)
 
-    def _describe_calc(self, node: Node, projection: Sequence[str], condition: str | None) -> None:
-        where = f", where=[{condition}]" if condition else ""
-        self.nodes[-1] = dataclasses.replace(
-            self.nodes[-1], description=f"Calc(select=[{', '.join(projection)}]{where})"
-        )
+    def _filter(self, relation: Relation, conditions: Sequence[exp.Expression]) -> Relation:
+        """``relation``'s rows that meet ``conditions``, reached by the same names (a filter before or after a
+        join)."""
+        if not conditions:
+            return relation
+        projection = tuple(relation.star(None))
+        condition_sql = self._rewritten(_and(conditions), relation)
+        calc = Calc(id=0, inputs=(relation.node_id,), projection=projection, condition=condition_sql)
+        node = self._add(calc, _calc_description(projection, condition_sql))
+        return dataclasses.replace(relation, node_id=node.id, names={k: list(v) for k, v in relation.names.items()})
 
     # -- nodes ----------------------------------------------------------------------------------------------------
 
@@ -662,6 +645,11 @@ def _conjuncts(condition: exp.Expression) -> list[exp.Expression]:
 
 def _and(conditions: Sequence[exp.Expression]) -> exp.Expression:
     return exp.and_(*conditions) if len(conditions) > 1 else conditions[0]
+
+
+def _calc_description(projection: Sequence[str], condition: str | None) -> str:
+    where = f", where=[{condition}]" if condition else ""
+    return f"Calc(select=[{', '.join(projection)}]{where})"
 
 
 def _pushed_down(
