@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,11 @@ from pyspark.sql import SparkSession
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.document import CompiledPlan
+from spark_tables.core.plan.nodes import GroupAggregate, SourceScan
 from spark_tables.core.plan.sinks import PostgresUpsertSink
+from spark_tables.jobs.plan.clock import BatchClock
 from spark_tables.jobs.plan.compiler import compile_plan
+from spark_tables.jobs.plan.pipeline import Pipeline
 
 pytestmark = pytest.mark.spark
 
@@ -178,6 +182,11 @@ def test_an_insert_only_query_goes_into_a_catalog_table_cast_to_its_columns(spar
             "AS rn FROM orders) WHERE rn = 1",
             "a deduplication orders by processing time",
         ),
+        (
+            "INSERT INTO shop_counts SELECT shop, n FROM (SELECT shop, n, ROW_NUMBER() OVER (PARTITION BY shop "
+            "ORDER BY proctime) AS rn FROM (SELECT shop, COUNT(*) AS n FROM orders GROUP BY shop)) WHERE rn = 1",
+            "(stream-exec-deduplicate) needs an insert-only input, but node 5 updates its rows",
+        ),
         ("INSERT INTO shop_counts SELECT order_id FROM orders", "the query has no column(s) ['shop'] of its key"),
         ("INSERT INTO big_orders SELECT order_id FROM orders", "the query gives 1 column(s), table big_orders has 2"),
     ],
@@ -221,3 +230,34 @@ def test_where_conditions_on_one_side_of_a_join_filter_it_before_the_join(spark:
     assert "amount" in left.node(join.inputs[0]).condition
     assert left.node(join.inputs[1]).TYPE == "stream-exec-table-source-scan"  # a right-side WHERE drops null rows
     assert "tier" in left.node(join.id + 1).condition
+
+
+@pytest.mark.parametrize(
+    ("sql", "aggregation_input_inserts_only"),
+    [
+        (DEDUPLICATED_COUNT, True),
+        (DEDUPLICATED_COUNT.replace("ORDER BY proctime", "ORDER BY proctime DESC"), False),
+        ("INSERT INTO shop_counts SELECT shop, MIN(amount) AS low FROM orders GROUP BY shop", True),
+        (
+            "INSERT INTO shop_counts SELECT o.shop, MAX(c.id) AS top FROM orders o JOIN customers c "
+            "ON o.customer = c.id GROUP BY o.shop",
+            True,
+        ),
+        (
+            "INSERT INTO shop_counts SELECT o.shop, MAX(c.id) AS top FROM orders o LEFT JOIN customers c "
+            "ON o.customer = c.id GROUP BY o.shop",
+            False,
+        ),
+    ],
+)
+def test_which_inputs_only_insert_is_inferred_node_by_node(
+    spark: SparkSession, tables: str, sql: str, aggregation_input_inserts_only: bool
+) -> None:
+    plan = _compiled(spark, sql)
+    pipeline = Pipeline(spark, timedelta(0), BatchClock())
+    for node in plan.nodes:
+        pipeline.add(node)
+    aggregation = next(node for node in plan.nodes if isinstance(node, GroupAggregate))
+    assert pipeline.insert_only[aggregation.inputs[0]] is aggregation_input_inserts_only
+    assert pipeline.insert_only[aggregation.id] is False
+    assert all(pipeline.insert_only[node.id] for node in plan.nodes if isinstance(node, SourceScan))

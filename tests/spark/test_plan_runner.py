@@ -144,6 +144,32 @@ def test_explain_checks_the_plan_against_the_catalog_and_shows_each_ttl(
     assert not spark.streams.active
 
 
+def test_a_plan_edited_to_send_updates_into_a_catalog_table_is_refused_before_any_query(
+    spark: SparkSession, orders: Path, tmp_path: Path, db: str
+) -> None:
+    spark.sql(f"CREATE TABLE {db}.first_orders (order_id INT, shop STRING, amount INT) USING parquet")
+    plan_file = tmp_path / "first_orders.json"
+    first = """INSERT INTO first_orders SELECT order_id, shop, amount
+               FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY order_id ORDER BY proctime) AS rn FROM orders)
+               WHERE rn = 1"""
+    _run(spark, f"COMPILE PLAN '{plan_file}' FOR {first}", _options(tmp_path))
+    plan = json.loads(plan_file.read_text())
+    next(node for node in plan["nodes"] if node["type"] == "stream-exec-deduplicate")["keep"] = "last"
+    plan_file.write_text(json.dumps(plan, indent=2))
+    _add_orders(orders, "a", (1, "north", 5))
+
+    for statement in (f"EXPLAIN PLAN '{plan_file}'", f"EXECUTE PLAN '{plan_file}'"):
+        with pytest.raises(SpecError) as raised:
+            _run(spark, statement, _options(tmp_path))
+        assert str(raised.value) == (
+            "the query updates its results (an aggregation, a keep-last deduplication or a left join), but "
+            "first_orders is a catalog table, which takes inserted rows only: write into a PostgresUpsertSink"
+        )
+    assert not spark.streams.active
+    assert not (tmp_path / "checkpoints").exists()
+    assert spark.table(f"{db}.first_orders").count() == 0
+
+
 def test_example_1_a_key_expires_from_the_deduplication_while_its_count_lives_on(
     spark: SparkSession, orders: Path, tmp_path: Path
 ) -> None:

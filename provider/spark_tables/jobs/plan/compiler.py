@@ -62,13 +62,12 @@ class Relation:
     node_id: int
     columns: list[str]
     names: dict[tuple[str | None, str], list[str]] = field(default_factory=dict)
-    updating: bool = False
     #: The table name or alias this relation has in its query block, where it is one table or subquery.
     alias: str | None = None
 
     @classmethod
-    def of(cls, node_id: int, columns: Sequence[str], qualifier: str | None, updating: bool) -> Relation:
-        relation = cls(node_id, list(columns), updating=updating, alias=qualifier)
+    def of(cls, node_id: int, columns: Sequence[str], qualifier: str | None) -> Relation:
+        relation = cls(node_id, list(columns), alias=qualifier)
         for column in columns:
             relation.bind(qualifier, column, quote_part(column))
         return relation
@@ -167,11 +166,7 @@ class PlanCompiler:
                     "select them (with AS to name them)"
                 )
             return relation
-        if relation.updating:
-            raise SpecError(
-                f"the query updates its results (an aggregation, a keep-last deduplication or a left join), but "
-                f"{sink.name} is a catalog table, which takes inserted rows only: write into a PostgresUpsertSink"
-            )
+        self.pipeline.check_sink(sink, relation.node_id)
         try:
             table = self.spark.table(sink.name).schema
         except Exception:
@@ -261,10 +256,10 @@ class PlanCompiler:
         self.nodes[-1] = dataclasses.replace(
             node, description=f"TableSourceScan(table=[{table}], fields=[{', '.join(columns)}])"
         )
-        return Relation.of(node.id, columns, factor.alias or TableIdentifier.parse(table).table, updating=False)
+        return Relation.of(node.id, columns, factor.alias or TableIdentifier.parse(table).table)
 
     def _requalified(self, relation: Relation, alias: str | None) -> Relation:
-        return Relation.of(relation.node_id, relation.columns, alias, relation.updating)
+        return Relation.of(relation.node_id, relation.columns, alias)
 
     # -- joins ----------------------------------------------------------------------------------------------------
 
@@ -325,8 +320,7 @@ class PlanCompiler:
             ),
             description,
         )
-        joined = Relation(node.id, [*left.columns, *right.columns], updating=True)
-        joined.updating = join_type == "LEFT" or left.updating or right.updating
+        joined = Relation(node.id, [*left.columns, *right.columns])
         for part in (left, right):
             for key, sqls in part.names.items():
                 for sql in sqls:
@@ -356,7 +350,7 @@ class PlanCompiler:
         node = self._add(
             Calc(id=0, inputs=(right.node_id,), projection=projection), _calc_description(projection, None)
         )
-        renamed = Relation(node.id, [renames.get(column, column) for column in right.columns], updating=right.updating)
+        renamed = Relation(node.id, [renames.get(column, column) for column in right.columns])
         renamed.alias = right.alias
         for (qualifier, column), sqls in right.names.items():
             renamed.names[(qualifier, column)] = [
@@ -414,8 +408,6 @@ class PlanCompiler:
         inner_where = inner.args.get("where")
         projection = self._projection([p for p in inner.expressions if p is not row_number], source)
         before = self._calc(source, projection, inner_where.this if inner_where else None)
-        if before.updating:
-            raise SpecError("a deduplication needs an insert-only input: deduplicate before aggregating or joining")
         partition = window.args.get("partition_by") or []
         if not partition or not all(isinstance(p, exp.Column) for p in partition):
             raise SpecError("a deduplication partitions by columns: PARTITION BY one or more columns of its input")
@@ -430,7 +422,7 @@ class PlanCompiler:
             ),
             description,
         )
-        deduplicated = Relation.of(node.id, before.columns, from_.this.alias or None, updating=keep == "last")
+        deduplicated = Relation.of(node.id, before.columns, from_.this.alias or None)
         deduplicated.bind(from_.this.alias or None, row_number.alias, "CAST(1 AS INT)")
         rest = [c for c in conjuncts if c not in first_only]
         return deduplicated, _and(rest) if rest else None
@@ -475,7 +467,7 @@ class PlanCompiler:
             ),
             description,
         )
-        aggregated = Relation.of(node.id, [*key, *(call.output for call in calls.values())], None, updating=True)
+        aggregated = Relation.of(node.id, [*key, *(call.output for call in calls.values())], None)
         for grouping, name in zip(groupings, key, strict=True):
             if isinstance(grouping, exp.Column):
                 for qualifier in (grouping.table.lower() or None, None):
@@ -553,7 +545,7 @@ class PlanCompiler:
             return relation
         calc = Calc(id=0, inputs=(relation.node_id,), projection=projection, condition=condition_sql)
         node = self._add(calc, _calc_description(projection, condition_sql))
-        return Relation.of(node.id, [column.name for column in node.output_schema], None, relation.updating)
+        return Relation.of(node.id, [column.name for column in node.output_schema], None)
 
     def _filter(self, relation: Relation, conditions: Sequence[exp.Expression]) -> Relation:
         """``relation``'s rows that meet ``conditions``, reached by the same names (a filter before or after a

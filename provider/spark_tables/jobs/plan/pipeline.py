@@ -3,6 +3,12 @@
 The compiler builds the same frames as it adds nodes, so that Spark's analyzer names and types every node's output
 (and refuses unknown tables and columns) before anything runs; ``EXPLAIN PLAN`` builds them to validate a plan, and
 ``EXECUTE PLAN`` to run it. Every frame is a changelog: the node's columns and the row kind (``changelog``).
+
+Which frames only ever insert is inferred node by node, as Flink's planner infers changelog modes: a source's rows
+are inserts, and so are those of a keep-first deduplication and of an inner join of insert-only inputs; an
+aggregation, a keep-last deduplication and a left join update their results. A deduplication and a catalog sink
+take insert-only input (refused here, before any query starts), and an aggregation over insert-only input keeps
+only the extreme value for MIN and MAX.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from spark_tables.core.errors import SpecError, one_line
 from spark_tables.core.plan.nodes import Calc, Column, Deduplicate, GroupAggregate, Join, Node, Sink, SourceScan
+from spark_tables.core.plan.sinks import PlanSink, TableSink
 from spark_tables.jobs.plan.changelog import ROW_KIND, insert_only
 from spark_tables.jobs.plan.clock import Clock
 from spark_tables.jobs.plan.deduplicate import deduplicate
@@ -29,6 +36,8 @@ class Pipeline:
         self.job_ttl = job_ttl
         self.clock = clock
         self.frames: dict[int, DataFrame] = {}
+        #: Whether a node's frame only ever inserts rows (no update or delete), by id.
+        self.insert_only: dict[int, bool] = {}
 
     def add(self, node: Node) -> DataFrame:
         """Build ``node``'s frame from its inputs' (already added); Spark's analysis errors become one line naming
@@ -41,7 +50,16 @@ class Pipeline:
         except Exception as err:
             raise SpecError(f"node {node.id} ({node.TYPE}): {one_line(err)}") from None
         self.frames[node.id] = frame
+        self.insert_only[node.id] = self._inserts_only(node)
         return frame
+
+    def check_sink(self, sink: PlanSink, input_id: int) -> None:
+        """``SpecError`` when ``sink`` cannot take node ``input_id``'s rows: a catalog table takes inserts only."""
+        if isinstance(sink, TableSink) and not self.insert_only[input_id]:
+            raise SpecError(
+                f"the query updates its results (an aggregation, a keep-last deduplication or a left join), but "
+                f"{sink.name} is a catalog table, which takes inserted rows only: write into a PostgresUpsertSink"
+            )
 
     def columns(self, node_id: int) -> tuple[Column, ...]:
         """The output schema of a node: its frame's columns but the row kind, with Spark's types."""
@@ -62,9 +80,16 @@ class Pipeline:
             return inputs[0]
         ttls = [state.ttl_ms for state in node.effective_state(self.job_ttl)]
         if isinstance(node, Deduplicate):
+            if not self.insert_only[node.inputs[0]]:
+                raise SpecError(
+                    f"node {node.id} ({node.TYPE}) needs an insert-only input, but node {node.inputs[0]} updates its "
+                    "rows (an aggregation, a keep-last deduplication or a left join): deduplicate before it"
+                )
             return deduplicate(inputs[0], node.key, node.keep, ttls[0], self.clock)
         if isinstance(node, GroupAggregate):
-            return group_aggregate(inputs[0], node.key, node.aggregates, ttls[0], self.clock)
+            return group_aggregate(
+                inputs[0], node.key, node.aggregates, ttls[0], self.clock, insert_only=self.insert_only[node.inputs[0]]
+            )
         if isinstance(node, Join):
             return join(
                 inputs[0],
@@ -77,3 +102,15 @@ class Pipeline:
                 clock=self.clock,
             )
         raise SpecError(f"node {node.id}: type {node.TYPE} cannot be executed")  # NODE_TYPES and this agree
+
+    def _inserts_only(self, node: Node) -> bool:
+        inputs = [self.insert_only[input_id] for input_id in node.inputs]
+        if isinstance(node, SourceScan):
+            return True
+        if isinstance(node, Calc | Sink):
+            return inputs[0]
+        if isinstance(node, Deduplicate):
+            return node.keep == "first"
+        if isinstance(node, Join):
+            return node.join_type == "INNER" and all(inputs)
+        return False

@@ -125,9 +125,7 @@ def execute(
     with session_conf(spark, {**SESSION_CONFS, SHUFFLE_PARTITIONS: str(state_partitions(spark, options))}):
         pipeline = _built(spark, plan, job_ttl, clock)
         queries = []
-        for node in plan.nodes:
-            if not isinstance(node, Sink):
-                continue
+        for node in [node for node in plan.nodes if isinstance(node, Sink)]:
             cancellation.check()
             sink = plan.sink(node.sink)
             writer = SinkWriter.for_sink(sink, connection=options.connections.get(sink.name))
@@ -155,9 +153,12 @@ def state_partitions(spark: SparkSession, options: PlanOptions) -> int:
 
 
 def _built(spark: SparkSession, plan: CompiledPlan, job_ttl: timedelta, clock: Clock) -> Pipeline:
+    """The plan's frames, every node and sink checked before any query starts."""
     pipeline = Pipeline(spark, job_ttl, clock)
     for node in plan.nodes:
         pipeline.add(node)
+        if isinstance(node, Sink):
+            pipeline.check_sink(plan.sink(node.sink), node.inputs[0])
     return pipeline
 
 
