@@ -267,11 +267,11 @@ class SideState:
     bytes: int
 
 
-def side_state(spark: SparkSession, checkpoint: str, state_name: str) -> SideState:
-    """One join side's state as Spark's state data source reads it; bytes in the UnsafeRow encoding, each key
-    once and each list element."""
-    reader = spark.read.format("statestore").option("path", checkpoint).option("stateVarName", state_name)
-    collected = reader.load().collect()
+def side_state(spark: SparkSession, checkpoint: str, side: int) -> SideState:
+    """One join side's entries in the join's list state as Spark's state data source reads them; bytes in the
+    UnsafeRow encoding, each key once and each list element of the side."""
+    reader = spark.read.format("statestore").option("path", checkpoint).option("stateVarName", join_module.ROWS)
+    collected = [row for row in reader.load().collect() if row.list_element.side == side]
     keys = {row.key for row in collected}
     size = sum(unsafe_row_bytes(key) for key in keys) + sum(unsafe_row_bytes(row.list_element) for row in collected)
     return SideState(len(collected), len(keys), size)
@@ -328,8 +328,8 @@ def measure_state(spark: SparkSession, args: argparse.Namespace, root: str, prog
         checkpoint = run.result["checkpoint"]
         operator = run.last_progress["stateOperators"][0]
         measured[run.name] = {
-            "left": side_state(spark, checkpoint, join_module.LEFT_ROWS),
-            "right": side_state(spark, checkpoint, join_module.RIGHT_ROWS),
+            "left": side_state(spark, checkpoint, join_module.LEFT_SIDE),
+            "right": side_state(spark, checkpoint, join_module.RIGHT_SIDE),
             "operator_rows": operator["numRowsTotal"],
             "memory_bytes": operator["memoryUsedBytes"],
             "sst_bytes": operator["customMetrics"]["rocksdbSstFileSize"],

@@ -120,9 +120,11 @@ class StateReader:
         """The rows of the state variable ``state_name``, as the last batch left them."""
         return self._reader(state_name).option("stateVarName", state_name).load().collect()
 
-    def keys(self, state_name: str) -> set[Any]:
-        """The grouping keys (their first column) that have a value in the state variable ``state_name``."""
-        return {row.key[0] for row in self.rows(state_name)}
+    def keys(self, state_name: str, side: int | None = None) -> set[Any]:
+        """The grouping keys (their first column) that have a value in the state variable ``state_name``; with
+        ``side``, only those with a list element of that join side."""
+        rows = self.rows(state_name)
+        return {row.key[0] for row in rows if side is None or row.list_element.side == side}
 
     def timers(self, state_name: str) -> int:
         """How many processing-time timers the operator that has the state variable ``state_name`` has set."""

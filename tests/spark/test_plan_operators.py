@@ -23,7 +23,7 @@ from spark_tables.jobs.plan.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AF
 from spark_tables.jobs.plan.clock import BatchClock, FixedClock
 from spark_tables.jobs.plan.deduplicate import LAST_ROW, deduplicate
 from spark_tables.jobs.plan.group_aggregate import ACCUMULATOR, group_aggregate
-from spark_tables.jobs.plan.join import LEFT_ROWS, RIGHT_ROWS, join
+from spark_tables.jobs.plan.join import LEFT_SIDE, RIGHT_SIDE, ROWS, join
 from tests.spark.plan_streams import (
     JsonSource,
     StateReader,
@@ -181,24 +181,24 @@ def test_state_is_removed_after_its_ttl_and_ttls_can_be_edited(spark: SparkSessi
     # At 12 s, what was written at 1 s is gone; what was written at 5 s stays, and so do the groups (TTL 0).
     step(10 * SECOND, 12 * SECOND, {"id": 3, "g": "c"})
     assert state.keys(LAST_ROW) == {2, 3}
-    assert state.keys(LEFT_ROWS) == {"b", "c"}
-    assert state.keys(RIGHT_ROWS) == {"a", "b"}
+    assert state.keys(ROWS, LEFT_SIDE) == {"b", "c"}
+    assert state.keys(ROWS, RIGHT_SIDE) == {"a", "b"}
     assert state.keys(ACCUMULATOR) == {"b", "c"}
-    assert state.timers(LAST_ROW) == 2 and state.timers(LEFT_ROWS) == 2 and state.timers(ACCUMULATOR) == 2
+    assert state.timers(LAST_ROW) == 2 and state.timers(ROWS) == 2 and state.timers(ACCUMULATOR) == 2
 
     # From 10 s to no TTL: the timers fire and remove nothing, and no new timer is set.
     step(0, 30 * SECOND, {"id": 4, "g": "a"})
     assert state.keys(LAST_ROW) == {2, 3, 4}
-    assert state.keys(LEFT_ROWS) == {"a", "b", "c"}
+    assert state.keys(ROWS, LEFT_SIDE) == {"a", "b", "c"}
     assert state.keys(ACCUMULATOR) == {"a", "b", "c"}
-    assert state.timers(LAST_ROW) == 0 and state.timers(LEFT_ROWS) == 0 and state.timers(ACCUMULATOR) == 0
+    assert state.timers(LAST_ROW) == 0 and state.timers(ROWS) == 0 and state.timers(ACCUMULATOR) == 0
 
     # Back to 10 s: the TTL applies to the state written before. Event 2 (written at 5 s) has expired, so its move
     # to group a is a new row (+I, nothing retracted from b); group a's count (written at 30 s) still lives.
     moved = step(10 * SECOND, 31 * SECOND, {"id": 2, "g": "a"})
     assert changes(moved) == {("-U", ("a", 1)): 1, ("+U", ("a", 2)): 1}
     assert state.keys(LAST_ROW) == {2, 3, 4}
-    assert state.timers(LAST_ROW) == 1 and state.timers(LEFT_ROWS) == 1 and state.timers(ACCUMULATOR) == 1
+    assert state.timers(LAST_ROW) == 1 and state.timers(ROWS) == 1 and state.timers(ACCUMULATOR) == 1
 
 
 def test_deduplicate_without_ttl_matches_spark(spark: SparkSession, tmp_path: Path) -> None:

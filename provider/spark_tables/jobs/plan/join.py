@@ -1,13 +1,14 @@
 """A regular equi-join of two changelog streams with a state TTL per side: Flink's ``StreamingJoinOperator``.
 
 Spark's stream-stream join takes neither retractions nor a TTL (only watermarks bound its state), so both inputs go
-through one transform-with-state operator: their union, tagged by side and grouped by the join key. Each side's
-rows of a key live in a list state of their own (``left_rows``, ``right_rows``), one entry per distinct row with its
-multiplicity, its write time and, for the left side of a left join, how many right rows are joined with it; each
-side's entries expire by that side's TTL. A key's lists are read whole at each batch that has its rows (Flink too
-goes through all of a key's rows of the other side), and rewritten only when an entry changed: new rows are
-appended. Expired rows are simply gone: nothing is retracted for them, and a left
-row's association count is not lowered when a right row expires (Flink does the same).
+through one transform-with-state operator: their union, tagged by side and grouped by the join key. A key's rows of
+both sides live in one list state (``rows``), one entry per distinct row with its side, its multiplicity, its write
+time and, for the left side of a left join, how many right rows are joined with it; each side's entries expire by
+that side's TTL. One list for both sides, not one each, because each state call is a round trip to the JVM and
+those calls are most of the operator's cost: a key's list is read whole once at each batch that has its rows (Flink
+too goes through all of a key's rows of the other side), and written once when something changed: the new rows
+appended, or the whole list rewritten when an entry changed. Expired rows are simply gone: nothing is retracted
+for them, and a left row's association count is not lowered when a right row expires (Flink does the same).
 
 A key's rows of one micro-batch are handled one by one, as Flink handles records, in this order: the right side's
 accumulations (+I, +U), the left side's accumulations, the left side's retractions (-U, -D), the right side's
@@ -20,14 +21,13 @@ keeping them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import (
     ExpiredTimerInfo,
-    ListState,
     StatefulProcessor,
     StatefulProcessorHandle,
     TimerValues,
@@ -48,32 +48,30 @@ from spark_tables.jobs.plan.changelog import (
 from spark_tables.jobs.plan.clock import Clock, checked_clock
 from spark_tables.jobs.plan.state_ttl import CleanupTimer, StateTtl, earliest, state_reader, state_schema, transform
 
-#: The list states of a key's rows of each side.
-LEFT_ROWS = "left_rows"
-RIGHT_ROWS = "right_rows"
+#: The list state of a key's rows of both sides; its entries' ``side`` is ``LEFT_SIDE`` or ``RIGHT_SIDE``.
+ROWS = "rows"
 KINDS = ("inner", "left")
-#: The union's side tags.
-_LEFT, _RIGHT = 0, 1
+#: The side tags of the union's rows and of the state's entries.
+LEFT_SIDE, RIGHT_SIDE = 0, 1
 _SIDE = "__join_side"
 
 
 class _Side:
-    """One side's live rows of the current key, read from its list state: row -> [count, associations, written]."""
+    """One side's live rows of the current key: row -> [count, associations, written]."""
 
-    def __init__(
-        self, state: ListState, read_row: Callable[[Any], tuple[Any, ...]], ttl: StateTtl, now_ms: int
-    ) -> None:
-        self.state, self.ttl = state, ttl
+    def __init__(self, ttl: StateTtl) -> None:
+        self.ttl = ttl
         self.entries: dict[tuple[Any, ...], list[int]] = {}
-        #: Whether the list state must be written anew: a row was retracted, updated or found expired.
+        #: Whether the key's list must be written anew: a row was retracted, updated or found expired.
         self.rewrite = False
-        #: The rows added since the state was read, none of which was there: these can be appended.
+        #: The rows added since the list was read, none of which was there: these can be appended.
         self.added: list[tuple[Any, ...]] = []
-        for row, count, associations, written_ms in state.get():
-            if ttl.expired(written_ms, now_ms):
-                self.rewrite = True
-            else:
-                self.entries[read_row(row)] = [count, associations, written_ms]
+
+    def load(self, row: tuple[Any, ...], count: int, associations: int, written_ms: int, now_ms: int) -> None:
+        if self.ttl.expired(written_ms, now_ms):
+            self.rewrite = True
+        else:
+            self.entries[row] = [count, associations, written_ms]
 
     def add(self, row: tuple[Any, ...], now_ms: int, associations: int = 0) -> None:
         entry = self.entries.get(row)
@@ -98,19 +96,49 @@ class _Side:
         entry[1], entry[2] = associations, now_ms
         self.rewrite = True
 
-    def save(self) -> None:
-        """Write what changed: the whole list, or only the rows added to it."""
-        if self.rewrite and self.entries:
-            self.state.put([(row, *entry) for row, entry in self.entries.items()])
-        elif self.rewrite:
-            self.state.clear()
-        elif self.added:
-            self.state.appendList([(row, *self.entries[row]) for row in self.added])
-
     def expiry_ms(self) -> int | None:
         if not self.ttl.expires or not self.entries:
             return None
         return self.ttl.expiry_ms(min(entry[2] for entry in self.entries.values()))
+
+
+class _KeyRows:
+    """Both sides' live rows of the current key: read from its list state in one call, written back in one."""
+
+    def __init__(self, processor: JoinProcessor, now_ms: int) -> None:
+        self.state = processor.rows_state
+        self.left, self.right = _Side(processor.left_ttl), _Side(processor.right_ttl)
+        read_left, read_right = processor.read_left, processor.read_right
+        for side, left_row, right_row, count, associations, written_ms in self.state.get():
+            if side == LEFT_SIDE:
+                self.left.load(read_left(left_row), count, associations, written_ms, now_ms)
+            else:
+                self.right.load(read_right(right_row), count, associations, written_ms, now_ms)
+
+    def save(self) -> None:
+        """Write what changed: the whole list, or only the rows added to it."""
+        if self.left.rewrite or self.right.rewrite:
+            entries = self._entries(self.left.entries, self.right.entries)
+            if entries:
+                self.state.put(entries)
+            else:
+                self.state.clear()
+        elif self.left.added or self.right.added:
+            self.state.appendList(
+                self._entries(
+                    {row: self.left.entries[row] for row in self.left.added},
+                    {row: self.right.entries[row] for row in self.right.added},
+                )
+            )
+
+    def expiry_ms(self) -> int | None:
+        return earliest((self.left.expiry_ms(), self.right.expiry_ms()))
+
+    @staticmethod
+    def _entries(left: dict[tuple[Any, ...], list[int]], right: dict[tuple[Any, ...], list[int]]) -> list[tuple]:
+        return [(LEFT_SIDE, row, None, *entry) for row, entry in left.items()] + [
+            (RIGHT_SIDE, None, row, *entry) for row, entry in right.items()
+        ]
 
 
 class JoinProcessor(StatefulProcessor):
@@ -136,8 +164,7 @@ class JoinProcessor(StatefulProcessor):
         self.right_nulls = (None,) * len(self.right_fields)
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.left_state = handle.getListState(LEFT_ROWS, _entry_schema(self.left_fields))
-        self.right_state = handle.getListState(RIGHT_ROWS, _entry_schema(self.right_fields))
+        self.rows_state = handle.getListState(ROWS, _entry_schema(self.left_fields, self.right_fields))
         self.timer = CleanupTimer(handle)
         self.read_left = state_reader(StructType(self.left_fields))
         self.read_right = state_reader(StructType(self.right_fields))
@@ -146,7 +173,7 @@ class JoinProcessor(StatefulProcessor):
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: TimerValues) -> Iterator[Row]:
         left_rows, right_rows = [], []
         for row in rows:
-            if row[self.side_at] == _LEFT:
+            if row[self.side_at] == LEFT_SIDE:
                 left_rows.append((tuple(row[self.left_at : self.right_at]), row[-1]))
             else:
                 right_rows.append((tuple(row[self.right_at : -1]), row[-1]))
@@ -157,8 +184,8 @@ class JoinProcessor(StatefulProcessor):
                     output.append(self.output_row(*row, *self.right_nulls, INSERT if is_accumulate(kind) else DELETE))
             return iter(output)
         now = self.clock.now_ms(timerValues)
-        left = _Side(self.left_state, self.read_left, self.left_ttl, now)
-        right = _Side(self.right_state, self.read_right, self.right_ttl, now)
+        stored = _KeyRows(self, now)
+        left, right = stored.left, stored.right
         for row, kind in right_rows:
             if is_accumulate(kind):
                 self._right_accumulates(row, kind, left, right, now, output)
@@ -171,21 +198,17 @@ class JoinProcessor(StatefulProcessor):
         for row, kind in right_rows:
             if not is_accumulate(kind):
                 self._right_retracts(row, kind, left, right, now, output)
-        left.save()
-        right.save()
+        stored.save()
         if self.left_ttl.expires or self.right_ttl.expires:
-            self.timer.keep_at(earliest((left.expiry_ms(), right.expiry_ms())), timerValues)
+            self.timer.keep_at(stored.expiry_ms(), timerValues)
         return iter(output)
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[Row]:
-        now = self.clock.now_ms(timerValues)
-        left = _Side(self.left_state, self.read_left, self.left_ttl, now)
-        right = _Side(self.right_state, self.read_right, self.right_ttl, now)
-        left.save()
-        right.save()
-        self.timer.rearm(earliest((left.expiry_ms(), right.expiry_ms())), timerValues)
+        stored = _KeyRows(self, self.clock.now_ms(timerValues))
+        stored.save()
+        self.timer.rearm(stored.expiry_ms(), timerValues)
         return iter(())
 
     def _left_accumulates(
@@ -271,14 +294,14 @@ def join(
     key = [f"__join_key_{index}" for index in range(len(left_at))]
     tagged_left = left.select(
         *_key_columns(left_key, key),
-        F.lit(_LEFT).cast(ByteType()).alias(_SIDE),
+        F.lit(LEFT_SIDE).cast(ByteType()).alias(_SIDE),
         *_columns(left_fields, "__left"),
         *_nulls(right_fields, "__right"),
         ROW_KIND,
     )
     tagged_right = right.select(
         *_key_columns(right_key, key),
-        F.lit(_RIGHT).cast(ByteType()).alias(_SIDE),
+        F.lit(RIGHT_SIDE).cast(ByteType()).alias(_SIDE),
         *_nulls(left_fields, "__left"),
         *_columns(right_fields, "__right"),
         ROW_KIND,
@@ -298,9 +321,13 @@ def join(
     return transform(tagged_left.union(tagged_right), key, processor, output)
 
 
-def _entry_schema(fields: Sequence[StructField]) -> StructType:
+def _entry_schema(left_fields: Sequence[StructField], right_fields: Sequence[StructField]) -> StructType:
+    """A ``rows`` entry: its side, the row in the field of that side (the other one null), its multiplicity, its
+    associations (left rows of a left join) and when it was written."""
     return state_schema(
-        StructField("row", StructType(list(fields)), nullable=False),
+        StructField("side", ByteType(), nullable=False),
+        StructField("left", StructType(list(left_fields))),
+        StructField("right", StructType(list(right_fields))),
         StructField("count", LongType(), nullable=False),
         StructField("associations", LongType(), nullable=False),
     )
