@@ -285,3 +285,39 @@ def test_csv_parquet_and_rate_tables_are_read_as_streams(spark: SparkSession, db
     assert [query["sink"] for query in done["execute"]["queries"]] == [f"{db}.tags", f"{db}.tags", f"{db}.tick_values"]
     assert sorted(map(tuple, spark.table(f"{db}.tags").collect())) == [(1, "x"), (2, "y"), (3, "z")]
     assert all(row.value < 3 for row in spark.table(f"{db}.tick_values").collect())
+
+
+def test_a_buffered_plan_writes_each_keys_latest_result_and_ends_with_nothing_buffered(
+    spark: SparkSession, orders: Path, tmp_path: Path
+) -> None:
+    plan_file = tmp_path / "example_1.json"
+    options = _options(tmp_path, **{"execution.flush.max-interval": "1 h"})
+    _add_orders(orders, "a", (1, "north", 5), (2, "north", 7), (3, "south", 1), (3, "south", 1))
+    first = _run(spark, f"COMPILE AND EXECUTE PLAN '{plan_file}' FOR {EXAMPLE_1}", options)["execute"]["queries"][0]
+    assert _counts() == {"north": (2, 12), "south": (1, 1)}
+    assert first["buffer"] == {"records_in": 4, "records_emitted": 2, "flushes": {"interval": 0, "idle": 0, "end": 1}}
+    assert first["write_calls"] == 1
+
+    _add_orders(orders, "b", (4, "north", 2))
+    second = _run(spark, f"EXECUTE PLAN '{plan_file}'", options, T0 + 1000)["execute"]["queries"][0]
+    assert _counts() == {"north": (3, 14), "south": (1, 1)}
+    assert second["buffer"] == {"records_in": 1, "records_emitted": 1, "flushes": {"interval": 0, "idle": 0, "end": 1}}
+
+
+def test_buffering_rows_that_each_count_is_refused_before_any_query(
+    spark: SparkSession, orders: Path, tmp_path: Path
+) -> None:
+    plan_file = tmp_path / "plain.json"
+    plain = "INSERT INTO shop_counts SELECT shop, order_id AS orders, amount AS total FROM orders"
+    _run(spark, f"COMPILE PLAN '{plan_file}' FOR {plain}", _options(tmp_path))
+    _add_orders(orders, "a", (1, "north", 5))
+    buffered = _options(tmp_path, **{"execution.flush.max-interval": "1 min"})
+    with pytest.raises(SpecError) as raised:
+        _run(spark, f"EXECUTE PLAN '{plan_file}'", buffered)
+    assert str(raised.value) == (
+        "execution.flush.max-interval buffers idempotent results only (an aggregation's, FLIP-365), but sink "
+        "shop_counts takes the rows of node 1 (stream-exec-table-source-scan), each of which counts: run this plan "
+        "without execution.flush.max-interval"
+    )
+    assert not spark.streams.active and not (tmp_path / "checkpoints").exists()
+    assert _counts() == {}

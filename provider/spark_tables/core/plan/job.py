@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from spark_tables.core.errors import SpecError
+from spark_tables.core.plan.flush import FlushOptions
 from spark_tables.core.plan.sinks import PostgresUpsertSink, sink_from_dict
 from spark_tables.core.plan.state import default_ttl
 from spark_tables.core.plan.statements import PlanStatement, parse_plan_statement
@@ -18,8 +19,9 @@ FORCE_RECOMPILE_OPTION = "table.plan.force-recompile"
 class PlanOptions:
     """What plan statements need besides their text.
 
-    :param configuration: job-level options: ``table.exec.state.ttl`` (every stateful node's default TTL) and
-        ``table.plan.force-recompile`` (``true``: COMPILE PLAN replaces an existing plan file).
+    :param configuration: job-level options: ``table.exec.state.ttl`` (every stateful node's default TTL),
+        ``table.plan.force-recompile`` (``true``: COMPILE PLAN replaces an existing plan file) and FLIP-365's
+        buffered output (``core.buffer.options``).
     :param postgres_sinks: the PostgreSQL tables ``INSERT INTO`` may name, for compiling.
     :param connections: each PostgreSQL sink's connection settings by sink name, for executing (with passwords:
         never logged).
@@ -38,6 +40,7 @@ class PlanOptions:
         default_ttl(self.configuration)  # a bad table.exec.state.ttl fails before anything runs
         if self.configuration.get(FORCE_RECOMPILE_OPTION, "false").lower() not in ("true", "false"):
             raise SpecError(f"{FORCE_RECOMPILE_OPTION} must be true or false")
+        self.flush  # noqa: B018 (bad flush options fail here, before the job is submitted)
         sinks = tuple(
             sink if isinstance(sink, PostgresUpsertSink) else sink_from_dict(sink, "plan options")
             for sink in self.postgres_sinks
@@ -45,6 +48,11 @@ class PlanOptions:
         if not all(isinstance(sink, PostgresUpsertSink) for sink in sinks):
             raise SpecError("plan options: postgres_sinks must hold PostgresUpsertSink declarations")
         object.__setattr__(self, "postgres_sinks", sinks)
+
+    @property
+    def flush(self) -> FlushOptions:
+        """Whether and how the plan's aggregation results are buffered (FLIP-365)."""
+        return FlushOptions.from_configuration(self.configuration)
 
     @property
     def force_recompile(self) -> bool:

@@ -13,20 +13,23 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.names import flat_name
 from spark_tables.core.plan.document import CompiledPlan
 from spark_tables.core.plan.explain import explain, explain_text
+from spark_tables.core.plan.idempotence import buffered_aggregation
 from spark_tables.core.plan.job import PlanJob, PlanOptions
 from spark_tables.core.plan.nodes import Sink
+from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.core.plan.state import default_ttl
 from spark_tables.core.plan.statements import PlanStatement, parse_plan_statement
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.plan.clock import BatchClock, Clock
 from spark_tables.jobs.plan.compiler import compile_plan
+from spark_tables.jobs.plan.flushing import OutputBuffer
 from spark_tables.jobs.plan.pipeline import Pipeline
 from spark_tables.jobs.plan.plan_files import plan_exists, read_plan_text, write_plan_text
 from spark_tables.jobs.plan.sinks import SinkWriter
@@ -124,18 +127,39 @@ def execute(
     job_ttl = default_ttl(options.configuration)
     with session_conf(spark, {**SESSION_CONFS, SHUFFLE_PARTITIONS: str(state_partitions(spark, options))}):
         pipeline = _built(spark, plan, job_ttl, clock)
+        sinks = [node for node in plan.nodes if isinstance(node, Sink)]
+        if options.flush.memory_buffer_only:
+            raise SpecError(
+                "execution.flush.memory-buffer-only is not available yet: leave it false (the buffer then lives in "
+                "the state store)"
+            )
+        if options.flush.enabled:
+            for node in sinks:
+                buffered_aggregation(plan, node)  # every sink checked before any query starts
         queries = []
-        for node in [node for node in plan.nodes if isinstance(node, Sink)]:
+        for node in sinks:
             cancellation.check()
             sink = plan.sink(node.sink)
             writer = SinkWriter.for_sink(sink, connection=options.connections.get(sink.name))
             checkpoint = f"{options.checkpoints.rstrip('/')}/{flat_name([uri])}/sink-{node.id}"
             log.info("executing the query of node %d into %s (checkpoint %s)", node.id, sink.name, checkpoint)
-            query = writer.start(
-                pipeline.frames[node.id], checkpoint=checkpoint, query_name=f"plan_sink_{node.id}", available_now=True
+            frame, buffer = pipeline.frames[node.id], None
+            if options.flush.enabled and isinstance(sink, PostgresUpsertSink):
+                buffer = OutputBuffer(spark, frame, sink, options.flush, clock, checkpoint)
+                frame = buffer.frame
+            progress = _run(writer, frame, checkpoint, f"plan_sink_{node.id}", cancellation)
+            if buffer is not None:  # the end of the input: flush what is buffered
+                buffer.request("end")
+                progress += _run(writer, frame, checkpoint, f"plan_sink_{node.id}", cancellation)
+            queries.append(
+                {
+                    "node": node.id,
+                    "checkpoint": checkpoint,
+                    **_progress(progress),
+                    **writer.report(),
+                    **(buffer.report(progress) if buffer is not None else {}),
+                }
             )
-            _await(query, cancellation)
-            queries.append({"node": node.id, "checkpoint": checkpoint, **_progress(query), **writer.report()})
     return {"queries": queries}
 
 
@@ -172,9 +196,17 @@ def _await(query: StreamingQuery, cancellation: Cancellation) -> None:
         raise query.exception()
 
 
-def _progress(query: StreamingQuery) -> dict[str, Any]:
-    """What the query did: micro-batches, input rows, and the state its operators hold at the end."""
-    progress = [p for p in query.recentProgress if p.get("batchId") is not None]
+def _run(
+    writer: SinkWriter, frame: DataFrame, checkpoint: str, name: str, cancellation: Cancellation
+) -> list[dict[str, Any]]:
+    """Run the sink's query available-now; its micro-batches' progress."""
+    query = writer.start(frame, checkpoint=checkpoint, query_name=name, available_now=True)
+    _await(query, cancellation)
+    return [p for p in query.recentProgress if p.get("batchId") is not None]
+
+
+def _progress(progress: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a sink's query did: micro-batches, input rows, and the state its operators hold at the end."""
     with_data = [p for p in progress if p.get("numInputRows", 0) > 0]
     last = progress[-1] if progress else {}
     return {

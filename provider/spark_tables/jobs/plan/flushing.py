@@ -1,0 +1,68 @@
+"""A sink's query with its output buffered: the buffer in front of the sink, the flush requests, the counts.
+
+The runner starts the query as it would without a buffer; at the end of the input (an available-now run has
+ended) it requests a flush and runs the query once more, so the run ends with nothing buffered. Counts come from
+each batch's observed metrics (Spark's ``observe``, in the query's progress): the rows emitted, and for each cause
+the batches that flushed on it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from spark_tables.core.plan.flush import FlushOptions
+from spark_tables.core.plan.sinks import PostgresUpsertSink
+from spark_tables.jobs.plan.buffer import CAUSES, FLUSH_CAUSE, buffered
+from spark_tables.jobs.plan.clock import Clock
+from spark_tables.jobs.plan.flush_requests import flush_requests, prepare_requests, request_flush
+
+#: The name of the buffer's observed metrics in a query's progress.
+METRICS = "spark_tables_buffer"
+
+
+class OutputBuffer:
+    """The buffer of one sink's query, its flush requests in ``<checkpoint>-flush-requests``."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        frame: DataFrame,
+        sink: PostgresUpsertSink,
+        options: FlushOptions,
+        clock: Clock,
+        checkpoint: str,
+    ) -> None:
+        self.spark = spark
+        self.requests = f"{checkpoint.rstrip('/')}-flush-requests"
+        prepare_requests(spark, self.requests)
+        output = buffered(frame, sink.key, options.max_interval_ms, clock, flush_requests(spark, self.requests))
+        self.frame = output.observe(
+            METRICS,
+            F.count(F.lit(1)).alias("emitted"),
+            *(F.max(F.when(F.col(FLUSH_CAUSE) == cause, 1).otherwise(0)).alias(cause) for cause in CAUSES),
+        ).drop(FLUSH_CAUSE)
+
+    def request(self, cause: str) -> None:
+        request_flush(self.spark, self.requests, cause)
+
+    def report(self, progress: list[dict[str, Any]]) -> dict[str, Any]:
+        """From the progress of the runs of this sink's query: records in (the rows of its sources, flush requests
+        left out), records emitted, and flushes by cause."""
+        observed = [p.get("observedMetrics", {}).get(METRICS) for p in progress]
+        metrics = [row.asDict() for row in observed if row is not None]
+        records_in = sum(
+            source.get("numInputRows", 0)
+            for p in progress
+            for source in p.get("sources", [])
+            if self.requests not in source.get("description", "")
+        )
+        return {
+            "buffer": {
+                "records_in": records_in,
+                "records_emitted": sum(m.get("emitted") or 0 for m in metrics),
+                "flushes": {cause: sum(m.get(cause) or 0 for m in metrics) for cause in CAUSES},
+            }
+        }

@@ -1,0 +1,112 @@
+"""FLIP-365's options and which results may be buffered: every bad setting refused in one line, before a job."""
+
+from __future__ import annotations
+
+import copy
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from spark_tables.core.errors import SpecError
+from spark_tables.core.plan.aggregates import FUNCTIONS
+from spark_tables.core.plan.document import CompiledPlan
+from spark_tables.core.plan.flush import DEFAULT_MAX_ENTRIES, FlushOptions
+from spark_tables.core.plan.idempotence import IDEMPOTENT_AGGREGATES, buffered_aggregation
+from spark_tables.core.plan.job import PlanOptions
+from spark_tables.core.plan.nodes import Sink
+from tests.unit.test_plan_document import example_2
+
+
+def test_buffering_is_off_unless_the_interval_is_set() -> None:
+    assert FlushOptions.from_configuration({}) == FlushOptions()
+    assert not FlushOptions().enabled
+    assert FlushOptions().to_configuration() == {}
+
+
+def test_the_options_read_flinks_names_and_spellings() -> None:
+    options = FlushOptions.from_configuration(
+        {
+            "execution.flush.max-interval": "2 min",
+            "execution.flush.memory-buffer-only": "TRUE",
+            "state.backend.cache.max-entries-num": "500",
+        }
+    )
+    assert options == FlushOptions(timedelta(minutes=2), True, 500)
+    assert options.enabled and options.max_interval_ms == 120_000
+    assert FlushOptions.from_configuration(options.to_configuration()) == options
+    iso = FlushOptions.from_configuration({"execution.flush.max-interval": "PT30S"})
+    assert iso == FlushOptions(timedelta(seconds=30), False, DEFAULT_MAX_ENTRIES)
+
+
+@pytest.mark.parametrize(
+    ("configuration", "message"),
+    [
+        ({"execution.flush.max-interval": "abc"}, "execution.flush.max-interval"),
+        ({"execution.flush.max-interval": "-1 ms"}, "execution.flush.max-interval"),
+        ({"execution.flush.max-interval": "0 ms"}, "is too short: give at least 1 ms, or leave it unset"),
+        (
+            {"execution.flush.max-interval": "1 s", "execution.flush.memory-buffer-only": "yes"},
+            "execution.flush.memory-buffer-only='yes' is invalid: give true or false",
+        ),
+        (
+            {"execution.flush.max-interval": "1 s", "state.backend.cache.max-entries-num": "0"},
+            "state.backend.cache.max-entries-num='0' is invalid: give a whole number of entries from 1",
+        ),
+        (
+            {"execution.flush.memory-buffer-only": "true"},
+            "execution.flush.memory-buffer-only applies to buffered output: set execution.flush.max-interval too",
+        ),
+        (
+            {"state.backend.cache.max-entries-num": "10"},
+            "state.backend.cache.max-entries-num applies to buffered output: set execution.flush.max-interval too",
+        ),
+    ],
+)
+def test_bad_options_fail_in_one_line(configuration: dict[str, str], message: str) -> None:
+    with pytest.raises(SpecError) as raised:
+        FlushOptions.from_configuration(configuration)
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+    with pytest.raises(SpecError):  # a plan job refuses them when it is declared, before it is submitted
+        PlanOptions(configuration=configuration)
+
+
+def test_plan_options_carry_the_flush_options() -> None:
+    options = PlanOptions(configuration={"execution.flush.max-interval": "10 s"})
+    assert options.flush == FlushOptions(timedelta(seconds=10))
+    assert PlanOptions().flush == FlushOptions()
+
+
+def test_every_aggregate_a_plan_computes_is_idempotent() -> None:
+    assert set(FUNCTIONS) <= IDEMPOTENT_AGGREGATES
+
+
+def _plan(edit: Any = None) -> CompiledPlan:
+    data = copy.deepcopy(example_2())
+    if edit:
+        edit(data)
+    return CompiledPlan.from_dict(data)
+
+
+def _sink(plan: CompiledPlan) -> Sink:
+    return next(node for node in plan.nodes if isinstance(node, Sink))
+
+
+def test_an_aggregations_results_may_be_buffered() -> None:
+    plan = _plan()
+    assert buffered_aggregation(plan, _sink(plan)).id == 4
+
+
+def test_the_rows_of_a_join_may_not_be_buffered() -> None:
+    def join_into_sink(data: dict[str, Any]) -> None:
+        data["nodes"] = [node for node in data["nodes"] if node["id"] != 4]
+        data["nodes"][-1]["inputs"] = [3]
+
+    plan = _plan(join_into_sink)
+    with pytest.raises(SpecError) as raised:
+        buffered_aggregation(plan, _sink(plan))
+    assert str(raised.value) == (
+        "execution.flush.max-interval buffers idempotent results only (an aggregation's, FLIP-365), but sink counts "
+        "takes the rows of node 3 (stream-exec-join), each of which counts: run this plan without "
+        "execution.flush.max-interval"
+    )
