@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -13,6 +15,8 @@ import pytest
 from airflow.providers.common.compat.sdk import AirflowFailException
 
 from spark_tables.core.errors import SpecError
+from spark_tables.core.job_result import JobResult
+from spark_tables.core.plan.flush import FlushOptions
 from spark_tables.core.plan.job import PlanJob
 from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.core.sql.job import SqlJob
@@ -119,6 +123,62 @@ def test_explain_logs_the_graph_and_its_warnings(
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
         ("INFO", "== Compiled plan ==\n[1] ..."),
         ("WARNING", "node 4 keeps ..."),
+    ]
+
+
+def test_the_flush_parameters_set_flip_365s_options(serving: None, tmp_path: Path) -> None:
+    plan_file = tmp_path / "p.json"
+    plan_file.write_text(json.dumps(example_2()))
+    operator = SparkExecutePlanOperator(
+        task_id="e",
+        plan_uri=str(plan_file),
+        configuration={"table.exec.state.ttl": "1 h"},
+        flush_max_interval=timedelta(minutes=2),
+        flush_memory_buffer_only=False,
+        cache_max_entries=500,
+    )
+    options = operator.build_job(_context()).options
+    assert options.configuration == {
+        "table.exec.state.ttl": "1 h",
+        "execution.flush.max-interval": "120000 ms",
+        "execution.flush.memory-buffer-only": "false",
+        "state.backend.cache.max-entries-num": "500",
+    }
+    assert options.flush == FlushOptions(timedelta(minutes=2), False, 500)
+
+
+@pytest.mark.parametrize(
+    ("parameters", "message"),
+    [
+        ({"flush_max_interval": "soon"}, "execution.flush.max-interval"),
+        (
+            {"flush_max_interval": "1 min", "configuration": {"execution.flush.max-interval": "2 min"}},
+            "execution.flush.max-interval is set twice, in configuration and as a parameter: set it once",
+        ),
+        ({"cache_max_entries": 10}, "state.backend.cache.max-entries-num applies to buffered output"),
+    ],
+)
+def test_bad_flush_parameters_fail_the_task_before_any_job(
+    nothing_is_started: None, tmp_path: Path, parameters: dict[str, Any], message: str
+) -> None:
+    plan_file = tmp_path / "p.json"
+    plan_file.write_text(json.dumps(example_2()))
+    operator = SparkExecutePlanOperator(task_id="e", plan_uri=str(plan_file), **parameters)
+    with pytest.raises(AirflowFailException, match=re.escape(message)):
+        operator.execute(_context())
+
+
+def test_execute_logs_what_each_buffer_did(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(SparkExecutePlanOperator, "log", logging.getLogger("execute_test"))
+    buffer = {"records_in": 900, "records_emitted": 12, "flushes": {"interval": 2, "idle": 0, "end": 1}}
+    result = JobResult(
+        kind="plan",
+        output={"execute": {"queries": [{"sink": "counts", "write_calls": 3, "buffer": buffer}, {"sink": "other"}]}},
+    )
+    with caplog.at_level(logging.INFO, logger="execute_test"):
+        SparkExecutePlanOperator(task_id="e", plan_uri="/p.json").xcom_value(result)
+    assert [r.getMessage() for r in caplog.records] == [
+        "sink counts: 900 record(s) in, 12 emitted, 3 write call(s); flushes: interval 2, idle 0, end 1"
     ]
 
 

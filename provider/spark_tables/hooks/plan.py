@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,6 +46,11 @@ class CompiledPlanHook(BaseHook):
         """What a job running these plan statements needs: the options, the sinks a compile may write, and the
         connections of every PostgreSQL sink an execution writes (the declared ones, and those in the plan files
         executed)."""
+        options = PlanOptions(  # the options checked first: a bad one fails before any connection is looked up
+            configuration=dict(configuration or {}),
+            postgres_sinks=tuple(postgres_sinks),
+            checkpoints=checkpoints or settings.checkpoint_uri(),
+        )
         sinks = {sink.name: sink for sink in postgres_sinks}
         for statement in statements:
             parsed = parse_plan_statement(statement)
@@ -53,9 +59,6 @@ class CompiledPlanHook(BaseHook):
                 if isinstance(sink, PostgresUpsertSink):
                     sinks.setdefault(sink.name, sink)
         executes = any(parse_plan_statement(statement).executes for statement in statements)
-        return PlanOptions(
-            configuration=dict(configuration or {}),
-            postgres_sinks=tuple(postgres_sinks),
-            connections=self.sink_connections(list(sinks.values())) if executes else {},
-            checkpoints=checkpoints or settings.checkpoint_uri(),
-        )
+        if not executes:
+            return options
+        return dataclasses.replace(options, connections=self.sink_connections(list(sinks.values())))

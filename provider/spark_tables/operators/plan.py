@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any, ClassVar
 
+from spark_tables.core.durations import format_duration
+from spark_tables.core.errors import SpecError
 from spark_tables.core.job_result import JobResult
+from spark_tables.core.plan.flush import MAX_ENTRIES_OPTION, MAX_INTERVAL_OPTION, MEMORY_BUFFER_ONLY_OPTION
 from spark_tables.core.plan.job import FORCE_RECOMPILE_OPTION, PlanJob
 from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.hooks.plan import CompiledPlanHook
@@ -25,9 +29,19 @@ class _PlanOperator(SparkJobOperator):
     :param postgres_sinks: ``PostgresUpsertSink`` declarations ``INSERT INTO`` may name.
     :param checkpoints: root of executed plans' checkpoints, a folder per plan; default
         ``[spark_tables] checkpoint_uri``. (templated)
+    :param flush_max_interval: ``execution.flush.max-interval`` (FLIP-365): buffer the plan's aggregation results
+        and write each key's at most once per interval (``"2 min"``, a timedelta). (templated)
+    :param flush_memory_buffer_only: ``execution.flush.memory-buffer-only``.
+    :param cache_max_entries: ``state.backend.cache.max-entries-num``, the memory buffer's bound.
     """
 
-    template_fields: Sequence[str] = (*SparkJobOperator.template_fields, "plan_uri", "configuration", "checkpoints")
+    template_fields: Sequence[str] = (
+        *SparkJobOperator.template_fields,
+        "plan_uri",
+        "configuration",
+        "checkpoints",
+        "flush_max_interval",
+    )
     template_fields_renderers: ClassVar[dict[str, str]] = {
         **SparkJobOperator.template_fields_renderers,
         "configuration": "json",
@@ -41,10 +55,16 @@ class _PlanOperator(SparkJobOperator):
         configuration: dict[str, Any] | None = None,
         postgres_sinks: Sequence[PostgresUpsertSink] = (),
         checkpoints: str | None = None,
+        flush_max_interval: str | timedelta | None = None,
+        flush_memory_buffer_only: bool | None = None,
+        cache_max_entries: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.plan_uri = plan_uri
+        self.flush_max_interval = flush_max_interval
+        self.flush_memory_buffer_only = flush_memory_buffer_only
+        self.cache_max_entries = cache_max_entries
         self.configuration = configuration
         self.postgres_sinks = tuple(postgres_sinks)
         for sink in self.postgres_sinks:
@@ -56,7 +76,23 @@ class _PlanOperator(SparkJobOperator):
         raise NotImplementedError
 
     def job_configuration(self) -> dict[str, Any]:
-        return dict(self.configuration or {})
+        """``configuration`` with the options the operator's own parameters set (each set once, by either)."""
+        configuration = dict(self.configuration or {})
+        interval = self.flush_max_interval
+        for name, value in (
+            (MAX_INTERVAL_OPTION, format_duration(interval) if isinstance(interval, timedelta) else interval),
+            (
+                MEMORY_BUFFER_ONLY_OPTION,
+                None if self.flush_memory_buffer_only is None else self.flush_memory_buffer_only,
+            ),
+            (MAX_ENTRIES_OPTION, self.cache_max_entries),
+        ):
+            if value is None:
+                continue
+            if name in configuration and str(configuration[name]).lower() != str(value).lower():
+                raise SpecError(f"{name} is set twice, in configuration and as a parameter: set it once")
+            configuration[name] = str(value).lower() if isinstance(value, bool) else value
+        return configuration
 
     def build_job(self, context: Any) -> PlanJob:
         statement = self.statement()
@@ -137,7 +173,7 @@ class SparkExecutePlanOperator(_PlanOperator):
     resuming from the plan's checkpoint, with each operator's TTL as the plan says.
 
     XCom gets ``execute``: per sink query its ``batches``, ``input_rows``, the state its operators hold, and what
-    the sink wrote.
+    the sink wrote; with ``flush_max_interval``, also ``buffer``: records in, records emitted, flushes by cause.
 
     :param if_exists: succeed doing nothing when the plan file does not exist.
     """
@@ -148,3 +184,17 @@ class SparkExecutePlanOperator(_PlanOperator):
 
     def statement(self) -> str:
         return f"EXECUTE PLAN{' IF EXISTS' if self.if_exists else ''} {_quoted(self.plan_uri)}"
+
+    def xcom_value(self, result: JobResult) -> dict[str, Any]:
+        for query in result.output.get("execute", {}).get("queries", []):
+            buffer = query.get("buffer")
+            if buffer:
+                self.log.info(
+                    "sink %s: %d record(s) in, %d emitted, %d write call(s); flushes: %s",
+                    query.get("sink"),
+                    buffer["records_in"],
+                    buffer["records_emitted"],
+                    query.get("write_calls", 0),
+                    ", ".join(f"{cause} {count}" for cause, count in buffer["flushes"].items()),
+                )
+        return super().xcom_value(result)
