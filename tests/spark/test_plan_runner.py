@@ -4,6 +4,7 @@ steps and resuming from the checkpoint."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -321,3 +322,23 @@ def test_buffering_rows_that_each_count_is_refused_before_any_query(
     )
     assert not spark.streams.active and not (tmp_path / "checkpoints").exists()
     assert _counts() == {}
+
+
+def test_a_run_for_a_time_flushes_its_buffer_once_the_input_is_idle_or_at_the_end(
+    spark: SparkSession, orders: Path, tmp_path: Path
+) -> None:
+    """The run's outcome does not depend on the machine's speed: one flush writes the results, whether the idle
+    input asked for it or the deadline came first."""
+    plan_file = tmp_path / "example_1.json"
+    _run(spark, f"COMPILE PLAN '{plan_file}' FOR {EXAMPLE_1}", _options(tmp_path))
+    _add_orders(orders, "a", (1, "north", 5), (2, "north", 7), (3, "south", 1))
+    options = dataclasses.replace(
+        _options(tmp_path, **{"execution.flush.max-interval": "1 h"}), run_for="10 s", trigger_interval="200 ms"
+    )
+    query = _run(spark, f"EXECUTE PLAN '{plan_file}'", options)["execute"]["queries"][0]
+
+    assert _counts() == {"north": (2, 12), "south": (1, 1)}
+    buffer = query["buffer"]
+    assert (buffer["records_in"], buffer["records_emitted"]) == (3, 2)
+    assert buffer["flushes"]["interval"] == 0 and buffer["flushes"]["idle"] + buffer["flushes"]["end"] == 1
+    assert not spark.streams.active

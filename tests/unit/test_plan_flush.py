@@ -110,3 +110,24 @@ def test_the_rows_of_a_join_may_not_be_buffered() -> None:
         "takes the rows of node 3 (stream-exec-join), each of which counts: run this plan without "
         "execution.flush.max-interval"
     )
+
+
+def test_a_plan_runs_available_now_unless_given_a_time() -> None:
+    assert PlanOptions().run_for_ms == 0 and PlanOptions().trigger_interval_ms == 1000
+    timed = PlanOptions(run_for="10 min", trigger_interval="500 ms")
+    assert (timed.run_for_ms, timed.trigger_interval_ms) == (600_000, 500)
+    assert PlanOptions.from_dict(timed.to_dict()) == timed
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"run_for": "0 s"}, "run_for='0 s' is too short: give at least 1 ms, or leave it empty"),
+        ({"run_for": "later"}, "run_for"),
+        ({"trigger_interval": "0 ms"}, "trigger_interval='0 ms' is too short: give at least 1 ms"),
+    ],
+)
+def test_bad_run_times_fail_in_one_line(fields: dict[str, str], message: str) -> None:
+    with pytest.raises(SpecError) as raised:
+        PlanOptions(**fields)
+    assert message in str(raised.value) and "\n" not in str(raised.value)

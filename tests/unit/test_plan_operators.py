@@ -136,8 +136,11 @@ def test_the_flush_parameters_set_flip_365s_options(serving: None, tmp_path: Pat
         flush_max_interval=timedelta(minutes=2),
         flush_memory_buffer_only=False,
         cache_max_entries=500,
+        run_for=timedelta(minutes=10),
+        trigger_interval="2 s",
     )
     options = operator.build_job(_context()).options
+    assert (options.run_for_ms, options.trigger_interval_ms) == (600_000, 2000)
     assert options.configuration == {
         "table.exec.state.ttl": "1 h",
         "execution.flush.max-interval": "120000 ms",

@@ -42,6 +42,8 @@ class CompiledPlanHook(BaseHook):
         configuration: dict[str, Any] | None,
         postgres_sinks: Sequence[PostgresUpsertSink],
         checkpoints: str | None,
+        run_for: str = "",
+        trigger_interval: str = "1 s",
     ) -> PlanOptions:
         """What a job running these plan statements needs: the options, the sinks a compile may write, and the
         connections of every PostgreSQL sink an execution writes (the declared ones, and those in the plan files
@@ -50,6 +52,8 @@ class CompiledPlanHook(BaseHook):
             configuration=dict(configuration or {}),
             postgres_sinks=tuple(postgres_sinks),
             checkpoints=checkpoints or settings.checkpoint_uri(),
+            run_for=run_for,
+            trigger_interval=trigger_interval,
         )
         sinks = {sink.name: sink for sink in postgres_sinks}
         for statement in statements:

@@ -16,6 +16,12 @@ from spark_tables.hooks.plan import CompiledPlanHook
 from spark_tables.operators.spark_job import SparkJobOperator
 
 
+def _duration_text(value: str | timedelta | None) -> str:
+    if value is None:
+        return ""
+    return format_duration(value) if isinstance(value, timedelta) else str(value)
+
+
 def _quoted(uri: str) -> str:
     return "'" + uri.replace("'", "''") + "'"
 
@@ -33,6 +39,9 @@ class _PlanOperator(SparkJobOperator):
         and write each key's at most once per interval (``"2 min"``, a timedelta). (templated)
     :param flush_memory_buffer_only: ``execution.flush.memory-buffer-only``.
     :param cache_max_entries: ``state.backend.cache.max-entries-num``, the memory buffer's bound.
+    :param run_for: how long an execution keeps its queries running, a micro-batch every ``trigger_interval``
+        (``"10 min"``, a timedelta); None: available-now, what the sources hold when it starts. (templated)
+    :param trigger_interval: the micro-batch interval of a run with ``run_for``.
     """
 
     template_fields: Sequence[str] = (
@@ -41,6 +50,7 @@ class _PlanOperator(SparkJobOperator):
         "configuration",
         "checkpoints",
         "flush_max_interval",
+        "run_for",
     )
     template_fields_renderers: ClassVar[dict[str, str]] = {
         **SparkJobOperator.template_fields_renderers,
@@ -58,9 +68,13 @@ class _PlanOperator(SparkJobOperator):
         flush_max_interval: str | timedelta | None = None,
         flush_memory_buffer_only: bool | None = None,
         cache_max_entries: int | None = None,
+        run_for: str | timedelta | None = None,
+        trigger_interval: str | timedelta = "1 s",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.run_for = run_for
+        self.trigger_interval = trigger_interval
         self.plan_uri = plan_uri
         self.flush_max_interval = flush_max_interval
         self.flush_memory_buffer_only = flush_memory_buffer_only
@@ -80,7 +94,7 @@ class _PlanOperator(SparkJobOperator):
         configuration = dict(self.configuration or {})
         interval = self.flush_max_interval
         for name, value in (
-            (MAX_INTERVAL_OPTION, format_duration(interval) if isinstance(interval, timedelta) else interval),
+            (MAX_INTERVAL_OPTION, _duration_text(interval) or None),
             (
                 MEMORY_BUFFER_ONLY_OPTION,
                 None if self.flush_memory_buffer_only is None else self.flush_memory_buffer_only,
@@ -97,7 +111,12 @@ class _PlanOperator(SparkJobOperator):
     def build_job(self, context: Any) -> PlanJob:
         statement = self.statement()
         options = CompiledPlanHook().plan_options(
-            [statement], self.job_configuration(), self.postgres_sinks, self.checkpoints
+            [statement],
+            self.job_configuration(),
+            self.postgres_sinks,
+            self.checkpoints,
+            run_for=_duration_text(self.run_for),
+            trigger_interval=_duration_text(self.trigger_interval),
         )
         return PlanJob(statement=statement, options=options)
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, ClassVar
 
+from spark_tables.core.durations import parse_duration
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.flush import FlushOptions
 from spark_tables.core.plan.sinks import PostgresUpsertSink, sink_from_dict
@@ -21,17 +23,21 @@ class PlanOptions:
 
     :param configuration: job-level options: ``table.exec.state.ttl`` (every stateful node's default TTL),
         ``table.plan.force-recompile`` (``true``: COMPILE PLAN replaces an existing plan file) and FLIP-365's
-        buffered output (``core.buffer.options``).
+        buffered output (``core.plan.flush``).
     :param postgres_sinks: the PostgreSQL tables ``INSERT INTO`` may name, for compiling.
     :param connections: each PostgreSQL sink's connection settings by sink name, for executing (with passwords:
         never logged).
     :param checkpoints: root of the executed plans' checkpoints, a folder per plan.
+    :param run_for: how long ``EXECUTE PLAN`` keeps its queries running, a micro-batch every ``trigger_interval``
+        (a duration); empty: available-now, what the sources hold when it starts, then the end.
     """
 
     configuration: dict[str, str] = field(default_factory=dict)
     postgres_sinks: tuple[PostgresUpsertSink, ...] = ()
     connections: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
     checkpoints: str = ""
+    run_for: str = ""
+    trigger_interval: str = "1 s"
 
     def __post_init__(self) -> None:
         if not isinstance(self.configuration, dict):
@@ -41,6 +47,10 @@ class PlanOptions:
         if self.configuration.get(FORCE_RECOMPILE_OPTION, "false").lower() not in ("true", "false"):
             raise SpecError(f"{FORCE_RECOMPILE_OPTION} must be true or false")
         self.flush  # noqa: B018 (bad flush options fail here, before the job is submitted)
+        if self.run_for and self.run_for_ms < 1:
+            raise SpecError(f"run_for={self.run_for!r} is too short: give at least 1 ms, or leave it empty")
+        if self.trigger_interval_ms < 1:
+            raise SpecError(f"trigger_interval={self.trigger_interval!r} is too short: give at least 1 ms")
         sinks = tuple(
             sink if isinstance(sink, PostgresUpsertSink) else sink_from_dict(sink, "plan options")
             for sink in self.postgres_sinks
@@ -55,6 +65,15 @@ class PlanOptions:
         return FlushOptions.from_configuration(self.configuration)
 
     @property
+    def run_for_ms(self) -> int:
+        """How long an execution runs, in milliseconds; 0: available-now."""
+        return parse_duration(self.run_for, "run_for") // timedelta(milliseconds=1) if self.run_for else 0
+
+    @property
+    def trigger_interval_ms(self) -> int:
+        return parse_duration(self.trigger_interval, "trigger_interval") // timedelta(milliseconds=1)
+
+    @property
     def force_recompile(self) -> bool:
         return self.configuration.get(FORCE_RECOMPILE_OPTION, "false").lower() == "true"
 
@@ -64,6 +83,8 @@ class PlanOptions:
             "postgres_sinks": [sink.to_dict() for sink in self.postgres_sinks],
             "connections": self.connections,
             "checkpoints": self.checkpoints,
+            "run_for": self.run_for,
+            "trigger_interval": self.trigger_interval,
         }
 
     @classmethod

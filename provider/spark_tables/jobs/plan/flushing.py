@@ -48,17 +48,20 @@ class OutputBuffer:
     def request(self, cause: str) -> None:
         request_flush(self.spark, self.requests, cause)
 
+    def data_rows(self, progress: Any) -> int:
+        """The rows one micro-batch read from the query's sources, its flush requests left out."""
+        return sum(
+            source.get("numInputRows", 0)
+            for source in progress.get("sources", [])
+            if self.requests not in source.get("description", "")
+        )
+
     def report(self, progress: list[dict[str, Any]]) -> dict[str, Any]:
         """From the progress of the runs of this sink's query: records in (the rows of its sources, flush requests
         left out), records emitted, and flushes by cause."""
         observed = [p.get("observedMetrics", {}).get(METRICS) for p in progress]
         metrics = [row.asDict() for row in observed if row is not None]
-        records_in = sum(
-            source.get("numInputRows", 0)
-            for p in progress
-            for source in p.get("sources", [])
-            if self.requests not in source.get("description", "")
-        )
+        records_in = sum(self.data_rows(p) for p in progress)
         return {
             "buffer": {
                 "records_in": records_in,

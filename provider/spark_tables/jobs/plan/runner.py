@@ -1,8 +1,9 @@
 """The ``plan`` job: compile a plan file, explain one, or execute one as bounded streaming queries.
 
-Executing runs each sink's query available-now: it processes what its sources hold, then ends, resuming from the
-plan's checkpoint the next time. A plan executed again after its TTLs were edited resumes from the same
-checkpoint, and the edited TTLs apply to the state already kept (each entry keeps its last write time).
+Executing runs each sink's query available-now (it processes what its sources hold, then ends) or for a time
+(``sink_queries``), resuming from the plan's checkpoint the next time. A plan executed again after its TTLs were
+edited resumes from the same checkpoint, and the edited TTLs apply to the state already kept (each entry keeps its
+last write time).
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql import SparkSession
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.names import flat_name
@@ -32,6 +32,7 @@ from spark_tables.jobs.plan.compiler import compile_plan
 from spark_tables.jobs.plan.flushing import OutputBuffer
 from spark_tables.jobs.plan.pipeline import Pipeline
 from spark_tables.jobs.plan.plan_files import plan_exists, read_plan_text, write_plan_text
+from spark_tables.jobs.plan.sink_queries import PROGRESS_RETENTION, SinkQuery, run_available_now, run_for
 from spark_tables.jobs.plan.sinks import SinkWriter
 from spark_tables.jobs.plan.state_ttl import SESSION_CONFS
 
@@ -123,9 +124,13 @@ def execute(
     cancellation: Cancellation,
     clock: Clock,
 ) -> dict[str, Any]:
-    """Run each sink's query available-now, one after the other, each from its own checkpoint."""
+    """Run the sinks' queries (``sink_queries``), each from its own checkpoint: available-now, or for
+    ``options.run_for``."""
     job_ttl = default_ttl(options.configuration)
-    with session_conf(spark, {**SESSION_CONFS, SHUFFLE_PARTITIONS: str(state_partitions(spark, options))}):
+    confs = {**SESSION_CONFS, SHUFFLE_PARTITIONS: str(state_partitions(spark, options))}
+    if options.run_for_ms:  # every batch's progress is kept for the counts (Spark keeps 100 by default)
+        confs[PROGRESS_RETENTION] = str(min(100_000, 100 + options.run_for_ms // options.trigger_interval_ms))
+    with session_conf(spark, confs):
         pipeline = _built(spark, plan, job_ttl, clock)
         sinks = [node for node in plan.nodes if isinstance(node, Sink)]
         if options.flush.memory_buffer_only:
@@ -138,29 +143,19 @@ def execute(
                 buffered_aggregation(plan, node)  # every sink checked before any query starts
         queries = []
         for node in sinks:
-            cancellation.check()
             sink = plan.sink(node.sink)
             writer = SinkWriter.for_sink(sink, connection=options.connections.get(sink.name))
             checkpoint = f"{options.checkpoints.rstrip('/')}/{flat_name([uri])}/sink-{node.id}"
-            log.info("executing the query of node %d into %s (checkpoint %s)", node.id, sink.name, checkpoint)
-            frame, buffer = pipeline.frames[node.id], None
+            query = SinkQuery(node.id, pipeline.frames[node.id], writer, checkpoint)
             if options.flush.enabled and isinstance(sink, PostgresUpsertSink):
-                buffer = OutputBuffer(spark, frame, sink, options.flush, clock, checkpoint)
-                frame = buffer.frame
-            progress = _run(writer, frame, checkpoint, f"plan_sink_{node.id}", cancellation)
-            if buffer is not None:  # the end of the input: flush what is buffered
-                buffer.request("end")
-                progress += _run(writer, frame, checkpoint, f"plan_sink_{node.id}", cancellation)
-            queries.append(
-                {
-                    "node": node.id,
-                    "checkpoint": checkpoint,
-                    **_progress(progress),
-                    **writer.report(),
-                    **(buffer.report(progress) if buffer is not None else {}),
-                }
-            )
-    return {"queries": queries}
+                query.buffer = OutputBuffer(spark, query.frame, sink, options.flush, clock, checkpoint)
+                query.frame = query.buffer.frame
+            queries.append(query)
+        if options.run_for_ms:
+            run_for(queries, options.run_for_ms, options.trigger_interval_ms, cancellation)
+        else:
+            run_available_now(queries, cancellation)
+    return {"queries": [query.report() for query in queries]}
 
 
 def state_partitions(spark: SparkSession, options: PlanOptions) -> int:
@@ -184,43 +179,6 @@ def _built(spark: SparkSession, plan: CompiledPlan, job_ttl: timedelta, clock: C
         if isinstance(node, Sink):
             pipeline.check_sink(plan.sink(node.sink), node.inputs[0])
     return pipeline
-
-
-def _await(query: StreamingQuery, cancellation: Cancellation) -> None:
-    """Wait for an available-now query to end; stop it when the task asks the job to stop."""
-    while not query.awaitTermination(1):
-        if cancellation.requested:
-            query.stop()
-            cancellation.check()
-    if query.exception() is not None:
-        raise query.exception()
-
-
-def _run(
-    writer: SinkWriter, frame: DataFrame, checkpoint: str, name: str, cancellation: Cancellation
-) -> list[dict[str, Any]]:
-    """Run the sink's query available-now; its micro-batches' progress."""
-    query = writer.start(frame, checkpoint=checkpoint, query_name=name, available_now=True)
-    _await(query, cancellation)
-    return [p for p in query.recentProgress if p.get("batchId") is not None]
-
-
-def _progress(progress: list[dict[str, Any]]) -> dict[str, Any]:
-    """What a sink's query did: micro-batches, input rows, and the state its operators hold at the end."""
-    with_data = [p for p in progress if p.get("numInputRows", 0) > 0]
-    last = progress[-1] if progress else {}
-    return {
-        "batches": len(with_data),
-        "input_rows": sum(p.get("numInputRows", 0) for p in progress),
-        "state_operators": [
-            {
-                "operator": operator.get("operatorName"),
-                "rows": operator.get("numRowsTotal"),
-                "bytes": operator.get("memoryUsedBytes"),
-            }
-            for operator in last.get("stateOperators", [])
-        ],
-    }
 
 
 @contextmanager

@@ -1,0 +1,143 @@
+"""The streaming queries of a plan's sinks, run available-now or for a time, and what each did.
+
+Available-now (the default): each sink's query processes what its sources hold, then ends, one query after the
+other; a buffered sink's query then gets an end-of-input flush request and runs once more. For a time
+(``run_for``): every sink's query runs at once, a micro-batch every ``trigger_interval`` when there is data; a
+buffered query gets an idle flush request whenever its input has nothing available after a batch that read data
+(FLIP-365's ``notifyNothingAvailable``), and at the deadline an end flush request, processed before the queries
+stop.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql.streaming import StreamingQuery
+
+from spark_tables.jobs.cancellation import Cancellation
+from spark_tables.jobs.plan.flushing import OutputBuffer
+from spark_tables.jobs.plan.sinks import SinkWriter
+
+log = logging.getLogger(__name__)
+
+#: Spark's number of progress updates a query keeps, which the counts are summed from.
+PROGRESS_RETENTION = "spark.sql.streaming.numRecentProgressUpdates"
+
+
+@dataclass
+class SinkQuery:
+    """One sink's query: its frame (through its buffer, if any), its writer, its checkpoint, its progress."""
+
+    node_id: int
+    frame: DataFrame
+    writer: SinkWriter
+    checkpoint: str
+    buffer: OutputBuffer | None = None
+    progress: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"plan_sink_{self.node_id}"
+
+    def start(self, available_now: bool, trigger_interval_ms: int = 1000) -> StreamingQuery:
+        return self.writer.start(
+            self.frame,
+            checkpoint=self.checkpoint,
+            query_name=self.name,
+            available_now=available_now,
+            interval=f"{trigger_interval_ms} ms",
+        )
+
+    def report(self) -> dict[str, Any]:
+        with_data = [p for p in self.progress if p.get("numInputRows", 0) > 0]
+        last = self.progress[-1] if self.progress else {}
+        return {
+            "node": self.node_id,
+            "checkpoint": self.checkpoint,
+            "batches": len(with_data),
+            "input_rows": sum(p.get("numInputRows", 0) for p in self.progress),
+            "state_operators": [
+                {
+                    "operator": operator.get("operatorName"),
+                    "rows": operator.get("numRowsTotal"),
+                    "bytes": operator.get("memoryUsedBytes"),
+                }
+                for operator in last.get("stateOperators", [])
+            ],
+            **self.writer.report(),
+            **(self.buffer.report(self.progress) if self.buffer is not None else {}),
+        }
+
+
+def run_available_now(queries: list[SinkQuery], cancellation: Cancellation) -> None:
+    for query in queries:
+        cancellation.check()
+        log.info("running the query of node %d available-now (checkpoint %s)", query.node_id, query.checkpoint)
+        _run_available_now(query, cancellation)
+        if query.buffer is not None:  # the end of the input: flush what is buffered
+            query.buffer.request("end")
+            _run_available_now(query, cancellation)
+
+
+def run_for(queries: list[SinkQuery], run_for_ms: int, trigger_interval_ms: int, cancellation: Cancellation) -> None:
+    """Run every query at once for ``run_for_ms``; flush the buffers when idle and at the end."""
+    started = {query.name: query.start(False, trigger_interval_ms) for query in queries}
+    log.info("running %d sink query(ies) for %d ms, a micro-batch every %d ms", len(queries), run_for_ms,
+             trigger_interval_ms)  # fmt: skip
+    deadline = time.monotonic() + run_for_ms / 1000
+    idle_since_batch = {query.name: -1 for query in queries}
+    try:
+        while (remaining := deadline - time.monotonic()) > 0:
+            first = started[queries[0].name]
+            first.awaitTermination(min(remaining, trigger_interval_ms / 1000))  # a wait that ends if a query fails
+            for query in queries:
+                running = started[query.name]
+                if running.exception() is not None:
+                    raise running.exception()
+                if not running.isActive:
+                    raise RuntimeError(f"the query of node {query.node_id} stopped before its time was up")
+                if cancellation.requested:
+                    cancellation.check()
+                if query.buffer is not None:
+                    last_data_batch = _last_data_batch(running, query.buffer)
+                    idle = not running.status["isDataAvailable"] and not running.status["isTriggerActive"]
+                    if idle and last_data_batch > idle_since_batch[query.name]:
+                        log.info("node %d: input idle after batch %d, buffer flush requested", query.node_id,
+                                 last_data_batch)  # fmt: skip
+                        query.buffer.request("idle")
+                        idle_since_batch[query.name] = last_data_batch
+        for query in queries:
+            if query.buffer is not None:
+                query.buffer.request("end")
+            started[query.name].processAllAvailable()
+    finally:
+        for query in queries:
+            running = started[query.name]
+            running.stop()
+            query.progress += [p for p in running.recentProgress if p.get("batchId") is not None]
+    for query in queries:
+        if started[query.name].exception() is not None:
+            raise started[query.name].exception()
+
+
+def _last_data_batch(query: StreamingQuery, buffer: OutputBuffer) -> int:
+    """The id of the query's last micro-batch that read data (flush requests left out), -1 if none."""
+    for progress in reversed(query.recentProgress):
+        if buffer.data_rows(progress):
+            return progress["batchId"]
+    return -1
+
+
+def _run_available_now(query: SinkQuery, cancellation: Cancellation) -> None:
+    running = query.start(True)
+    while not running.awaitTermination(1):
+        if cancellation.requested:
+            running.stop()
+            cancellation.check()
+    if running.exception() is not None:
+        raise running.exception()
+    query.progress += [p for p in running.recentProgress if p.get("batchId") is not None]
