@@ -1,5 +1,6 @@
 """What every benchmark here shares: a fresh Airflow of its own under /tmp, a DAG file in its DAGs folder run by
-``dag.test()`` through real spark-submit, and a note of what else was running on the machine."""
+``dag.test()`` through real spark-submit, a local Spark session in the benchmark's own process, and a note of what
+else was running on the machine."""
 
 from __future__ import annotations
 
@@ -17,6 +18,26 @@ from collections.abc import Iterator
 from typing import Any
 
 VENV_BIN = os.path.dirname(sys.executable)  # not resolved: the venv's bin, where airflow and spark-submit are
+
+
+def local_spark(app_name: str, root: str, **confs: str) -> Any:
+    """A local[2] SparkSession in this process, its warehouse under ``root``, no UI, warnings only, Python workers
+    on this interpreter (which has spark_tables), with ``confs`` besides."""
+    from pyspark.sql import SparkSession
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .appName(app_name)
+        .config("spark.sql.warehouse.dir", os.path.join(root, "warehouse"))
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.log.level", "WARN")
+        .config("spark.pyspark.python", sys.executable)
+    )
+    for name, value in confs.items():
+        builder = builder.config(name, value)
+    return builder.getOrCreate()
 
 
 def reproduce_command(script: str, argv: list[str]) -> str:

@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from harness import machine_note, reproduce_command, working_in
+from harness import local_spark, machine_note, reproduce_command, working_in
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle, TimerValues
@@ -193,18 +193,7 @@ class Progress(StreamingQueryListener):
 
 
 def start_spark(root: str) -> SparkSession:
-    os.environ["PYSPARK_PYTHON"] = sys.executable  # Python workers: this interpreter, which has spark_tables
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName(APP_NAME)
-        .config("spark.sql.catalogImplementation", "in-memory")
-        .config("spark.sql.warehouse.dir", os.path.join(root, "warehouse"))
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.log.level", "WARN")
-        .config("spark.pyspark.python", sys.executable)
-        .getOrCreate()
-    )
+    spark = local_spark(APP_NAME, root, **{"spark.sql.catalogImplementation": "in-memory"})
     # What the plan runner sets around each execution, for the built-in join too: RocksDB, no no-data batches, and
     # as many shuffle partitions as the plan's state has.
     partitions = state_partitions(spark, PlanOptions())

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from harness import machine_note, reproduce_command, working_in
+from harness import local_spark, machine_note, reproduce_command, working_in
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle, TimerValues
@@ -154,17 +154,7 @@ class BucketMap(StatefulProcessor):
 
 
 def start_spark(root: str) -> SparkSession:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName(APP_NAME)
-        .config("spark.sql.warehouse.dir", os.path.join(root, "warehouse"))
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.log.level", "WARN")
-        .config("spark.pyspark.python", sys.executable)
-        .getOrCreate()
-    )
+    spark = local_spark(APP_NAME, root)
     for name, value in {**SESSION_CONFS, "spark.sql.shuffle.partitions": "2"}.items():
         spark.conf.set(name, value)
     return spark

@@ -60,6 +60,7 @@ class SinkQuery:
             "checkpoint": self.checkpoint,
             "batches": len(with_data),
             "input_rows": sum(p.get("numInputRows", 0) for p in self.progress),
+            "processing_ms": sum(p.get("durationMs", {}).get("triggerExecution", 0) for p in with_data),
             "state_operators": [
                 {
                     "operator": operator.get("operatorName"),

@@ -1,0 +1,242 @@
+"""What FLIP-365's buffered output saves: the FLIP's page views counted per page into PostgreSQL, buffered against
+unbuffered, in one process run.
+
+A seeded stream of ``--events`` page views over ``--pages`` pages (Zipf-distributed, ``--zipf``) arrives as
+``--files`` JSON files, one every ``--period`` seconds, written by a thread while the plan runs
+(``INSERT INTO page_counts SELECT page, COUNT(*) AS views FROM views GROUP BY page``, compiled once). Each side
+executes the plan for the stream's time plus ``--tail`` seconds (``run_for``), a micro-batch every ``--period``,
+from its own checkpoint into its own PostgreSQL table: unbuffered, then with ``execution.flush.max-interval`` =
+``--interval`` seconds (the FLIP's 2 minutes, scaled down). The sides alternate over ``--rounds`` rounds.
+
+A row trigger on each table logs every write PostgreSQL receives, with its time. Reported per side: records
+emitted (rows written), write calls (transactions), input throughput (input rows per second of the micro-batches'
+processing), the freshness of the final values (from the last file's arrival to the last write), and from the
+unbuffered side's log N, the mean number of updates of a page per interval window in which it changed. Targets
+(FLIP-365 as the issue sets them): records emitted reduced by a factor of at least 0.9 N, identical final
+results (checked against the counts of the stream itself), input throughput within 10 % of unbuffered.
+
+PostgreSQL: database spark_tables_test on 127.0.0.1:5432 (user postgres, trust auth), schema buffer_bench, dropped
+at the end.
+
+Usage::
+
+    .venv/bin/python bench/buffered_output.py [--events 120000] [--pages 500] [--files 60] [--period 2]
+        [--interval 10] [--tail 15] [--rounds 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from harness import local_spark, machine_note, reproduce_command, working_in
+from pyspark.sql import SparkSession
+
+from spark_tables.core.plan.job import PlanOptions
+from spark_tables.core.plan.sinks import PostgresUpsertSink
+from spark_tables.jobs.cancellation import Cancellation
+from spark_tables.jobs.plan.runner import run_plan_statement
+
+APP_NAME = "spark_tables-bench-buffered-output"
+SEED = 365
+PG = {"host": "127.0.0.1", "port": 5432, "database": "spark_tables_test", "user": "postgres"}
+SCHEMA = "buffer_bench"
+QUERY = "INSERT INTO page_counts SELECT page, COUNT(*) AS views FROM views GROUP BY page"
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=120_000, help="page views in the stream (default 120,000)")
+    parser.add_argument("--pages", type=int, default=500, help="distinct pages (default 500)")
+    parser.add_argument("--zipf", type=float, default=1.1, help="Zipf exponent of the pages' popularity (1.1)")
+    parser.add_argument("--files", type=int, default=60, help="files the stream arrives in (default 60)")
+    parser.add_argument("--period", type=float, default=2.0, help="seconds between files and between batches (2)")
+    parser.add_argument("--interval", type=float, default=10.0, help="execution.flush.max-interval in seconds (10)")
+    parser.add_argument("--tail", type=float, default=15.0, help="seconds each run lasts after the stream (15)")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds of both sides (default 1)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder for inspection")
+    args = parser.parse_args(argv)
+    if min(args.events, args.pages, args.files, args.rounds) < 1 or min(args.period, args.interval) <= 0:
+        parser.error("counts must be at least 1 and times positive")
+    return args
+
+
+def stream(args: argparse.Namespace) -> list[list[str]]:
+    """The seeded page views, file by file."""
+    rng = random.Random(SEED)
+    weights = [1 / (rank**args.zipf) for rank in range(1, args.pages + 1)]
+    pages = rng.choices([f"page-{rank:05d}" for rank in range(1, args.pages + 1)], weights, k=args.events)
+    size = -(-args.events // args.files)
+    return [pages[start : start + size] for start in range(0, args.events, size)]
+
+
+def connect() -> psycopg.Connection:
+    return psycopg.connect(host=PG["host"], port=PG["port"], dbname=PG["database"], user=PG["user"], autocommit=True)
+
+
+def create_sink(table: str) -> PostgresUpsertSink:
+    """The side's table, and a row trigger logging every write it receives."""
+    with connect() as connection:
+        connection.execute(f"CREATE TABLE {SCHEMA}.{table} (page text PRIMARY KEY, views bigint)")
+        connection.execute(f"CREATE TABLE {SCHEMA}.{table}_log (page text, views bigint, at timestamptz)")
+        connection.execute(
+            f"CREATE FUNCTION {SCHEMA}.{table}_logged() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            f"INSERT INTO {SCHEMA}.{table}_log VALUES (NEW.page, NEW.views, clock_timestamp()); RETURN NEW; END $$"
+        )
+        connection.execute(
+            f"CREATE TRIGGER logged AFTER INSERT OR UPDATE ON {SCHEMA}.{table} "
+            f"FOR EACH ROW EXECUTE FUNCTION {SCHEMA}.{table}_logged()"
+        )
+    return PostgresUpsertSink(name="page_counts", conn_id="bench", table=f"{SCHEMA}.{table}", key=("page",))
+
+
+def side_run(
+    spark: SparkSession,
+    args: argparse.Namespace,
+    root: str,
+    label: str,
+    files: list[list[str]],
+    buffered: bool,
+) -> dict[str, Any]:
+    """One execution of the plan for the stream's time, the stream written meanwhile; what it did."""
+    folder = os.path.join(root, label, "views")
+    os.makedirs(folder)
+    spark.sql("DROP TABLE IF EXISTS views")
+    spark.sql(f"CREATE TABLE views (page STRING) USING json LOCATION '{folder}'")
+    sink = create_sink(label)
+    configuration = {"execution.flush.max-interval": f"{int(args.interval * 1000)} ms"} if buffered else {}
+    options = PlanOptions(
+        configuration=configuration,
+        postgres_sinks=(sink,),
+        connections={sink.name: dict(PG)},
+        checkpoints=os.path.join(root, label, "checkpoints"),
+        run_for=f"{int((len(files) * args.period + args.tail) * 1000)} ms",
+        trigger_interval=f"{int(args.period * 1000)} ms",
+    )
+    plan_file = os.path.join(root, label, "plan.json")
+    run_plan_statement(spark, f"COMPILE PLAN '{plan_file}' FOR {QUERY}", options, Cancellation())
+    arrivals: list[float] = []
+
+    def feed() -> None:
+        start = time.time() + args.period
+        for number, pages in enumerate(files):
+            time.sleep(max(0.0, start + number * args.period - time.time()))
+            path = os.path.join(folder, f"part-{number:05d}.json")
+            with open(path + ".tmp", "w", encoding="utf-8") as handle:
+                handle.writelines(json.dumps({"page": page}) + "\n" for page in pages)
+            os.rename(path + ".tmp", path)
+            arrivals.append(time.time())
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    result = run_plan_statement(spark, f"EXECUTE PLAN '{plan_file}'", options, Cancellation())
+    feeder.join()
+    query = result["execute"]["queries"][0]
+    with connect() as connection:
+        final = dict(connection.execute(f"SELECT page, views FROM {sink.table}").fetchall())
+        log = connection.execute(f"SELECT page, extract(epoch FROM at) FROM {sink.table}_log ORDER BY at").fetchall()
+    return {
+        "label": label,
+        "emitted": len(log),
+        "write_calls": query["write_calls"],
+        "input_rows": query.get("buffer", {}).get("records_in", query["input_rows"]),
+        "processing_s": query["processing_ms"] / 1000,
+        "freshness_s": (float(log[-1][1]) - arrivals[-1]) if log else float("nan"),
+        "final": final,
+        "log": [(page, float(at)) for page, at in log],
+        "flushes": query.get("buffer", {}).get("flushes"),
+    }
+
+
+def updates_per_window(log: list[tuple[str, float]], interval: float) -> float:
+    """N: the mean number of writes of a page per interval window in which it was written."""
+    per_window = collections.Counter((page, int(at // interval)) for page, at in log)
+    return statistics.mean(per_window.values()) if per_window else 0.0
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    command = reproduce_command(__file__, argv)
+    root = tempfile.mkdtemp(prefix="spark_tables_bench_buffer_", dir="/tmp")
+    started = time.monotonic()
+    files = stream(args)
+    expected = collections.Counter(page for pages in files for page in pages)
+    with working_in(root, args.keep):
+        notes = [machine_note("before", APP_NAME)]
+        spark = local_spark(APP_NAME, root, **{"spark.sql.catalogImplementation": "in-memory"})
+        with connect() as connection:
+            connection.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
+            connection.execute(f"CREATE SCHEMA {SCHEMA}")
+        runs: dict[str, list[dict[str, Any]]] = {"unbuffered": [], "buffered": []}
+        try:
+            for number in range(args.rounds):
+                order = ["unbuffered", "buffered"] if number % 2 == 0 else ["buffered", "unbuffered"]
+                for side in order:
+                    run = side_run(spark, args, root, f"{side}_{number}", files, side == "buffered")
+                    runs[side].append(run)
+                    print(
+                        f"  round {number + 1}: {side:<11} {run['emitted']:7,} written, {run['write_calls']:4} "
+                        f"write calls, {run['input_rows'] / run['processing_s']:9,.0f} rows/s, final values "
+                        f"{run['freshness_s']:5.2f} s after the last file, flushes {run['flushes']}",
+                        flush=True,
+                    )
+            notes.append(machine_note("after", APP_NAME))
+        finally:
+            spark.stop()
+            with connect() as connection:
+                connection.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
+        print()
+        print("=" * 110)
+        print(
+            f"FLIP-365 page views, {datetime.now(UTC):%Y-%m-%d}: {args.events:,} views of {args.pages:,} pages in "
+            f"{args.files} files {args.period} s apart, max-interval {args.interval} s, one local[2] application"
+        )
+        print("=" * 110)
+
+        def median(side: str, key: str) -> float:
+            return statistics.median(run[key] for run in runs[side])
+
+        n = statistics.median(updates_per_window(run["log"], args.interval) for run in runs["unbuffered"])
+        rates = {
+            side: statistics.median(run["input_rows"] / run["processing_s"] for run in runs[side]) for side in runs
+        }
+        print(f"{'side':12}{'written':>10}{'write calls':>13}{'rows/s':>10}{'freshness':>11}")
+        for side in runs:
+            print(
+                f"{side:12}{median(side, 'emitted'):10,.0f}{median(side, 'write_calls'):13,.0f}{rates[side]:10,.0f}"
+                f"{median(side, 'freshness_s'):9.2f} s"
+            )
+        reduction = median("unbuffered", "emitted") / median("buffered", "emitted")
+        throughput = rates["buffered"] / rates["unbuffered"]
+        same = all(run["final"] == dict(expected) for side in runs for run in runs[side])
+        checks = [
+            (
+                reduction >= 0.9 * n,
+                f"records written reduced {reduction:.2f}x; N = {n:.2f}, target 0.9 N = {0.9 * n:.2f}",
+            ),
+            (same, f"every run's final table equals the stream's counts ({len(expected):,} pages)"),
+            (throughput >= 0.9, f"input throughput buffered / unbuffered {throughput:.3f}, target at least 0.9"),
+        ]
+        for passed, line in checks:
+            print(f"{'PASS' if passed else 'FAIL'}  {line}")
+        for note in notes:
+            print(note)
+        print(f"total {time.monotonic() - started:.0f} s")
+        print("=" * 110)
+        print(f"reproduce: {command}")
+    return 0 if all(passed for passed, _ in checks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
