@@ -55,14 +55,13 @@ class CompiledPlanHook(BaseHook):
             run_for=run_for,
             trigger_interval=trigger_interval,
         )
+        executed = [parsed for parsed in map(parse_plan_statement, statements) if parsed.executes]
+        if not executed:
+            return options
         sinks = {sink.name: sink for sink in postgres_sinks}
-        for statement in statements:
-            parsed = parse_plan_statement(statement)
-            plan = self.read_plan(parsed.uri) if parsed.executes else None
+        for parsed in executed:
+            plan = self.read_plan(parsed.uri)  # None: EXECUTE PLAN IF EXISTS of a plan that is not there
             for sink in plan.sinks if plan else ():
                 if isinstance(sink, PostgresUpsertSink):
                     sinks.setdefault(sink.name, sink)
-        executes = any(parse_plan_statement(statement).executes for statement in statements)
-        if not executes:
-            return options
         return dataclasses.replace(options, connections=self.sink_connections(list(sinks.values())))
