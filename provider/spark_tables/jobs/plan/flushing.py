@@ -1,9 +1,8 @@
 """A sink's query with its output buffered: the buffer in front of the sink, the flush requests, the counts.
 
-The runner starts the query as it would without a buffer; at the end of the input (an available-now run has
-ended) it requests a flush and runs the query once more, so the run ends with nothing buffered. Counts come from
-each batch's observed metrics (Spark's ``observe``, in the query's progress): the rows emitted, and for each cause
-the batches that flushed on it.
+The sink's query reads the buffer's frame instead of the plan's; ``sink_queries`` decides when to request a flush
+(idle input, end of input). Counts come from each batch's observed metrics (Spark's ``observe``, in the query's
+progress): the rows emitted, and for each cause the batches that flushed on it.
 """
 
 from __future__ import annotations

@@ -133,12 +133,13 @@ def execute(
     with session_conf(spark, confs):
         pipeline = _built(spark, plan, job_ttl, clock)
         sinks = [node for node in plan.nodes if isinstance(node, Sink)]
-        if options.flush.memory_buffer_only:
+        flush = options.flush
+        if flush.memory_buffer_only:
             raise SpecError(
                 "execution.flush.memory-buffer-only is not available yet: leave it false (the buffer then lives in "
                 "the state store)"
             )
-        if options.flush.enabled:
+        if flush.enabled:
             for node in sinks:
                 buffered_aggregation(plan, node)  # every sink checked before any query starts
         queries = []
@@ -147,8 +148,8 @@ def execute(
             writer = SinkWriter.for_sink(sink, connection=options.connections.get(sink.name))
             checkpoint = f"{options.checkpoints.rstrip('/')}/{flat_name([uri])}/sink-{node.id}"
             query = SinkQuery(node.id, pipeline.frames[node.id], writer, checkpoint)
-            if options.flush.enabled and isinstance(sink, PostgresUpsertSink):
-                query.buffer = OutputBuffer(spark, query.frame, sink, options.flush, clock, checkpoint)
+            if flush.enabled and isinstance(sink, PostgresUpsertSink):
+                query.buffer = OutputBuffer(spark, query.frame, sink, flush, clock, checkpoint)
                 query.frame = query.buffer.frame
             queries.append(query)
         if options.run_for_ms:
