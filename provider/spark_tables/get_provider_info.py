@@ -34,6 +34,8 @@ def get_provider_info() -> dict[str, Any]:
                     "spark_tables.operators.cache",
                     "spark_tables.operators.lookup",
                     "spark_tables.operators.plan",
+                    "spark_tables.operators.streaming",
+                    "spark_tables.operators.aggregation",
                 ],
             }
         ],

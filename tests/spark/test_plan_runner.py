@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from pyspark.sql import SparkSession
 
@@ -20,7 +19,7 @@ from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.plan.clock import FixedClock
 from spark_tables.jobs.plan.runner import run_plan_statement
-from tests.spark.postgres import PG
+from tests.spark.postgres import PG, run_sql
 
 pytestmark = pytest.mark.spark
 
@@ -39,17 +38,6 @@ EXAMPLE_1 = """
 T0 = 1_800_000_000_000
 
 
-def _pg(*statements: str) -> list[tuple]:
-    with psycopg.connect(
-        host=PG["host"], port=PG["port"], dbname=PG["database"], user=PG["user"], autocommit=True
-    ) as connection:
-        rows: list[tuple] = []
-        for statement in statements:
-            cursor = connection.execute(statement)
-            rows = cursor.fetchall() if cursor.description else []
-        return rows
-
-
 @pytest.fixture
 def orders(spark: SparkSession, db: str, tmp_path: Path) -> Iterator[Path]:
     """A JSON-file stream table ``orders`` (its folder is returned) and an empty PostgreSQL ``shop_counts``."""
@@ -57,14 +45,14 @@ def orders(spark: SparkSession, db: str, tmp_path: Path) -> Iterator[Path]:
     folder.mkdir()
     spark.sql(f"CREATE TABLE {db}.orders (order_id INT, shop STRING, amount INT) USING json LOCATION '{folder}'")
     spark.sql(f"USE {db}")
-    _pg(
+    run_sql(
         f"DROP SCHEMA IF EXISTS {PG_SCHEMA} CASCADE",
         f"CREATE SCHEMA {PG_SCHEMA}",
         f"CREATE TABLE {COUNTS.table} (shop text PRIMARY KEY, orders bigint, total bigint)",
     )
     yield folder
     spark.sql("USE default")
-    _pg(f"DROP SCHEMA IF EXISTS {PG_SCHEMA} CASCADE")
+    run_sql(f"DROP SCHEMA IF EXISTS {PG_SCHEMA} CASCADE")
 
 
 def _options(tmp_path: Path, ttl: str = "0 ms", **configuration: str) -> PlanOptions:
@@ -86,7 +74,7 @@ def _add_orders(folder: Path, name: str, *orders: tuple[int, str, int]) -> None:
 
 
 def _counts() -> dict[str, tuple[int, int]]:
-    return {shop: (n, total) for shop, n, total in _pg(f"SELECT shop, orders, total FROM {COUNTS.table}")}
+    return {shop: (n, total) for shop, n, total in run_sql(f"SELECT shop, orders, total FROM {COUNTS.table}")}
 
 
 def _edit_state(plan_file: Path, node_type: str, ttl: str) -> None:

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from spark_tables.core.aggregation.job import StreamingAggregationJob
 from spark_tables.core.ctas.job import CtasCleanupJob, CtasJob
 from spark_tables.core.errors import SpecError
 from spark_tables.core.job_spec import JOB_KINDS, SPEC_VERSION, JobSpec, holds_secret, job_from_dict
@@ -57,7 +58,7 @@ def test_unknown_kind_is_rejected():
         JobSpec.from_json(_spec_document(kind="flink"))
 
 
-def test_job_kinds_are_sql_ctas_ctas_cleanup_lookups_and_plans():
+def test_job_kinds_are_sql_ctas_ctas_cleanup_lookups_plans_and_streaming_aggregations():
     assert dict(JOB_KINDS) == {
         "sql": SqlJob,
         "ctas": CtasJob,
@@ -65,6 +66,7 @@ def test_job_kinds_are_sql_ctas_ctas_cleanup_lookups_and_plans():
         "lookup_join": LookupJoinJob,
         "lookup_reload": LookupReloadJob,
         "plan": PlanJob,
+        "streaming_aggregation": StreamingAggregationJob,
     }
 
 
@@ -72,7 +74,10 @@ def test_unknown_kind_error_lists_every_kind():
     with pytest.raises(SpecError) as caught:
         JobSpec.from_json(_spec_document(kind="flink"))
 
-    assert "use one of ['ctas', 'ctas_cleanup', 'lookup_join', 'lookup_reload', 'plan', 'sql']" in str(caught.value)
+    assert (
+        "use one of ['ctas', 'ctas_cleanup', 'lookup_join', 'lookup_reload', 'plan', 'sql', 'streaming_aggregation']"
+        in str(caught.value)
+    )
 
 
 def test_unknown_job_field_is_rejected_by_name():

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
+from spark_tables.core.aggregation.job import StreamingAggregationJob
 from spark_tables.core.cache.descriptor import CacheDescriptor
 from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.ctas.job import CtasCleanupJob, CtasJob
@@ -30,7 +31,8 @@ class Job(Protocol):
 
 #: Every job kind the driver runs, by name. Adding a kind is one entry here and its runner in ``jobs.entry``.
 JOB_KINDS: dict[str, type[Job]] = {
-    kind.kind: kind for kind in (SqlJob, CtasJob, CtasCleanupJob, LookupJoinJob, LookupReloadJob, PlanJob)
+    kind.kind: kind
+    for kind in (SqlJob, CtasJob, CtasCleanupJob, LookupJoinJob, LookupReloadJob, PlanJob, StreamingAggregationJob)
 }
 
 

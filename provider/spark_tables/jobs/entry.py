@@ -21,6 +21,7 @@ from spark_tables.core.errors import JobError, one_line
 from spark_tables.core.exchange import cancel_uri
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse, Job, JobSpec
+from spark_tables.jobs.aggregation.runner import run_streaming_aggregation
 from spark_tables.jobs.cache.views import prepare_cached_views
 from spark_tables.jobs.cancellation import Cancellation, watch
 from spark_tables.jobs.ctas.lifecycle import run_ctas, run_ctas_cleanup
@@ -40,6 +41,7 @@ JOB_RUNNERS: dict[str, Callable[[SparkSession, Any, Cancellation], dict[str, Any
     "lookup_join": run_lookup_join,
     "lookup_reload": run_lookup_reload,
     "plan": run_plan,
+    "streaming_aggregation": run_streaming_aggregation,
 }
 
 

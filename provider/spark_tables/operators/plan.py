@@ -3,83 +3,44 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any, ClassVar
 
-from spark_tables.core.durations import format_duration
-from spark_tables.core.errors import SpecError
 from spark_tables.core.job_result import JobResult
-from spark_tables.core.plan.flush import MAX_ENTRIES_OPTION, MAX_INTERVAL_OPTION, MEMORY_BUFFER_ONLY_OPTION
 from spark_tables.core.plan.job import FORCE_RECOMPILE_OPTION, PlanJob
 from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.hooks.plan import CompiledPlanHook
-from spark_tables.operators.spark_job import SparkJobOperator
-
-
-def _duration_text(value: str | timedelta | None) -> str:
-    if value is None:
-        return ""
-    return format_duration(value) if isinstance(value, timedelta) else str(value)
+from spark_tables.operators.streaming import StreamingJobOperator, duration_text
 
 
 def _quoted(uri: str) -> str:
     return "'" + uri.replace("'", "''") + "'"
 
 
-class _PlanOperator(SparkJobOperator):
-    """What the plan operators share: the plan's URI, the job-level options, the PostgreSQL sinks, the checkpoints.
+class _PlanOperator(StreamingJobOperator):
+    """What the plan operators share: the plan's URI, the PostgreSQL sinks, the checkpoints, and the job-level
+    options, buffered output and run time of ``StreamingJobOperator``.
 
     :param plan_uri: the plan file: a path, ``file://`` or object storage (``s3://``). (templated)
     :param configuration: job-level options, Flink's names: ``table.exec.state.ttl`` (every stateful operator's
-        default TTL, ``0 ms``: none), ``table.plan.force-recompile``. (templated)
+        default TTL, ``0 ms``: none), ``table.plan.force-recompile``, FLIP-365's. (templated)
     :param postgres_sinks: ``PostgresUpsertSink`` declarations ``INSERT INTO`` may name.
     :param checkpoints: root of executed plans' checkpoints, a folder per plan; default
         ``[spark_tables] checkpoint_uri``. (templated)
-    :param flush_max_interval: ``execution.flush.max-interval`` (FLIP-365): buffer the plan's aggregation results
-        and write each key's at most once per interval (``"2 min"``, a timedelta). (templated)
-    :param flush_memory_buffer_only: ``execution.flush.memory-buffer-only``.
-    :param cache_max_entries: ``state.backend.cache.max-entries-num``, the memory buffer's bound.
-    :param run_for: how long an execution keeps its queries running, a micro-batch every ``trigger_interval``
-        (``"10 min"``, a timedelta); None: available-now, what the sources hold when it starts. (templated)
-    :param trigger_interval: the micro-batch interval of a run with ``run_for``.
     """
 
-    template_fields: Sequence[str] = (
-        *SparkJobOperator.template_fields,
-        "plan_uri",
-        "configuration",
-        "checkpoints",
-        "flush_max_interval",
-        "run_for",
-    )
-    template_fields_renderers: ClassVar[dict[str, str]] = {
-        **SparkJobOperator.template_fields_renderers,
-        "configuration": "json",
-    }
+    template_fields: Sequence[str] = (*StreamingJobOperator.template_fields, "plan_uri", "checkpoints")
     ui_color = "#f3e8fb"
 
     def __init__(
         self,
         *,
         plan_uri: str,
-        configuration: dict[str, Any] | None = None,
         postgres_sinks: Sequence[PostgresUpsertSink] = (),
         checkpoints: str | None = None,
-        flush_max_interval: str | timedelta | None = None,
-        flush_memory_buffer_only: bool | None = None,
-        cache_max_entries: int | None = None,
-        run_for: str | timedelta | None = None,
-        trigger_interval: str | timedelta = "1 s",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.run_for = run_for
-        self.trigger_interval = trigger_interval
         self.plan_uri = plan_uri
-        self.flush_max_interval = flush_max_interval
-        self.flush_memory_buffer_only = flush_memory_buffer_only
-        self.cache_max_entries = cache_max_entries
-        self.configuration = configuration
         self.postgres_sinks = tuple(postgres_sinks)
         for sink in self.postgres_sinks:
             if not isinstance(sink, PostgresUpsertSink):
@@ -89,25 +50,6 @@ class _PlanOperator(SparkJobOperator):
     def statement(self) -> str:
         raise NotImplementedError
 
-    def job_configuration(self) -> dict[str, Any]:
-        """``configuration`` with the options the operator's own parameters set (each set once, by either)."""
-        configuration = dict(self.configuration or {})
-        interval = self.flush_max_interval
-        for name, value in (
-            (MAX_INTERVAL_OPTION, _duration_text(interval) or None),
-            (
-                MEMORY_BUFFER_ONLY_OPTION,
-                None if self.flush_memory_buffer_only is None else self.flush_memory_buffer_only,
-            ),
-            (MAX_ENTRIES_OPTION, self.cache_max_entries),
-        ):
-            if value is None:
-                continue
-            if name in configuration and str(configuration[name]).lower() != str(value).lower():
-                raise SpecError(f"{name} is set twice, in configuration and as a parameter: set it once")
-            configuration[name] = str(value).lower() if isinstance(value, bool) else value
-        return configuration
-
     def build_job(self, context: Any) -> PlanJob:
         statement = self.statement()
         options = CompiledPlanHook().plan_options(
@@ -115,8 +57,8 @@ class _PlanOperator(SparkJobOperator):
             self.job_configuration(),
             self.postgres_sinks,
             self.checkpoints,
-            run_for=_duration_text(self.run_for),
-            trigger_interval=_duration_text(self.trigger_interval),
+            run_for=duration_text(self.run_for),
+            trigger_interval=duration_text(self.trigger_interval),
         )
         return PlanJob(statement=statement, options=options)
 
@@ -206,14 +148,5 @@ class SparkExecutePlanOperator(_PlanOperator):
 
     def xcom_value(self, result: JobResult) -> dict[str, Any]:
         for query in result.output.get("execute", {}).get("queries", []):
-            buffer = query.get("buffer")
-            if buffer:
-                self.log.info(
-                    "sink %s: %d record(s) in, %d emitted, %d write call(s); flushes: %s",
-                    query.get("sink"),
-                    buffer["records_in"],
-                    buffer["records_emitted"],
-                    query.get("write_calls", 0),
-                    ", ".join(f"{cause} {count}" for cause, count in buffer["flushes"].items()),
-                )
+            self.log_buffer(query)
         return super().xcom_value(result)

@@ -14,7 +14,12 @@ state. A flush comes:
 - on request: a flush request (``flush_requests``) sends one row to every bucket, when the input has nothing available
   and at the end of the input; the request's batch's changes go out with it.
 
-Every emitted row carries its flush's cause (``FLUSH_CAUSE``), for the run's counts; the sink never sees it.
+A batch flushes a bucket once at most: when a request comes in the batch that ends a window, the batch's changes
+go out with the rest, under the request's cause. Every emitted row carries its flush's cause (``FLUSH_CAUSE``), for
+the run's counts, which the sink never sees, and its place in the flush (``EMIT_ORDER``): FLIP-365 emits the records
+at or below the current watermark first, then those above it. A record's time is its event-time column's, the
+column Spark marks with the watermark's delay (a grouping column the ``WATERMARK`` clause names, or a ``window``,
+whose end counts); without one, a flush has no order.
 Whether a window has ended is the operator clock's decision (a test's fixed clock); the timer only wakes the
 bucket.
 """
@@ -35,7 +40,14 @@ from pyspark.sql.streaming.stateful_processor import (
 from pyspark.sql.types import ByteType, IntegerType, LongType, StringType, StructField, StructType
 
 from spark_tables.core.errors import SpecError
-from spark_tables.jobs.plan.changelog import ROW_KIND, UPDATE_BEFORE, column_indexes, data_fields, quoted
+from spark_tables.jobs.plan.changelog import (
+    EMIT_ORDER,
+    ROW_KIND,
+    UPDATE_BEFORE,
+    column_indexes,
+    data_fields,
+    quoted,
+)
 from spark_tables.jobs.plan.clock import Clock, checked_clock
 from spark_tables.jobs.plan.state_ttl import state_reader, transform
 
@@ -49,6 +61,10 @@ CAUSES = ("interval", "idle", "end")
 #: The map state of a bucket's buffered changes, and the value state of when its first one was buffered.
 LATEST = "latest"
 PENDING_SINCE = "pending_since"
+#: The metadata Spark gives a stream's event-time column (and a time window over it) once it has a watermark.
+WATERMARK_DELAY = "spark.watermarkDelayMs"
+#: ``EMIT_ORDER`` of a flushed record at or below the watermark, and above it.
+AT_OR_BELOW_WATERMARK, ABOVE_WATERMARK = 0, 1
 
 
 def window_end(since_ms: int, interval_ms: int) -> int:
@@ -59,9 +75,17 @@ def window_end(since_ms: int, interval_ms: int) -> int:
 class BufferProcessor(StatefulProcessor):
     """One bucket's changes of a micro-batch (and flush requests) in; on a flush, the bucket's latest changes out."""
 
-    def __init__(self, fields: Sequence[StructField], key_at: Sequence[int], interval_ms: int, clock: Clock) -> None:
+    def __init__(
+        self,
+        fields: Sequence[StructField],
+        key_at: Sequence[int],
+        interval_ms: int,
+        clock: Clock,
+        event_time_at: int | None = None,
+    ) -> None:
         self.fields, self.key_at = list(fields), list(key_at)
         self.interval_ms, self.clock = interval_ms, clock
+        self.event_time_at = event_time_at
         # The input's columns: the bucket, the data columns, the row kind, the flush request.
         self.kind_at = 1 + len(self.fields)
 
@@ -74,7 +98,7 @@ class BufferProcessor(StatefulProcessor):
         self.latest = handle.getMapState(LATEST, key, change)
         self.pending = handle.getValueState(PENDING_SINCE, StructType([StructField("since_ms", LongType(), False)]))
         self.read_row = state_reader(StructType(self.fields))
-        self.output_row = Row(*(field.name for field in self.fields), ROW_KIND, FLUSH_CAUSE)
+        self.output_row = Row(*(field.name for field in self.fields), ROW_KIND, FLUSH_CAUSE, EMIT_ORDER)
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: TimerValues) -> Iterator[Row]:
         now = self.clock.now_ms(timerValues)
@@ -92,16 +116,16 @@ class BufferProcessor(StatefulProcessor):
         pending = self.pending.get()
         since = None if pending is None else pending[0]
         output: list[Row] = []
-        if since is not None and now >= window_end(since, self.interval_ms):
-            output, since = self._flush("interval"), None  # this batch's changes fall in the next window
+        if since is not None and now >= window_end(since, self.interval_ms) and requested is None:
+            # this batch's changes fall in the next window
+            output, since = self._flush("interval", timerValues), None
         for sink_key, change in changes.items():
             self.latest.updateValue(sink_key, change)
+        if requested is not None:
+            return iter(self._flush(requested, timerValues) if since is not None or changes else ())
         if since is None and changes:
-            since = now
             self.pending.update((now,))
             self._wake_at(window_end(now, self.interval_ms), timerValues)
-        if since is not None and requested is not None:
-            output += self._flush(requested)
         return iter(output)
 
     def handleExpiredTimer(
@@ -112,7 +136,7 @@ class BufferProcessor(StatefulProcessor):
             return iter(())
         now, due = self.clock.now_ms(timerValues), window_end(pending[0], self.interval_ms)
         if now >= due:
-            return iter(self._flush("interval", firing_ms=expiredTimerInfo.getExpiryTimeInMs()))
+            return iter(self._flush("interval", timerValues, firing_ms=expiredTimerInfo.getExpiryTimeInMs()))
         self._wake_at(due, timerValues)
         return iter(())
 
@@ -122,12 +146,15 @@ class BufferProcessor(StatefulProcessor):
         the next batch, and the clock decides."""
         self.handle.registerTimer(max(due_ms, timer_values.getCurrentProcessingTimeInMs() + 1))
 
-    def _flush(self, cause: str, firing_ms: int | None = None) -> list[Row]:
-        """The bucket's buffered changes, the buffer cleared and its timers deleted (but the one firing, which
-        Spark deletes)."""
-        output = [
-            self.output_row(*self.read_row(change[0]), change[1], cause) for _key, change in self.latest.iterator()
-        ]
+    def _flush(self, cause: str, timer_values: TimerValues, firing_ms: int | None = None) -> list[Row]:
+        """The bucket's buffered changes, those at or below the watermark first, the buffer cleared and its timers
+        deleted (but the one firing, which Spark deletes)."""
+        watermark_ms = timer_values.getCurrentWatermarkInMs()
+        output = []
+        for _key, (row, kind) in self.latest.iterator():
+            values = self.read_row(row)
+            output.append(self.output_row(*values, kind, cause, self._emit_order(values, watermark_ms)))
+        output.sort(key=lambda row: row[-1])
         self.latest.clear()
         self.pending.clear()
         for timer in list(self.handle.listTimers()):
@@ -135,9 +162,30 @@ class BufferProcessor(StatefulProcessor):
                 self.handle.deleteTimer(timer)
         return output
 
+    def _emit_order(self, values: Sequence[Any], watermark_ms: int) -> int:
+        """Whether a record comes at or below the watermark (``AT_OR_BELOW_WATERMARK``) or above it."""
+        if self.event_time_at is None:
+            return AT_OR_BELOW_WATERMARK
+        time = values[self.event_time_at]
+        if isinstance(time, Row):  # a time window: its end
+            time = time["end"]
+        if time is None:
+            return AT_OR_BELOW_WATERMARK
+        return AT_OR_BELOW_WATERMARK if time.timestamp() * 1000 <= watermark_ms else ABOVE_WATERMARK
+
+
+def event_time_column(fields: Sequence[StructField]) -> int | None:
+    """The position of the column Spark marks as the stream's event time (a timestamp, or a time window whose end
+    counts), None when there is none."""
+    for index, field in enumerate(fields):
+        if WATERMARK_DELAY in (field.metadata or {}):
+            return index
+    return None
+
 
 def buffered(frame: DataFrame, key: Sequence[str], interval_ms: int, clock: Clock, requests: DataFrame) -> DataFrame:
-    """``frame``'s changelog through the buffer, keyed by ``key``: its columns, the row kind and ``FLUSH_CAUSE``.
+    """``frame``'s changelog through the buffer, keyed by ``key``: its columns, the row kind, ``FLUSH_CAUSE`` and
+    ``EMIT_ORDER``.
 
     ``requests`` is the stream of flush requests (``flush_requests.flush_requests``).
     """
@@ -157,8 +205,13 @@ def buffered(frame: DataFrame, key: Sequence[str], interval_ms: int, clock: Cloc
         F.lit(None).cast(ByteType()).alias(ROW_KIND),
         F.col(FLUSH_CAUSE).cast(StringType()),
     )
-    processor = BufferProcessor(fields, key_at, interval_ms, checked_clock(clock))
+    processor = BufferProcessor(fields, key_at, interval_ms, checked_clock(clock), event_time_column(fields))
     output = StructType(
-        [*fields, StructField(ROW_KIND, ByteType(), nullable=False), StructField(FLUSH_CAUSE, StringType(), False)]
+        [
+            *fields,
+            StructField(ROW_KIND, ByteType(), nullable=False),
+            StructField(FLUSH_CAUSE, StringType(), False),
+            StructField(EMIT_ORDER, ByteType(), False),
+        ]
     )
     return transform(changes.unionByName(control), [BUCKET], processor, output)

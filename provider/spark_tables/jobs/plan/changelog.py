@@ -24,6 +24,9 @@ UPDATE_AFTER = 2
 DELETE = 3
 #: How Flink prints each kind.
 SHORT_NAMES = {INSERT: "+I", UPDATE_BEFORE: "-U", UPDATE_AFTER: "+U", DELETE: "-D"}
+#: A column by which a sink applies a batch's rows in order, when the batch carries it (the buffer's flushes: rows at
+#: or below the watermark first, FLIP-365); a sink never writes it.
+EMIT_ORDER = "__emit_order"
 #: The changelog column as an operator's output schema declares it.
 ROW_KIND_FIELD = StructField(ROW_KIND, ByteType(), nullable=False)
 

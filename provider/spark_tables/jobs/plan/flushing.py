@@ -12,7 +12,8 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark_tables.core.plan.flush import FlushOptions
+from spark_tables.core.errors import SpecError
+from spark_tables.core.plan.flush import MEMORY_BUFFER_ONLY_OPTION, FlushOptions
 from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.jobs.plan.buffer import CAUSES, FLUSH_CAUSE, buffered
 from spark_tables.jobs.plan.clock import Clock
@@ -20,6 +21,15 @@ from spark_tables.jobs.plan.flush_requests import flush_requests, prepare_reques
 
 #: The name of the buffer's observed metrics in a query's progress.
 METRICS = "spark_tables_buffer"
+
+
+def refuse_memory_buffer(options: FlushOptions) -> None:
+    """``SpecError`` for ``execution.flush.memory-buffer-only``, which is not built yet."""
+    if options.memory_buffer_only:
+        raise SpecError(
+            f"{MEMORY_BUFFER_ONLY_OPTION} is not available yet: leave it false (the buffer then lives in the state "
+            "store)"
+        )
 
 
 class OutputBuffer:

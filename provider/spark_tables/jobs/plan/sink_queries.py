@@ -30,18 +30,20 @@ PROGRESS_RETENTION = "spark.sql.streaming.numRecentProgressUpdates"
 
 @dataclass
 class SinkQuery:
-    """One sink's query: its frame (through its buffer, if any), its writer, its checkpoint, its progress."""
+    """One sink's query: its frame (through its buffer, if any), its writer, its checkpoint, its progress.
 
-    node_id: int
+    ``name`` is Spark's name of the query, also in the log; ``labels`` go into its report (a plan's node id).
+    ``output_mode`` is Spark's: ``append`` for a plan's changelog, ``update`` for Spark's own aggregation.
+    """
+
+    name: str
     frame: DataFrame
     writer: SinkWriter
     checkpoint: str
+    labels: dict[str, Any] = field(default_factory=dict)
+    output_mode: str = "append"
     buffer: OutputBuffer | None = None
     progress: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def name(self) -> str:
-        return f"plan_sink_{self.node_id}"
 
     def start(self, available_now: bool, trigger_interval_ms: int = 1000) -> StreamingQuery:
         return self.writer.start(
@@ -50,13 +52,14 @@ class SinkQuery:
             query_name=self.name,
             available_now=available_now,
             interval=f"{trigger_interval_ms} ms",
+            output_mode=self.output_mode,
         )
 
     def report(self) -> dict[str, Any]:
         with_data = [p for p in self.progress if p.get("numInputRows", 0) > 0]
         last = self.progress[-1] if self.progress else {}
         return {
-            "node": self.node_id,
+            **self.labels,
             "checkpoint": self.checkpoint,
             "batches": len(with_data),
             "input_rows": sum(p.get("numInputRows", 0) for p in self.progress),
@@ -77,7 +80,7 @@ class SinkQuery:
 def run_available_now(queries: list[SinkQuery], cancellation: Cancellation) -> None:
     for query in queries:
         cancellation.check()
-        log.info("running the query of node %d available-now (checkpoint %s)", query.node_id, query.checkpoint)
+        log.info("running query %s available-now (checkpoint %s)", query.name, query.checkpoint)
         _run_available_now(query, cancellation)
         if query.buffer is not None:  # the end of the input: flush what is buffered
             query.buffer.request("end")
@@ -100,14 +103,14 @@ def run_for(queries: list[SinkQuery], run_for_ms: int, trigger_interval_ms: int,
                 if running.exception() is not None:
                     raise running.exception()
                 if not running.isActive:
-                    raise RuntimeError(f"the query of node {query.node_id} stopped before its time was up")
+                    raise RuntimeError(f"query {query.name} stopped before its time was up")
                 if cancellation.requested:
                     cancellation.check()
                 if query.buffer is not None:
                     last_data_batch = _last_data_batch(running, query.buffer)
                     idle = not running.status["isDataAvailable"] and not running.status["isTriggerActive"]
                     if idle and last_data_batch > idle_since_batch[query.name]:
-                        log.info("node %d: input idle after batch %d, buffer flush requested", query.node_id,
+                        log.info("query %s: input idle after batch %d, buffer flush requested", query.name,
                                  last_data_batch)  # fmt: skip
                         query.buffer.request("idle")
                         idle_since_batch[query.name] = last_data_batch

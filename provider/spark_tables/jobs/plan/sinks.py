@@ -18,7 +18,8 @@ last batch of a checkpoint again when the query stopped before committing it:
   upsert sinks ignore it), applied in one transaction. Upserting and deleting by key are idempotent, so a replayed
   batch, applied whole once more, leaves the table as it was (Spark replays only the last batch: none came after
   it). The order of a key's changes is taken before the batch is collected, from ``monotonically_increasing_id()``,
-  which follows each partition's order: the plan's operators emit a key's changes from one partition, in order.
+  which follows each partition's order: the plan's operators emit a key's changes from one partition, in order. A
+  batch that carries ``EMIT_ORDER`` (a flush of the buffer, one change a key) is applied in that order.
 
 foreachBatch runs its function in the driver, one batch at a time, so each writer adds up what it wrote in a plain
 object, read with ``SinkWriter.report()`` once the query has ended.
@@ -45,7 +46,7 @@ from spark_tables.core.durations import parse_duration
 from spark_tables.core.errors import JobError, SpecError, one_line
 from spark_tables.core.identifiers import TableIdentifier
 from spark_tables.core.plan.sinks import PlanSink, PostgresUpsertSink, TableSink
-from spark_tables.jobs.plan.changelog import DELETE, ROW_KIND, UPDATE_BEFORE
+from spark_tables.jobs.plan.changelog import DELETE, EMIT_ORDER, ROW_KIND, UPDATE_BEFORE
 
 log = logging.getLogger(__name__)
 
@@ -100,12 +101,14 @@ class SinkWriter(ABC):
         query_name: str,
         available_now: bool = True,
         interval: str = "1 second",
+        output_mode: str = "append",
     ) -> StreamingQuery:
         """Check that the sink can take ``frame`` (``SpecError`` when not, before anything runs), then start its
-        query: available-now, or a micro-batch every ``interval``."""
+        query: available-now, or a micro-batch every ``interval``; ``output_mode`` is Spark's."""
         self._prepare(frame, checkpoint)
         writer = (
-            frame.writeStream.foreachBatch(self._write_batch)
+            frame.writeStream.outputMode(output_mode)
+            .foreachBatch(self._write_batch)
             .option("checkpointLocation", checkpoint)
             .queryName(query_name)
         )
@@ -310,7 +313,7 @@ class PostgresSinkWriter(SinkWriter):
 
     def _prepare(self, frame: DataFrame, checkpoint: str) -> None:
         name, key = self.sink.name, list(self.sink.key)
-        columns = [column for column in frame.columns if column != ROW_KIND]
+        columns = [column for column in frame.columns if column not in (ROW_KIND, EMIT_ORDER)]
         missing_key = [column for column in key if column not in columns]
         if missing_key:
             raise SpecError(f"postgres sink {name}: the query gives no key column {', '.join(missing_key)}")
@@ -393,15 +396,18 @@ class PostgresSinkWriter(SinkWriter):
         )
 
     def _last_changes(self, batch: DataFrame) -> tuple[list[tuple], list[tuple]]:
-        """The rows to upsert and the keys to delete: per key, its last change in the batch but -U."""
+        """The rows to upsert and the keys to delete: per key, its last change in the batch but -U; in the batch's
+        ``EMIT_ORDER`` when it has one (a flush of the buffer)."""
+        emit_order = [EMIT_ORDER] if EMIT_ORDER in batch.columns else []
         changes = (
-            batch.select(*self._columns, ROW_KIND)
+            batch.select(*self._columns, ROW_KIND, *emit_order)
             .withColumn(_ORDER, F.monotonically_increasing_id())
             .where(F.col(ROW_KIND) != UPDATE_BEFORE)
             .toArrow()
         )
         kinds = changes.column(ROW_KIND).to_pylist()
-        order = changes.column(_ORDER).to_pylist()
+        positions = changes.column(_ORDER).to_pylist()
+        order = list(zip(changes.column(EMIT_ORDER).to_pylist(), positions, strict=True)) if emit_order else positions
         rows = list(zip(*(changes.column(column).to_pylist() for column in self._columns), strict=True))
         last_of_key: dict[tuple, int] = {}
         for index in sorted(range(len(rows)), key=order.__getitem__):

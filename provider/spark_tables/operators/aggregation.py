@@ -1,0 +1,71 @@
+"""Streaming aggregations on Spark's own stateful aggregation, upserted into PostgreSQL, their output buffered
+(FLIP-365) when ``flush_max_interval`` is set."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from spark_tables.core.aggregation.job import StreamingAggregationJob
+from spark_tables.core.job_result import JobResult
+from spark_tables.core.plan.job import PlanOptions
+from spark_tables.core.plan.sinks import PostgresUpsertSink
+from spark_tables.hooks.plan import CompiledPlanHook
+from spark_tables.operators.streaming import StreamingJobOperator, duration_text
+from spark_tables.utils import settings
+
+
+class SparkStreamingAggregationOperator(StreamingJobOperator):
+    """Runs one Spark SQL aggregation over streams as a bounded streaming query, resuming from its checkpoint, and
+    upserts each changed group into a PostgreSQL table by key.
+
+    With ``flush_max_interval``, each group's result is written at most once per interval: only its latest value,
+    and at the end of the run whatever is still buffered. Only FLIP-365's idempotent aggregates may be buffered
+    (count, sum, avg, min, max, min_by, max_by, first_value, last_value, listagg, stddev and variance, collect_list,
+    collect_set, DISTINCT); any other fails the task before its query starts, naming it.
+
+    XCom gets ``query``: ``batches``, ``input_rows``, the state its operators hold, what the sink wrote
+    (``write_calls``, ``rows_upserted``), and with buffering ``buffer``: ``records_in``, ``records_emitted``,
+    ``flushes`` by cause (``interval``, ``idle``, ``end``), also in the task log.
+
+    :param sql: ``SELECT ... FROM STREAM(table) [WATERMARK column DELAY OF INTERVAL ...] ... GROUP BY ...``: Spark
+        SQL, the source tables read as streams. A ``window(...)`` column reaches the sink as ``<name>_start`` and
+        ``<name>_end``. (templated)
+    :param sink: the ``PostgresUpsertSink`` the results are upserted into, by its key (the grouping columns).
+    :param checkpoint: the query's checkpoint folder, kept across runs; default
+        ``<[spark_tables] checkpoint_uri>/aggregations/<dag_id>.<task_id>``. (templated)
+    """
+
+    template_fields: Sequence[str] = (*StreamingJobOperator.template_fields, "sql", "checkpoint")
+    template_ext: Sequence[str] = (".sql",)
+    template_fields_renderers: ClassVar[dict[str, str]] = {
+        **StreamingJobOperator.template_fields_renderers,
+        "sql": "sql",
+    }
+    ui_color = "#f3e8fb"
+
+    def __init__(self, *, sql: str, sink: PostgresUpsertSink, checkpoint: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if not isinstance(sink, PostgresUpsertSink):
+            raise TypeError(f"sink must be a PostgresUpsertSink declaration, not {type(sink).__name__}")
+        self.sql = sql
+        self.sink = sink
+        self.checkpoint = checkpoint
+
+    def build_job(self, context: Any) -> StreamingAggregationJob:
+        options = PlanOptions(  # checked first: a bad option fails before the connection is looked up
+            configuration=self.job_configuration(),
+            run_for=duration_text(self.run_for),
+            trigger_interval=duration_text(self.trigger_interval),
+        )
+        checkpoint = self.checkpoint or (
+            f"{settings.checkpoint_uri().rstrip('/')}/aggregations/{self.dag_id}.{self.task_id}"
+        )
+        job = StreamingAggregationJob(query=self.sql, sink=self.sink, checkpoint=checkpoint, options=options)
+        connections = CompiledPlanHook().sink_connections([self.sink])
+        return dataclasses.replace(job, options=dataclasses.replace(options, connections=connections))
+
+    def xcom_value(self, result: JobResult) -> dict[str, Any]:
+        self.log_buffer(result.output.get("query", {}))
+        return super().xcom_value(result)

@@ -1,0 +1,211 @@
+"""Spark's own streaming aggregation into PostgreSQL, with and without FLIP-365's buffer, on the shared session:
+the same final table as Spark's batch aggregation of the same rows, fewer records when buffered, aggregates that
+are not idempotent refused before any query, and a flush's records at or below the watermark written first."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from spark_tables.core.aggregation.idempotent import SPARK_IDEMPOTENT_AGGREGATES
+from spark_tables.core.aggregation.job import StreamingAggregationJob
+from spark_tables.core.errors import SpecError
+from spark_tables.core.plan.job import PlanOptions
+from spark_tables.core.plan.sinks import PostgresUpsertSink
+from spark_tables.jobs.aggregation.runner import check_idempotent, run_streaming_aggregation
+from spark_tables.jobs.cancellation import Cancellation
+from spark_tables.jobs.plan.clock import FixedClock
+from tests.spark.postgres import PG, run_sql
+
+pytestmark = pytest.mark.spark
+
+PG_SCHEMA = "aggregation_spark_tests"
+#: Most of FLIP-365's idempotent aggregates whose result does not depend on the order rows arrive in.
+PAGE_STATS = """
+    SELECT page, count(*) AS views, size(collect_set(user)) AS users, sum(ms) AS total_ms, avg(ms) AS mean_ms,
+           min(ms) AS fastest_ms, max(ms) AS slowest_ms, max_by(user, ms) AS slowest_user,
+           stddev_pop(ms) AS spread_ms, var_samp(ms) AS variance_ms,
+           array_join(array_sort(collect_set(user)), ',') AS user_list
+    FROM {source} GROUP BY page
+"""
+STATS_COLUMNS = (
+    "page text PRIMARY KEY, views bigint, users bigint, total_ms bigint, mean_ms double precision, "
+    "fastest_ms bigint, slowest_ms bigint, slowest_user text, spread_ms double precision, "
+    "variance_ms double precision, user_list text"
+)
+T0 = 1_800_000_000_000
+
+
+@pytest.fixture
+def views(spark: SparkSession, db: str, tmp_path: Path) -> Iterator[Path]:
+    """A JSON-file table ``views`` read one file a micro-batch (its folder is returned), and a PostgreSQL schema."""
+    folder = tmp_path / "views"
+    folder.mkdir()
+    spark.sql(
+        f"CREATE TABLE {db}.views (page STRING, user STRING, ms BIGINT, ts TIMESTAMP) USING json "
+        f"OPTIONS (maxFilesPerTrigger 1) LOCATION '{folder}'"
+    )
+    spark.sql(f"USE {db}")
+    run_sql(f"DROP SCHEMA IF EXISTS {PG_SCHEMA} CASCADE", f"CREATE SCHEMA {PG_SCHEMA}")
+    yield folder
+    spark.sql("USE default")
+    run_sql(f"DROP SCHEMA IF EXISTS {PG_SCHEMA} CASCADE")
+
+
+def _add_views(folder: Path, name: str, *views: tuple[str, str, int, str]) -> None:
+    lines = [json.dumps({"page": page, "user": user, "ms": ms, "ts": ts}) for page, user, ms, ts in views]
+    (folder / f"{name}.json").write_text("\n".join(lines) + "\n")
+
+
+def _sink(table: str, columns: str, key: tuple[str, ...] = ("page",)) -> PostgresUpsertSink:
+    run_sql(f"CREATE TABLE IF NOT EXISTS {PG_SCHEMA}.{table} ({columns})")
+    return PostgresUpsertSink(name=table, conn_id="pg", table=f"{PG_SCHEMA}.{table}", key=key)
+
+
+def _run(
+    spark: SparkSession, query: str, sink: PostgresUpsertSink, checkpoint: Path, at_ms: int = T0, **configuration: str
+) -> dict[str, Any]:
+    job = StreamingAggregationJob(
+        query=query,
+        sink=sink,
+        checkpoint=str(checkpoint),
+        options=PlanOptions(configuration=configuration, connections={sink.name: dict(PG)}),
+    )
+    return run_streaming_aggregation(spark, job, Cancellation(), FixedClock(at_ms))["query"]
+
+
+def _table(name: str) -> list[tuple]:
+    return sorted(map(_rounded, run_sql(f"SELECT * FROM {PG_SCHEMA}.{name}")))
+
+
+def _rounded(row: Any) -> tuple:
+    """A row with its floating-point values to 9 places: Spark adds a stream's partial sums in another order than a
+    batch's."""
+    return tuple(round(value, 9) if isinstance(value, float) else value for value in row)
+
+
+def test_buffered_and_unbuffered_tables_equal_sparks_own_aggregation(
+    spark: SparkSession, views: Path, tmp_path: Path
+) -> None:
+    plain, buffered = _sink("plain_stats", STATS_COLUMNS), _sink("buffered_stats", STATS_COLUMNS)
+    query = PAGE_STATS.format(source="STREAM(views)")
+    runs = [
+        [
+            ("a", [("home", "u1", 120, "2026-01-01 00:00:01"), ("docs", "u2", 300, "2026-01-01 00:00:02")]),
+            ("b", [("home", "u2", 80, "2026-01-01 00:00:03"), ("home", "u1", 95, "2026-01-01 00:00:04")]),
+            ("c", [("home", "u3", 410, "2026-01-01 00:00:05"), ("docs", "u2", 150, "2026-01-01 00:00:06")]),
+        ],
+        [("d", [("blog", "u4", 60, "2026-01-01 00:00:07"), ("home", "u4", 70, "2026-01-01 00:00:08")])],
+    ]
+    reports = []
+    for step, files in enumerate(runs):
+        for name, rows in files:
+            _add_views(views, name, *rows)
+        at = T0 + step * 1000
+        reports.append(
+            (
+                _run(spark, query, plain, tmp_path / "plain", at),
+                _run(spark, query, buffered, tmp_path / "buffered", at, **{"execution.flush.max-interval": "1 h"}),
+            )
+        )
+        spark.catalog.refreshTable("views")
+        expected = sorted(map(_rounded, spark.sql(PAGE_STATS.format(source="views")).collect()))
+        assert _table("plain_stats") == expected
+        assert _table("buffered_stats") == expected
+
+    (plain_1, buffered_1), (plain_2, buffered_2) = reports
+    # Three micro-batches change home three times and docs twice; the buffer writes each page's last result once.
+    assert (plain_1["batches"], plain_1["rows_upserted"], plain_1["write_calls"]) == (3, 5, 3)
+    assert buffered_1["buffer"] == {
+        "records_in": 6,
+        "records_emitted": 2,
+        "flushes": {"interval": 0, "idle": 0, "end": 1},
+    }
+    assert (buffered_1["rows_upserted"], buffered_1["write_calls"]) == (2, 1)
+    assert plain_2["rows_upserted"] == buffered_2["rows_upserted"] == 2
+    assert "buffer" not in plain_1
+
+
+def test_every_aggregate_on_flip_365s_list_is_accepted(spark: SparkSession) -> None:
+    calls = ", ".join(
+        f"{name}(ms, ms)" if name in ("min_by", "max_by") else f"{name}(CAST(ms AS STRING))"
+        if name in ("listagg", "string_agg") else f"{name}(ms)"
+        for name in sorted(SPARK_IDEMPOTENT_AGGREGATES)
+    )  # fmt: skip
+    check_idempotent(spark, f"SELECT page, {calls}, count(DISTINCT user) FROM STREAM(views) GROUP BY page")
+
+
+@pytest.mark.parametrize(
+    ("query", "error"),
+    [
+        (
+            "SELECT page, percentile_approx(ms, 0.5) AS p50 FROM STREAM(views) GROUP BY page",
+            "streaming aggregation: aggregate percentile_approx is not idempotent (FLIP-365 buffers count, sum, avg, "
+            "min, max, min_by, max_by, first_value, last_value, listagg, stddev/variance (pop and samp), "
+            "collect_list, collect_set and DISTINCT): compute it another way, or run without "
+            "execution.flush.max-interval",
+        ),
+        (
+            "SELECT page, ms AS views FROM STREAM(views)",
+            "streaming aggregation: execution.flush.max-interval buffers an aggregation's results, but the query has "
+            "no GROUP BY (or DISTINCT), so each of its rows counts: aggregate it, or run without "
+            "execution.flush.max-interval",
+        ),
+    ],
+)
+def test_buffering_what_is_not_idempotent_is_refused_before_any_query(
+    spark: SparkSession, views: Path, tmp_path: Path, query: str, error: str
+) -> None:
+    sink = _sink("p50", "page text PRIMARY KEY, views bigint")
+    _add_views(views, "a", ("home", "u1", 120, "2026-01-01 00:00:01"))
+    with pytest.raises(SpecError) as raised:
+        _run(spark, query, sink, tmp_path / "checkpoint", **{"execution.flush.max-interval": "1 min"})
+    assert str(raised.value) == error
+    assert not spark.streams.active and not (tmp_path / "checkpoint").exists()
+    assert _table("p50") == []
+
+
+def test_a_flush_writes_the_records_at_or_below_the_watermark_first(
+    spark: SparkSession, views: Path, tmp_path: Path
+) -> None:
+    """Views per page and minute; the end flush comes in the batch after the views, whose watermark (the latest
+    view less 10 s: 00:01:20) has passed the first minute's end but not the second's."""
+    sink = _sink(
+        "minutes",
+        "page text, minute_start timestamp, minute_end timestamp, views bigint, PRIMARY KEY (page, minute_start)",
+        key=("page", "minute_start"),
+    )
+    run_sql(
+        f"CREATE TABLE {PG_SCHEMA}.written (seq bigserial, page text, minute_end timestamp)",
+        f"""CREATE FUNCTION {PG_SCHEMA}.log_write() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN INSERT INTO {PG_SCHEMA}.written (page, minute_end) VALUES (NEW.page, NEW.minute_end); RETURN NEW;
+            END $$""",
+        f"CREATE TRIGGER log_write AFTER INSERT OR UPDATE ON {PG_SCHEMA}.minutes FOR EACH ROW "
+        f"EXECUTE FUNCTION {PG_SCHEMA}.log_write()",
+    )
+    pages = [f"page_{n}" for n in range(8)]
+    _add_views(
+        views,
+        "a",
+        *((page, "u1", 1, "2026-01-01 00:00:05") for page in pages),
+        *((page, "u1", 1, "2026-01-01 00:01:30") for page in pages),
+    )
+    query = """
+        SELECT page, window(ts, '1 minute') AS minute, count(*) AS views
+        FROM STREAM(views) WATERMARK ts DELAY OF INTERVAL 10 SECONDS
+        GROUP BY page, window(ts, '1 minute')
+    """
+    done = _run(spark, query, sink, tmp_path / "checkpoint", **{"execution.flush.max-interval": "1 h"})
+
+    assert done["buffer"]["records_emitted"] == 16
+    ends = [
+        minute_end.minute
+        for _seq, minute_end in run_sql(f"SELECT seq, minute_end FROM {PG_SCHEMA}.written ORDER BY seq")
+    ]
+    assert ends == [1] * 8 + [2] * 8
+    assert len(_table("minutes")) == 16

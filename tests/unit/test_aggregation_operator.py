@@ -1,0 +1,107 @@
+"""The Airflow side of streaming aggregations: the job the operator builds (the sink's connection resolved, the
+flush parameters as FLIP-365's options, a default checkpoint per task), bad input failing before any job, the log
+line of the buffer, and the query's function calls read from its tokens."""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import timedelta
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from airflow.providers.common.compat.sdk import AirflowFailException
+
+from spark_tables.core.aggregation.idempotent import refuse_non_idempotent
+from spark_tables.core.aggregation.job import StreamingAggregationJob
+from spark_tables.core.errors import SpecError
+from spark_tables.core.job_result import JobResult
+from spark_tables.core.job_spec import JobSpec
+from spark_tables.core.plan.sinks import PostgresUpsertSink
+from spark_tables.jobs.aggregation.query_tokens import called_names, groups_rows
+from spark_tables.operators.aggregation import SparkStreamingAggregationOperator
+
+pytestmark = pytest.mark.usefixtures("spark_tables_home")
+
+SINK = PostgresUpsertSink(name="page_counts", conn_id="serving", table="public.page_counts", key=("page",))
+QUERY = "SELECT page, count(*) AS views FROM STREAM(page_views) GROUP BY page"
+
+
+def _context() -> dict[str, Any]:
+    return {"ti": SimpleNamespace(dag_id="d", run_id="r", task_id="t", map_index=-1, try_number=1)}
+
+
+@pytest.fixture
+def serving(set_connection: Any) -> None:
+    set_connection("serving", conn_type="postgres", host="db", port=6432, schema="srv", login="w", password="pw")
+
+
+def test_the_job_has_the_sinks_connection_the_flush_options_and_a_checkpoint_per_task(serving: None) -> None:
+    operator = SparkStreamingAggregationOperator(
+        task_id="counts", sql=QUERY, sink=SINK, flush_max_interval=timedelta(minutes=2), run_for="10 min"
+    )
+    job = operator.build_job(_context())
+    assert job.options.connections == {
+        "page_counts": {"host": "db", "port": 6432, "database": "srv", "user": "w", "password": "pw"}
+    }
+    assert job.options.configuration == {"execution.flush.max-interval": "120000 ms"}
+    assert (job.options.flush.max_interval, job.options.run_for_ms) == (timedelta(minutes=2), 600_000)
+    assert job.checkpoint.endswith("/checkpoints/aggregations/adhoc_airflow.counts")
+    spec = JobSpec(job=job, result_uri="file:///r.json")
+    assert spec.carries_credentials  # so the spec travels in a file, never on a command line
+    assert JobSpec.from_json(spec.to_json()).job == job
+
+
+@pytest.mark.parametrize(
+    ("parameters", "message"),
+    [
+        ({"flush_max_interval": "soon"}, "execution.flush.max-interval"),
+        ({"cache_max_entries": 10}, "state.backend.cache.max-entries-num applies to buffered output"),
+        ({"sql": " ; "}, "streaming aggregation: query is empty"),
+    ],
+)
+def test_bad_input_fails_the_task_before_any_job(
+    nothing_is_started: None, tmp_path: Path, parameters: dict[str, Any], message: str
+) -> None:
+    operator = SparkStreamingAggregationOperator(task_id="t", **{"sql": QUERY, "sink": SINK, **parameters})
+    with pytest.raises(AirflowFailException, match=re.escape(message)):
+        operator.execute(_context())
+
+
+def test_a_sink_that_is_not_an_upsert_sink_is_refused_at_once() -> None:
+    with pytest.raises(TypeError, match="sink must be a PostgresUpsertSink declaration, not str"):
+        SparkStreamingAggregationOperator(task_id="t", sql=QUERY, sink="page_counts")  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="streaming aggregation: checkpoint is empty"):
+        StreamingAggregationJob(query=QUERY, sink=SINK, checkpoint=" ")
+
+
+def test_the_task_log_says_what_the_buffer_did(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(SparkStreamingAggregationOperator, "log", logging.getLogger("aggregation_test"))
+    buffer = {"records_in": 120000, "records_emitted": 6552, "flushes": {"interval": 13, "idle": 1, "end": 0}}
+    result = JobResult(
+        kind="streaming_aggregation", output={"query": {"sink": "page_counts", "write_calls": 14, "buffer": buffer}}
+    )
+    with caplog.at_level(logging.INFO, logger="aggregation_test"):
+        SparkStreamingAggregationOperator(task_id="t", sql=QUERY, sink=SINK).xcom_value(result)
+    assert [r.getMessage() for r in caplog.records] == [
+        "sink page_counts: 120000 record(s) in, 6552 emitted, 14 write call(s); flushes: interval 13, idle 1, end 0"
+    ]
+
+
+def test_function_calls_are_read_from_tokens_leaving_strings_and_comments_out() -> None:
+    query = """SELECT page, count(DISTINCT user) AS n, FIRST(v) AS f, LEFT(page, 2) AS l, 'mode(x)' AS s
+               FROM STREAM(views) WATERMARK ts DELAY OF INTERVAL 10 SECONDS -- percentile(ms)
+               GROUP BY page, window(ts, '1 minute')"""
+    assert called_names(query) == ["count", "first", "left", "stream", "window"]
+    assert groups_rows(query) and groups_rows("SELECT DISTINCT page FROM STREAM(views)")
+    assert not groups_rows("SELECT page FROM STREAM(views)")
+
+
+def test_an_aggregate_off_flip_365s_list_is_named() -> None:
+    refuse_non_idempotent(["COUNT", "max_by", "collect_set", "string_agg"], "q")
+    with pytest.raises(SpecError, match=r"^q: aggregate mode is not idempotent \(FLIP-365 buffers count, "):
+        refuse_non_idempotent(["sum", "MODE"], "q")
