@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Sets everything up, then runs the example DAG of every capability that has landed, end to end on local
 # Spark with the embedded catalog, and sums up per capability what ran, what it found and where to look.
-# Without PostgreSQL (or its JDBC driver) it runs all but the lookup and plan examples, and says so in one line.
+# Without PostgreSQL (or its JDBC driver) it runs all but the lookup, plan and buffered output examples, and says
+# so in one line.
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 
 DEMO_DAGS=(example_spark_sql example_spark_ctas example_spark_cache)
-# The lookup example's dimension table and the plan example's sinks live in PostgreSQL: without it (or the JDBC
-# driver) the demo runs the rest.
+# The lookup example's dimension table, and the plan and buffered output examples' sinks, live in PostgreSQL:
+# without it (or the JDBC driver) the demo runs the rest.
 export AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO=${AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO:-postgres://postgres@127.0.0.1:5432/test}
 eval "$(python - <<'PY'
 import os
@@ -26,11 +27,13 @@ PY
 )"
 if postgres_ready AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO \
   "$PG_HOST" "$PG_PORT" "$PG_USER" "$PG_PASSWORD" "$PG_DATABASE"; then
-  DEMO_DAGS+=(example_spark_lookup example_spark_plan)
+  DEMO_DAGS+=(example_spark_lookup example_spark_plan example_spark_buffered_output)
   export AIRFLOW_CONN_SPARK_TABLES_PLAN_DEMO=${AIRFLOW_CONN_SPARK_TABLES_PLAN_DEMO:-$AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO}
+  export AIRFLOW_CONN_SPARK_TABLES_BUFFERED_DEMO=${AIRFLOW_CONN_SPARK_TABLES_BUFFERED_DEMO:-$AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO}
 else
   LOOKUP_LEFT_OUT="$POSTGRES_PROBLEM; then rerun bash scripts/demo.sh to include it"
-  echo "note: leaving out example_spark_lookup and example_spark_plan (they need PostgreSQL): $LOOKUP_LEFT_OUT"
+  echo "note: leaving out example_spark_lookup, example_spark_plan and example_spark_buffered_output (they need" \
+    "PostgreSQL): $LOOKUP_LEFT_OUT"
 fi
 # On a fresh snapshot folder the lookup example's full cache is due for its reload at once.
 rm -rf "$AIRFLOW_HOME/spark_tables/lookup/demo_customers"
@@ -42,7 +45,7 @@ for dag_id in "${DEMO_DAGS[@]}"; do
     echo "error: $dag_id failed; whole log: $AIRFLOW_HOME/demo-$dag_id.log" >&2
     exit 1
   }
-  grep -E "spark_tables INFO|job output|done:|registered the copy|released the caches|metrics:|is due" "$AIRFLOW_HOME/demo-$dag_id.log" \
+  grep -E "spark_tables INFO|job output|done:|registered the copy|released the caches|metrics:|is due|record\(s\) in," "$AIRFLOW_HOME/demo-$dag_id.log" \
     | sed -E 's/^[^ ]+ \[[a-z ]+\] //; s/ \[(airflow\.task|spark_tables\.hooks|spark_tables\.operators).*$//'
 done
 

@@ -2,8 +2,8 @@
 tasks' XComs in the last run of each example DAG, and the tables' parquet files), and where to look.
 
 Usage: python scripts/demo_summary.py DS LOOKUP_LEFT_OUT LOOKUP_DATABASE, with AIRFLOW_HOME set (scripts/setup.sh);
-LOOKUP_LEFT_OUT is empty when example_spark_lookup and example_spark_plan (which need PostgreSQL) ran, else why
-they did not.
+LOOKUP_LEFT_OUT is empty when example_spark_lookup, example_spark_plan and example_spark_buffered_output (which need
+PostgreSQL) ran, else why they did not.
 """
 
 from __future__ import annotations
@@ -162,6 +162,33 @@ def compiled_plans(left_out: str, database: str) -> list[str]:
     ]
 
 
+def buffered_output(left_out: str, database: str) -> list[str]:
+    if left_out:
+        return ["Buffered output (example_spark_buffered_output)", f"  not run: {left_out}"]
+    x = xcoms("example_spark_buffered_output")
+    lines = [
+        "Buffered output (example_spark_buffered_output)",
+        "  ran:   add_page_views added 2,000 page views in 8 files; the same aggregation (views per page and",
+        "         2-minute window) read them one file a micro-batch into three tables, written three ways:",
+    ]
+    for task_id in ("views_unbuffered", "views_buffered", "views_memory_buffered"):
+        query = x[task_id]["query"]
+        buffer = query.get("buffer")
+        flushes = ", ".join(f"{cause} {count}" for cause, count in buffer["flushes"].items() if count) if buffer else ""
+        lines.append(
+            f"      {task_id:<22} {query['input_rows']:>5,} rows in, {query['batches']} batches, "
+            f"{query['rows_upserted']:>4,} rows upserted in {query['write_calls']} write call(s)"
+            + (f"; flushes: {flushes}" if buffer else "")
+        )
+    return [
+        *lines,
+        "  look:  each views_* task's XCom 'query' (and its log line 'sink ...: ... record(s) in');",
+        f"         spark_tables_demo.page_views_unbuffered, _buffered, _memory_buffered in PostgreSQL ({database}),",
+        "         identical; the checkpoints under "
+        f"{HOME}/spark_tables/checkpoints/aggregations/example_spark_buffered_output.*",
+    ]
+
+
 def main(ds: str, lookup_left_out: str, lookup_database: str) -> None:
     blocks = [
         sql_jobs(ds),
@@ -169,6 +196,7 @@ def main(ds: str, lookup_left_out: str, lookup_database: str) -> None:
         cached_tables(),
         lookup_joins(lookup_left_out, lookup_database),
         compiled_plans(lookup_left_out, lookup_database),
+        buffered_output(lookup_left_out, lookup_database),
     ]
     blocks.append(
         [

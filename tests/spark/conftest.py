@@ -7,9 +7,13 @@ import os
 import re
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+
+from tests.spark.page_views import PG_SCHEMA
+from tests.spark.postgres import run_sql
 
 
 @pytest.fixture(scope="session")
@@ -41,3 +45,19 @@ def db(spark: SparkSession, request: pytest.FixtureRequest) -> Iterator[str]:
     spark.sql(f"CREATE DATABASE {name}")
     yield name
     spark.sql(f"DROP DATABASE IF EXISTS {name} CASCADE")
+
+
+@pytest.fixture
+def views(spark: SparkSession, db: str, tmp_path: Path) -> Iterator[Path]:
+    """The table ``views`` of ``page_views`` (its folder is returned), and its PostgreSQL schema, dropped after."""
+    folder = tmp_path / "views"
+    folder.mkdir()
+    spark.sql(
+        f"CREATE TABLE {db}.views (page STRING, user STRING, ms BIGINT, ts TIMESTAMP) USING json "
+        f"OPTIONS (maxFilesPerTrigger 1) LOCATION '{folder}'"
+    )
+    spark.sql(f"USE {db}")
+    run_sql(f"DROP SCHEMA IF EXISTS {PG_SCHEMA} CASCADE", f"CREATE SCHEMA {PG_SCHEMA}")
+    yield folder
+    spark.sql("USE default")
+    run_sql(f"DROP SCHEMA IF EXISTS {PG_SCHEMA} CASCADE")

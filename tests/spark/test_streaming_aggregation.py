@@ -4,8 +4,6 @@ are not idempotent refused before any query, and a flush's records at or below t
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +18,11 @@ from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.jobs.aggregation.runner import check_idempotent, run_streaming_aggregation
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.plan.clock import FixedClock
+from tests.spark.page_views import PG_SCHEMA, T0, add_views, pg_sink, pg_table, rounded
 from tests.spark.postgres import PG, run_sql
 
 pytestmark = pytest.mark.spark
 
-PG_SCHEMA = "aggregation_spark_tests"
 #: Most of FLIP-365's idempotent aggregates whose result does not depend on the order rows arrive in.
 PAGE_STATS = """
     SELECT page, count(*) AS views, size(collect_set(user)) AS users, sum(ms) AS total_ms, avg(ms) AS mean_ms,
@@ -38,37 +36,15 @@ STATS_COLUMNS = (
     "fastest_ms bigint, slowest_ms bigint, slowest_user text, spread_ms double precision, "
     "variance_ms double precision, user_list text"
 )
-T0 = 1_800_000_000_000
-
-
-@pytest.fixture
-def views(spark: SparkSession, db: str, tmp_path: Path) -> Iterator[Path]:
-    """A JSON-file table ``views`` read one file a micro-batch (its folder is returned), and a PostgreSQL schema."""
-    folder = tmp_path / "views"
-    folder.mkdir()
-    spark.sql(
-        f"CREATE TABLE {db}.views (page STRING, user STRING, ms BIGINT, ts TIMESTAMP) USING json "
-        f"OPTIONS (maxFilesPerTrigger 1) LOCATION '{folder}'"
-    )
-    spark.sql(f"USE {db}")
-    run_sql(f"DROP SCHEMA IF EXISTS {PG_SCHEMA} CASCADE", f"CREATE SCHEMA {PG_SCHEMA}")
-    yield folder
-    spark.sql("USE default")
-    run_sql(f"DROP SCHEMA IF EXISTS {PG_SCHEMA} CASCADE")
-
-
-def _add_views(folder: Path, name: str, *views: tuple[str, str, int, str]) -> None:
-    lines = [json.dumps({"page": page, "user": user, "ms": ms, "ts": ts}) for page, user, ms, ts in views]
-    (folder / f"{name}.json").write_text("\n".join(lines) + "\n")
-
-
-def _sink(table: str, columns: str, key: tuple[str, ...] = ("page",)) -> PostgresUpsertSink:
-    run_sql(f"CREATE TABLE IF NOT EXISTS {PG_SCHEMA}.{table} ({columns})")
-    return PostgresUpsertSink(name=table, conn_id="pg", table=f"{PG_SCHEMA}.{table}", key=key)
 
 
 def _run(
-    spark: SparkSession, query: str, sink: PostgresUpsertSink, checkpoint: Path, at_ms: int = T0, **configuration: str
+    spark: SparkSession,
+    query: str,
+    sink: PostgresUpsertSink,
+    checkpoint: Path | str,
+    at_ms: int = T0,
+    **configuration: str,
 ) -> dict[str, Any]:
     job = StreamingAggregationJob(
         query=query,
@@ -79,20 +55,10 @@ def _run(
     return run_streaming_aggregation(spark, job, Cancellation(), FixedClock(at_ms))["query"]
 
 
-def _table(name: str) -> list[tuple]:
-    return sorted(map(_rounded, run_sql(f"SELECT * FROM {PG_SCHEMA}.{name}")))
-
-
-def _rounded(row: Any) -> tuple:
-    """A row with its floating-point values to 9 places: Spark adds a stream's partial sums in another order than a
-    batch's."""
-    return tuple(round(value, 9) if isinstance(value, float) else value for value in row)
-
-
 def test_buffered_and_unbuffered_tables_equal_sparks_own_aggregation(
     spark: SparkSession, views: Path, tmp_path: Path
 ) -> None:
-    plain, buffered = _sink("plain_stats", STATS_COLUMNS), _sink("buffered_stats", STATS_COLUMNS)
+    plain, buffered = pg_sink("plain_stats", STATS_COLUMNS), pg_sink("buffered_stats", STATS_COLUMNS)
     query = PAGE_STATS.format(source="STREAM(views)")
     runs = [
         [
@@ -105,18 +71,21 @@ def test_buffered_and_unbuffered_tables_equal_sparks_own_aggregation(
     reports = []
     for step, files in enumerate(runs):
         for name, rows in files:
-            _add_views(views, name, *rows)
+            add_views(views, name, *rows)
         at = T0 + step * 1000
         reports.append(
             (
                 _run(spark, query, plain, tmp_path / "plain", at),
-                _run(spark, query, buffered, tmp_path / "buffered", at, **{"execution.flush.max-interval": "1 h"}),
+                # as a URI, as jobs get it: the flush requests' rows are still told from the data's
+                _run(
+                    spark, query, buffered, f"file://{tmp_path}/buffered", at, **{"execution.flush.max-interval": "1 h"}
+                ),
             )
         )
         spark.catalog.refreshTable("views")
-        expected = sorted(map(_rounded, spark.sql(PAGE_STATS.format(source="views")).collect()))
-        assert _table("plain_stats") == expected
-        assert _table("buffered_stats") == expected
+        expected = sorted(map(rounded, spark.sql(PAGE_STATS.format(source="views")).collect()))
+        assert pg_table("plain_stats") == expected
+        assert pg_table("buffered_stats") == expected
 
     (plain_1, buffered_1), (plain_2, buffered_2) = reports
     # Three micro-batches change home three times and docs twice; the buffer writes each page's last result once.
@@ -161,21 +130,23 @@ def test_every_aggregate_on_flip_365s_list_is_accepted(spark: SparkSession) -> N
 def test_buffering_what_is_not_idempotent_is_refused_before_any_query(
     spark: SparkSession, views: Path, tmp_path: Path, query: str, error: str
 ) -> None:
-    sink = _sink("p50", "page text PRIMARY KEY, views bigint")
-    _add_views(views, "a", ("home", "u1", 120, "2026-01-01 00:00:01"))
+    sink = pg_sink("p50", "page text PRIMARY KEY, views bigint")
+    add_views(views, "a", ("home", "u1", 120, "2026-01-01 00:00:01"))
     with pytest.raises(SpecError) as raised:
         _run(spark, query, sink, tmp_path / "checkpoint", **{"execution.flush.max-interval": "1 min"})
     assert str(raised.value) == error
     assert not spark.streams.active and not (tmp_path / "checkpoint").exists()
-    assert _table("p50") == []
+    assert pg_table("p50") == []
 
 
+@pytest.mark.parametrize("memory_buffer_only", ["false", "true"])
 def test_a_flush_writes_the_records_at_or_below_the_watermark_first(
-    spark: SparkSession, views: Path, tmp_path: Path
+    spark: SparkSession, views: Path, tmp_path: Path, memory_buffer_only: str
 ) -> None:
-    """Views per page and minute; the end flush comes in the batch after the views, whose watermark (the latest
-    view less 10 s: 00:01:20) has passed the first minute's end but not the second's."""
-    sink = _sink(
+    """Views per page and minute; the end flush comes after the views, when the watermark (the latest view less
+    10 s: 00:01:20) has passed the first minute's end but not the second's; the buffer in the state store or in
+    memory."""
+    sink = pg_sink(
         "minutes",
         "page text, minute_start timestamp, minute_end timestamp, views bigint, PRIMARY KEY (page, minute_start)",
         key=("page", "minute_start"),
@@ -189,18 +160,19 @@ def test_a_flush_writes_the_records_at_or_below_the_watermark_first(
         f"EXECUTE FUNCTION {PG_SCHEMA}.log_write()",
     )
     pages = [f"page_{n}" for n in range(8)]
-    _add_views(
+    add_views(
         views,
         "a",
-        *((page, "u1", 1, "2026-01-01 00:00:05") for page in pages),
         *((page, "u1", 1, "2026-01-01 00:01:30") for page in pages),
+        *((page, "u1", 1, "2026-01-01 00:00:05") for page in pages),
     )
     query = """
         SELECT page, window(ts, '1 minute') AS minute, count(*) AS views
         FROM STREAM(views) WATERMARK ts DELAY OF INTERVAL 10 SECONDS
         GROUP BY page, window(ts, '1 minute')
     """
-    done = _run(spark, query, sink, tmp_path / "checkpoint", **{"execution.flush.max-interval": "1 h"})
+    configuration = {"execution.flush.max-interval": "1 h", "execution.flush.memory-buffer-only": memory_buffer_only}
+    done = _run(spark, query, sink, tmp_path / "checkpoint", **configuration)
 
     assert done["buffer"]["records_emitted"] == 16
     ends = [
@@ -208,4 +180,4 @@ def test_a_flush_writes_the_records_at_or_below_the_watermark_first(
         for _seq, minute_end in run_sql(f"SELECT seq, minute_end FROM {PG_SCHEMA}.written ORDER BY seq")
     ]
     assert ends == [1] * 8 + [2] * 8
-    assert len(_table("minutes")) == 16
+    assert len(pg_table("minutes")) == 16

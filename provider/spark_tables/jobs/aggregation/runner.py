@@ -7,8 +7,9 @@ is a second stateful operator after it, keyed by buckets of the sink key, which 
 micro-batch and emits only their latest values when a flush comes. Spark refuses a stateful operator after an
 aggregation unless its check for rows that a downstream operator could drop as late is off
 (``statefulOperator.checkCorrectness``): the buffer drops no row, late or not, so the check is turned off for
-buffered queries only. A time window (``GROUP BY window(ts, '1 minute')``) reaches the sink as two columns,
-``<name>_start`` and ``<name>_end``.
+queries buffered in the state store only (a memory buffer, ``plan.memory_buffer``, is no stateful operator). A
+time window (``GROUP BY window(ts, '1 minute')``) reaches the sink as two columns, ``<name>_start`` and
+``<name>_end``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from spark_tables.jobs.aggregation.query_tokens import called_names, groups_rows
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.plan.changelog import ROW_KIND, UPDATE_AFTER, quoted
 from spark_tables.jobs.plan.clock import BatchClock, Clock
-from spark_tables.jobs.plan.flushing import OutputBuffer, refuse_memory_buffer
 from spark_tables.jobs.plan.runner import SHUFFLE_PARTITIONS, session_conf, state_partitions
 from spark_tables.jobs.plan.sink_queries import PROGRESS_RETENTION, SinkQuery, run_available_now, run_for
 from spark_tables.jobs.plan.sinks import PostgresSinkWriter
@@ -50,28 +50,40 @@ def run_streaming_aggregation(
 ) -> dict[str, Any]:
     """Run the aggregation available-now or for ``run_for``, from its checkpoint; ``clock`` fixes the buffer's
     processing time (default: each micro-batch's)."""
-    options, flush = job.options, job.options.flush
-    refuse_memory_buffer(flush)
-    confs = {**SESSION_CONFS, SHUFFLE_PARTITIONS: str(state_partitions(spark, options))}
-    if flush.enabled:
-        confs[CORRECTNESS_CHECK] = "false"
-    if options.run_for_ms:
-        confs[PROGRESS_RETENTION] = str(min(100_000, 100 + options.run_for_ms // options.trigger_interval_ms))
-    with session_conf(spark, confs):
-        aggregation = streaming_frame(spark, job.query)
-        if flush.enabled:
-            check_idempotent(spark, job.query)
-        changes = flat_windows(aggregation).withColumn(ROW_KIND, F.lit(UPDATE_AFTER).cast(ByteType()))
-        writer = PostgresSinkWriter(job.sink, options.connections.get(job.sink.name))
-        query = SinkQuery(f"aggregation_{job.sink.name}", changes, writer, job.checkpoint, output_mode="update")
-        if flush.enabled:
-            query.buffer = OutputBuffer(spark, changes, job.sink, flush, clock or BatchClock(), job.checkpoint)
-            query.frame = query.buffer.frame
+    options = job.options
+    with session_conf(spark, aggregation_confs(spark, job)):
+        query = aggregation_query(spark, job, clock or BatchClock())
         if options.run_for_ms:
             run_for([query], options.run_for_ms, options.trigger_interval_ms, cancellation)
         else:
             run_available_now([query], cancellation)
     return {"query": query.report()}
+
+
+def aggregation_confs(spark: SparkSession, job: StreamingAggregationJob) -> dict[str, str]:
+    """The session settings the job's query runs with."""
+    options = job.options
+    confs = {**SESSION_CONFS, SHUFFLE_PARTITIONS: str(state_partitions(spark, options))}
+    if options.flush.enabled and not options.flush.memory_buffer_only:
+        confs[CORRECTNESS_CHECK] = "false"
+    if options.run_for_ms:
+        confs[PROGRESS_RETENTION] = str(min(100_000, 100 + options.run_for_ms // options.trigger_interval_ms))
+    return confs
+
+
+def aggregation_query(spark: SparkSession, job: StreamingAggregationJob, clock: Clock) -> SinkQuery:
+    """The job's query into its sink, through its buffer when it has one; ``SpecError`` before any query starts
+    when the query cannot run or cannot be buffered."""
+    flush = job.options.flush
+    aggregation = streaming_frame(spark, job.query)
+    if flush.enabled:
+        check_idempotent(spark, job.query)
+    changes = flat_windows(aggregation).withColumn(ROW_KIND, F.lit(UPDATE_AFTER).cast(ByteType()))
+    writer = PostgresSinkWriter(job.sink, job.options.connections.get(job.sink.name))
+    query = SinkQuery(f"aggregation_{job.sink.name}", changes, writer, job.checkpoint, output_mode="update")
+    if flush.enabled:
+        query.buffer_output(flush, clock)
+    return query
 
 
 def streaming_frame(spark: SparkSession, query: str) -> DataFrame:

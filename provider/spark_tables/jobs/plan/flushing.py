@@ -8,12 +8,12 @@ progress): the rows emitted, and for each cause the batches that flushed on it.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark_tables.core.errors import SpecError
-from spark_tables.core.plan.flush import MEMORY_BUFFER_ONLY_OPTION, FlushOptions
+from spark_tables.core.plan.flush import FlushOptions
 from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.jobs.plan.buffer import CAUSES, FLUSH_CAUSE, buffered
 from spark_tables.jobs.plan.clock import Clock
@@ -23,17 +23,11 @@ from spark_tables.jobs.plan.flush_requests import flush_requests, prepare_reques
 METRICS = "spark_tables_buffer"
 
 
-def refuse_memory_buffer(options: FlushOptions) -> None:
-    """``SpecError`` for ``execution.flush.memory-buffer-only``, which is not built yet."""
-    if options.memory_buffer_only:
-        raise SpecError(
-            f"{MEMORY_BUFFER_ONLY_OPTION} is not available yet: leave it false (the buffer then lives in the state "
-            "store)"
-        )
-
-
 class OutputBuffer:
     """The buffer of one sink's query, its flush requests in ``<checkpoint>-flush-requests``."""
+
+    #: A flush request is a row the query's next micro-batch reads.
+    requests_need_a_batch = True
 
     def __init__(
         self,
@@ -46,6 +40,8 @@ class OutputBuffer:
     ) -> None:
         self.spark = spark
         self.requests = f"{checkpoint.rstrip('/')}-flush-requests"
+        # How the source of the requests shows in a progress: Spark writes file:///x as file:/x.
+        self.requests_path = urlsplit(self.requests).path
         prepare_requests(spark, self.requests)
         output = buffered(frame, sink.key, options.max_interval_ms, clock, flush_requests(spark, self.requests))
         self.frame = output.observe(
@@ -57,15 +53,18 @@ class OutputBuffer:
     def request(self, cause: str) -> None:
         request_flush(self.spark, self.requests, cause)
 
+    def close(self, failed: bool) -> None:
+        """Nothing to do once the query has stopped: the buffer is in the state store, committed with each batch."""
+
     def data_rows(self, progress: Any) -> int:
         """The rows one micro-batch read from the query's sources, its flush requests left out."""
         return sum(
             source.get("numInputRows", 0)
             for source in progress.get("sources", [])
-            if self.requests not in source.get("description", "")
+            if self.requests_path not in source.get("description", "")
         )
 
-    def report(self, progress: list[dict[str, Any]]) -> dict[str, Any]:
+    def buffer_report(self, progress: list[dict[str, Any]]) -> dict[str, Any]:
         """From the progress of the runs of this sink's query: records in (the rows of its sources, flush requests
         left out), records emitted, and flushes by cause."""
         observed = [p.get("observedMetrics", {}).get(METRICS) for p in progress]

@@ -29,7 +29,6 @@ from spark_tables.core.plan.statements import PlanStatement, parse_plan_statemen
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.plan.clock import BatchClock, Clock
 from spark_tables.jobs.plan.compiler import compile_plan
-from spark_tables.jobs.plan.flushing import OutputBuffer, refuse_memory_buffer
 from spark_tables.jobs.plan.pipeline import Pipeline
 from spark_tables.jobs.plan.plan_files import plan_exists, read_plan_text, write_plan_text
 from spark_tables.jobs.plan.sink_queries import PROGRESS_RETENTION, SinkQuery, run_available_now, run_for
@@ -134,7 +133,6 @@ def execute(
         pipeline = _built(spark, plan, job_ttl, clock)
         sinks = [node for node in plan.nodes if isinstance(node, Sink)]
         flush = options.flush
-        refuse_memory_buffer(flush)
         if flush.enabled:
             for node in sinks:
                 buffered_aggregation(plan, node)  # every sink checked before any query starts
@@ -145,8 +143,7 @@ def execute(
             checkpoint = f"{options.checkpoints.rstrip('/')}/{flat_name([uri])}/sink-{node.id}"
             query = SinkQuery(f"plan_sink_{node.id}", pipeline.frames[node.id], writer, checkpoint, {"node": node.id})
             if flush.enabled and isinstance(sink, PostgresUpsertSink):
-                query.buffer = OutputBuffer(spark, query.frame, sink, flush, clock, checkpoint)
-                query.frame = query.buffer.frame
+                query.buffer_output(flush, clock)
             queries.append(query)
         if options.run_for_ms:
             run_for(queries, options.run_for_ms, options.trigger_interval_ms, cancellation)

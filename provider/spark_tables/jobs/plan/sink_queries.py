@@ -1,16 +1,18 @@
 """The streaming queries of a plan's sinks, run available-now or for a time, and what each did.
 
 Available-now (the default): each sink's query processes what its sources hold, then ends, one query after the
-other; a buffered sink's query then gets an end-of-input flush request and runs once more. For a time
-(``run_for``): every sink's query runs at once, a micro-batch every ``trigger_interval`` when there is data; a
-buffered query gets an idle flush request whenever its input has nothing available after a batch that read data
-(FLIP-365's ``notifyNothingAvailable``), and at the deadline an end flush request, processed before the queries
-stop.
+other; a buffered sink's query then gets an end-of-input flush request, and runs once more when the buffer is in
+the state store (a micro-batch carries the request). For a time (``run_for``): every sink's query runs at once, a
+micro-batch every ``trigger_interval`` when there is data; a buffered query gets an idle flush request whenever its
+input has nothing available after a batch that read data (FLIP-365's ``notifyNothingAvailable``), and at the
+deadline an end flush request, processed before the queries stop. However a run ends, a memory buffer then writes
+what it still holds (``MemoryBuffer.close``).
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,9 +20,13 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQuery
 
+from spark_tables.core.plan.flush import FlushOptions
+from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.jobs.cancellation import Cancellation
+from spark_tables.jobs.plan.clock import Clock
 from spark_tables.jobs.plan.flushing import OutputBuffer
-from spark_tables.jobs.plan.sinks import SinkWriter
+from spark_tables.jobs.plan.memory_buffer import MemoryBuffer
+from spark_tables.jobs.plan.sinks import PostgresSinkWriter, SinkWriter
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +48,21 @@ class SinkQuery:
     checkpoint: str
     labels: dict[str, Any] = field(default_factory=dict)
     output_mode: str = "append"
-    buffer: OutputBuffer | None = None
+    buffer: OutputBuffer | MemoryBuffer | None = None
     progress: list[dict[str, Any]] = field(default_factory=list)
+
+    def buffer_output(self, options: FlushOptions, clock: Clock) -> None:
+        """Put FLIP-365's buffer in front of the sink (a PostgreSQL upsert sink): in the state store, or with
+        ``memory_buffer_only`` in the driver's memory."""
+        if not isinstance(self.writer, PostgresSinkWriter) or not isinstance(self.writer.sink, PostgresUpsertSink):
+            raise TypeError(f"query {self.name}: only a PostgreSQL upsert sink's output is buffered")
+        if options.memory_buffer_only:
+            self.buffer = self.writer = MemoryBuffer(self.writer, options, clock, self.checkpoint)
+        else:
+            self.buffer = OutputBuffer(
+                self.frame.sparkSession, self.frame, self.writer.sink, options, clock, self.checkpoint
+            )
+            self.frame = self.buffer.frame
 
     def start(self, available_now: bool, trigger_interval_ms: int = 1000) -> StreamingQuery:
         return self.writer.start(
@@ -73,7 +92,7 @@ class SinkQuery:
                 for operator in last.get("stateOperators", [])
             ],
             **self.writer.report(),
-            **(self.buffer.report(self.progress) if self.buffer is not None else {}),
+            **(self.buffer.buffer_report(self.progress) if self.buffer is not None else {}),
         }
 
 
@@ -81,10 +100,15 @@ def run_available_now(queries: list[SinkQuery], cancellation: Cancellation) -> N
     for query in queries:
         cancellation.check()
         log.info("running query %s available-now (checkpoint %s)", query.name, query.checkpoint)
-        _run_available_now(query, cancellation)
-        if query.buffer is not None:  # the end of the input: flush what is buffered
-            query.buffer.request("end")
+        try:
             _run_available_now(query, cancellation)
+            if query.buffer is not None:  # the end of the input: flush what is buffered
+                query.buffer.request("end")
+                if query.buffer.requests_need_a_batch:
+                    _run_available_now(query, cancellation)
+        finally:
+            if query.buffer is not None:
+                query.buffer.close(failed=sys.exc_info()[0] is not None)
 
 
 def run_for(queries: list[SinkQuery], run_for_ms: int, trigger_interval_ms: int, cancellation: Cancellation) -> None:
@@ -123,12 +147,14 @@ def run_for(queries: list[SinkQuery], run_for_ms: int, trigger_interval_ms: int,
             running = started[query.name]
             running.stop()
             query.progress += [p for p in running.recentProgress if p.get("batchId") is not None]
+            if query.buffer is not None:
+                query.buffer.close(failed=sys.exc_info()[0] is not None or running.exception() is not None)
     for query in queries:
         if started[query.name].exception() is not None:
             raise started[query.name].exception()
 
 
-def _last_data_batch(query: StreamingQuery, buffer: OutputBuffer) -> int:
+def _last_data_batch(query: StreamingQuery, buffer: OutputBuffer | MemoryBuffer) -> int:
     """The id of the query's last micro-batch that read data (flush requests left out), -1 if none."""
     for progress in reversed(query.recentProgress):
         if buffer.data_rows(progress):

@@ -105,7 +105,7 @@ class SinkWriter(ABC):
     ) -> StreamingQuery:
         """Check that the sink can take ``frame`` (``SpecError`` when not, before anything runs), then start its
         query: available-now, or a micro-batch every ``interval``; ``output_mode`` is Spark's."""
-        self._prepare(frame, checkpoint)
+        self.prepare(frame, checkpoint)
         writer = (
             frame.writeStream.outputMode(output_mode)
             .foreachBatch(self._write_batch)
@@ -122,7 +122,7 @@ class SinkWriter(ABC):
         return {"sink": self.sink.name, "kind": self.sink.kind, **dataclasses.asdict(self.counts)}
 
     @abstractmethod
-    def _prepare(self, frame: DataFrame, checkpoint: str) -> None:
+    def prepare(self, frame: DataFrame, checkpoint: str) -> None:
         """Check the sink against the frame and keep what its batches need; ``SpecError`` when it cannot work."""
 
     @abstractmethod
@@ -151,7 +151,7 @@ class TableSinkWriter(SinkWriter):
 
     sink: TableSink
 
-    def _prepare(self, frame: DataFrame, checkpoint: str) -> None:
+    def prepare(self, frame: DataFrame, checkpoint: str) -> None:
         spark = frame.sparkSession
         name = self.sink.name
         table = _describe(spark, name)
@@ -187,7 +187,7 @@ class TableSinkWriter(SinkWriter):
         self._options = {key: value for key, value in table.get("storage_properties", {}).items() if key != "path"}
         self._location = table["location"].rstrip("/")
         self._marks = f"{checkpoint.rstrip('/')}/{TABLE_MARKS}"
-        self._files = _HadoopFiles(spark)
+        self._files = HadoopFiles(spark)
         self._spark = spark
 
     def _write_batch(self, batch: DataFrame, batch_id: int) -> None:
@@ -233,7 +233,7 @@ def _describe(spark: SparkSession, name: str) -> dict[str, Any]:
     return json.loads(row[0])
 
 
-class _HadoopFiles:
+class HadoopFiles:
     """Files named by Hadoop paths, through the JVM's file systems: a table's location is wherever Spark writes
     it (hdfs, s3a, abfs, local), read and written with Spark's own settings."""
 
@@ -282,6 +282,9 @@ class PostgresSinkWriter(SinkWriter):
 
     sink: PostgresUpsertSink
 
+    #: The columns it writes, in order (the frame's but the row kind), known once the query's frame is checked.
+    columns: list[str]
+
     def __init__(self, sink: PostgresUpsertSink, connection: dict | None) -> None:
         super().__init__(sink)
         if not connection:
@@ -311,7 +314,7 @@ class PostgresSinkWriter(SinkWriter):
         password = self._settings.get("password")
         return line.replace(password, "***") if password else line
 
-    def _prepare(self, frame: DataFrame, checkpoint: str) -> None:
+    def prepare(self, frame: DataFrame, checkpoint: str) -> None:
         name, key = self.sink.name, list(self.sink.key)
         columns = [column for column in frame.columns if column not in (ROW_KIND, EMIT_ORDER)]
         missing_key = [column for column in key if column not in columns]
@@ -334,7 +337,7 @@ class PostgresSinkWriter(SinkWriter):
                 f"postgres sink {name}: table {self.sink.table} has no primary key or unique index on exactly "
                 f"({', '.join(key)}), which upserts need: CREATE UNIQUE INDEX ON {self.sink.table} ({', '.join(key)})"
             )
-        self._columns = columns
+        self.columns = columns
         self._key_positions = [columns.index(column) for column in key]
         self._key_types = [types[column] for column in key]
         self._rows_per_statement = max(1, min(ROWS_PER_STATEMENT, _MAX_PARAMETERS // len(columns)))
@@ -368,7 +371,13 @@ class PostgresSinkWriter(SinkWriter):
 
     def _write_batch(self, batch: DataFrame, batch_id: int) -> None:
         self.counts.batches += 1
-        upserts, deletes = self._last_changes(batch)
+        self.write_changes(self.last_changes(batch), f"batch {batch_id}")
+
+    def write_changes(self, changes: dict[tuple, tuple | None], label: str) -> None:
+        """Apply ``changes`` (``last_changes``'s) in one transaction, the upserts in their order, then the deletes;
+        ``label`` names the write in the log and in errors (``batch 7``)."""
+        upserts = [row for row in changes.values() if row is not None]
+        deletes = [key for key, row in changes.items() if row is None]
         if not upserts and not deletes:
             return
         try:
@@ -381,26 +390,26 @@ class PostgresSinkWriter(SinkWriter):
                 connection.commit()
         except psycopg.Error as err:
             raise JobError(
-                f"postgres sink {self.sink.name}: batch {batch_id} failed on table {self.sink.table} in "
+                f"postgres sink {self.sink.name}: {label} failed on table {self.sink.table} in "
                 f"{self._where}: {self._safe(err)}"
             ) from None
         self.counts.write_calls += 1
         self.counts.rows_upserted += len(upserts)
         self.counts.rows_deleted += len(deletes)
         log.info(
-            "postgres sink %s: batch %d upserted %d row(s), deleted %d key(s)",
+            "postgres sink %s: %s upserted %d row(s), deleted %d key(s)",
             self.sink.name,
-            batch_id,
+            label,
             len(upserts),
             len(deletes),
         )
 
-    def _last_changes(self, batch: DataFrame) -> tuple[list[tuple], list[tuple]]:
-        """The rows to upsert and the keys to delete: per key, its last change in the batch but -U; in the batch's
-        ``EMIT_ORDER`` when it has one (a flush of the buffer)."""
+    def last_changes(self, batch: DataFrame) -> dict[tuple, tuple | None]:
+        """Per key, its last change in the batch but -U: the row to upsert (the frame's columns), or None to
+        delete the key; in the batch's ``EMIT_ORDER`` when it has one (a flush of the buffer)."""
         emit_order = [EMIT_ORDER] if EMIT_ORDER in batch.columns else []
         changes = (
-            batch.select(*self._columns, ROW_KIND, *emit_order)
+            batch.select(*self.columns, ROW_KIND, *emit_order)
             .withColumn(_ORDER, F.monotonically_increasing_id())
             .where(F.col(ROW_KIND) != UPDATE_BEFORE)
             .toArrow()
@@ -408,18 +417,16 @@ class PostgresSinkWriter(SinkWriter):
         kinds = changes.column(ROW_KIND).to_pylist()
         positions = changes.column(_ORDER).to_pylist()
         order = list(zip(changes.column(EMIT_ORDER).to_pylist(), positions, strict=True)) if emit_order else positions
-        rows = list(zip(*(changes.column(column).to_pylist() for column in self._columns), strict=True))
+        rows = list(zip(*(changes.column(column).to_pylist() for column in self.columns), strict=True))
         last_of_key: dict[tuple, int] = {}
         for index in sorted(range(len(rows)), key=order.__getitem__):
             last_of_key[tuple(rows[index][position] for position in self._key_positions)] = index
-        upserts = [rows[index] for index in last_of_key.values() if kinds[index] != DELETE]
-        deletes = [key for key, index in last_of_key.items() if kinds[index] == DELETE]
-        return upserts, deletes
+        return {key: None if kinds[index] == DELETE else rows[index] for key, index in last_of_key.items()}
 
     def _upsert(self, row_count: int) -> sql.Composed:
         """``INSERT INTO t (c...) VALUES (...), ... ON CONFLICT (key) DO UPDATE SET c = EXCLUDED.c, ...``."""
-        row = sql.SQL("({})").format(sql.SQL(", ").join(sql.Placeholder() * len(self._columns)))
-        values = [column for column in self._columns if column not in self.sink.key]
+        row = sql.SQL("({})").format(sql.SQL(", ").join(sql.Placeholder() * len(self.columns)))
+        values = [column for column in self.columns if column not in self.sink.key]
         action = (
             sql.SQL("DO UPDATE SET {}").format(
                 sql.SQL(", ").join(sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(column)) for column in values)
@@ -429,7 +436,7 @@ class PostgresSinkWriter(SinkWriter):
         )
         return sql.SQL("INSERT INTO {} ({}) VALUES {} ON CONFLICT ({}) {}").format(
             self._table,
-            sql.SQL(", ").join(map(sql.Identifier, self._columns)),
+            sql.SQL(", ").join(map(sql.Identifier, self.columns)),
             sql.SQL(", ").join([row] * row_count),
             sql.SQL(", ").join(map(sql.Identifier, self.sink.key)),
             action,

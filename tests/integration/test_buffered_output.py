@@ -1,0 +1,74 @@
+"""Buffered output through `airflow dags test` on the embedded default: the example DAG adds page views and runs one
+streaming aggregation three ways (unbuffered, buffered in the state store, buffered in memory) into PostgreSQL,
+with real spark-submit jobs."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from datetime import timedelta
+
+import pytest
+
+from tests.integration.conftest import Deployment
+from tests.integration.test_plan import CONN, _pg, _xcoms
+
+pytestmark = pytest.mark.integration
+
+DAG_ID = "example_spark_buffered_output"
+WAYS = ("unbuffered", "buffered", "memory_buffered")
+
+
+def _expected_views() -> list[tuple[str, int, int, int]]:
+    """(page, 2-minute window from the first, views, visitors) of the DAG's 2,000 views, as its INSERT makes them."""
+    views: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for n in range(2000):
+        page = f"page_{(n % 400) ** 2 // 8000}"
+        views[(page, n * 600 // 2000 // 120)].append(n * 7 % 300)
+    return sorted((page, slot, len(visitors), len(set(visitors))) for (page, slot), visitors in views.items())
+
+
+def _table(way: str) -> list[tuple[str, int, int, int]]:
+    rows = _pg(f"SELECT page, slot_start, slot_end, views, visitors FROM spark_tables_demo.page_views_{way}")
+    first = min(start for _page, start, _end, _views, _visitors in rows)
+    assert all(end - start == timedelta(minutes=2) for _page, start, end, _views, _visitors in rows)
+    return sorted(
+        (page, (start - first) // timedelta(minutes=2), views, visitors) for page, start, _, views, visitors in rows
+    )
+
+
+def test_the_example_writes_the_same_tables_three_ways_with_fewer_writes_when_buffered(embedded: Deployment) -> None:
+    deployment = dataclasses.replace(embedded, env={**embedded.env, "AIRFLOW_CONN_SPARK_TABLES_BUFFERED_DEMO": CONN})
+    _pg("DROP TABLE IF EXISTS " + ", ".join(f"spark_tables_demo.page_views_{way}" for way in WAYS))
+
+    # An interval that no run crosses: the run's flushes do not depend on how long it takes.
+    done = deployment.airflow("dags", "test", DAG_ID, "2026-01-02", "--conf", '{"flush_max_interval": "3650 d"}')
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+
+    expected = _expected_views()
+    assert len(expected) == 100  # 20 pages x 5 windows
+    for way in WAYS:
+        assert _table(way) == expected, way
+
+    x = _xcoms(deployment, DAG_ID)
+    unbuffered, buffered, memory = (x[f"views_{way}"]["query"] for way in WAYS)
+    # 8 files read one a micro-batch, each of 75 s of views; the buffered query has one more (its end flush).
+    assert [query["batches"] for query in (unbuffered, buffered, memory)] == [8, 9, 8]
+    assert unbuffered["input_rows"] == memory["input_rows"] == 2000
+    assert unbuffered["write_calls"] == 8 and unbuffered["rows_upserted"] > 100
+    assert "buffer" not in unbuffered
+    assert buffered["buffer"] == {
+        "records_in": 2000,
+        "records_emitted": 100,
+        "flushes": {"interval": 0, "idle": 0, "end": 1},
+    }
+    assert (buffered["rows_upserted"], buffered["write_calls"]) == (100, 1)
+    # The memory buffer holds 50 results at most: 100 of them fill it once at least, and the rest go at the end.
+    assert memory["buffer"]["memory_only"] is True
+    assert memory["buffer"]["flushes"]["full"] >= 1 and memory["buffer"]["flushes"]["end"] == 1
+    assert memory["buffer"]["flushes"]["interval"] == memory["buffer"]["flushes"]["idle"] == 0
+    assert memory["rows_upserted"] == memory["buffer"]["records_emitted"] < unbuffered["rows_upserted"]
+    assert memory["write_calls"] == memory["buffer"]["flushes"]["full"] + 1
+    assert [op["operator"] for op in memory["state_operators"]] == ["stateStoreSave"]
+    assert "sink page_views_buffered: 2016 record(s) in" not in done.stdout + done.stderr
+    assert "sink page_views_buffered: 2000 record(s) in, 100 emitted, 1 write call(s)" in done.stdout + done.stderr
