@@ -48,6 +48,12 @@ def set_connection(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
 
 
 @pytest.fixture
+def serving(set_connection: Callable[..., None]) -> None:
+    """PostgreSQL connection ``serving``, a sink's, with a password."""
+    set_connection("serving", conn_type="postgres", host="db", port=6432, schema="srv", login="w", password="pw")
+
+
+@pytest.fixture
 def no_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fail the test if anything tries to start spark-submit or any other process."""
 

@@ -8,7 +8,6 @@ import logging
 import re
 from datetime import timedelta
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -22,6 +21,7 @@ from spark_tables.core.job_spec import JobSpec
 from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.jobs.aggregation.query_tokens import called_names, groups_rows
 from spark_tables.operators.aggregation import SparkStreamingAggregationOperator
+from tests.unit.task_context import task_context
 
 pytestmark = pytest.mark.usefixtures("spark_tables_home")
 
@@ -29,20 +29,11 @@ SINK = PostgresUpsertSink(name="page_counts", conn_id="serving", table="public.p
 QUERY = "SELECT page, count(*) AS views FROM STREAM(page_views) GROUP BY page"
 
 
-def _context() -> dict[str, Any]:
-    return {"ti": SimpleNamespace(dag_id="d", run_id="r", task_id="t", map_index=-1, try_number=1)}
-
-
-@pytest.fixture
-def serving(set_connection: Any) -> None:
-    set_connection("serving", conn_type="postgres", host="db", port=6432, schema="srv", login="w", password="pw")
-
-
 def test_the_job_has_the_sinks_connection_the_flush_options_and_a_checkpoint_per_task(serving: None) -> None:
     operator = SparkStreamingAggregationOperator(
         task_id="counts", sql=QUERY, sink=SINK, flush_max_interval=timedelta(minutes=2), run_for="10 min"
     )
-    job = operator.build_job(_context())
+    job = operator.build_job(task_context())
     assert job.options.connections == {
         "page_counts": {"host": "db", "port": 6432, "database": "srv", "user": "w", "password": "pw"}
     }
@@ -67,7 +58,7 @@ def test_bad_input_fails_the_task_before_any_job(
 ) -> None:
     operator = SparkStreamingAggregationOperator(task_id="t", **{"sql": QUERY, "sink": SINK, **parameters})
     with pytest.raises(AirflowFailException, match=re.escape(message)):
-        operator.execute(_context())
+        operator.execute(task_context())
 
 
 def test_a_sink_that_is_not_an_upsert_sink_is_refused_at_once() -> None:

@@ -7,7 +7,6 @@ import json
 import os
 import stat
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pendulum
@@ -25,6 +24,7 @@ from spark_tables.hooks.lookup.tables import LookupTableHook
 from spark_tables.hooks.spark_job import SparkJobHook, _write_private
 from spark_tables.operators.lookup import SparkLookupJoinOperator, SparkLookupReloadOperator
 from spark_tables.sensors.lookup_reload import LookupReloadSensor
+from tests.unit.task_context import task_context
 
 pytestmark = pytest.mark.usefixtures("spark_tables_home")
 
@@ -38,11 +38,6 @@ PERIODIC = {
 def _table(**fields: Any) -> LookupTable:
     values = {"name": "customers", "conn_id": "crm", "table": "crm.customers", "key": ("id",), "options": PERIODIC}
     return LookupTable(**{**values, **fields})
-
-
-def _context() -> dict[str, Any]:
-    ti = SimpleNamespace(dag_id="d", run_id="r", task_id="t", map_index=-1, try_number=1)
-    return {"ti": ti}
 
 
 @pytest.fixture
@@ -116,7 +111,7 @@ class TestOperators:
             output_table="enriched",
         )
 
-        job = operator.build_job(_context())
+        job = operator.build_job(task_context())
 
         assert job.lookup.lookup_options.cache == "PARTIAL" and job.lookup.lookup_options.max_rows == 100
         assert job.lookup.lookup_options.reload_interval == pendulum.duration(hours=1)  # the table's own, kept
@@ -136,27 +131,27 @@ class TestOperators:
         with pytest.raises(
             SpecError, match=r"lookup.partial-cache.expire-after-access='ten minutes' is not a duration"
         ):
-            operator.build_job(_context())
+            operator.build_job(task_context())
 
     def test_a_reload_refuses_a_table_whose_cache_is_not_full(self, crm: Path) -> None:
         operator = SparkLookupReloadOperator(task_id="t", lookup=_table(), lookup_options={"lookup.cache": "NONE"})
 
         with pytest.raises(SpecError, match=r"lookup.cache=NONE: only a FULL cache is reloaded"):
-            operator.build_job(_context())
+            operator.build_job(task_context())
 
     def test_a_reload_job_carries_the_time_it_was_scheduled_for(self, crm: Path) -> None:
         operator = SparkLookupReloadOperator(
             task_id="t", lookup=_table(), scheduled_for="2026-11-22T10:00:00+00:00", num_partitions=4
         )
 
-        job = operator.build_job(_context())
+        job = operator.build_job(task_context())
 
         assert job.scheduled_for == "2026-11-22T10:00:00+00:00" and job.num_partitions == 4 and job.retained == 2
 
 
 class TestReloadSensor:
     def test_a_table_never_loaded_is_due_at_once(self, crm: Path) -> None:
-        due = LookupReloadSensor(task_id="wait", lookup=_table()).execute(_context())
+        due = LookupReloadSensor(task_id="wait", lookup=_table()).execute(task_context())
 
         assert pendulum.parse(due) <= pendulum.now("UTC")
 
@@ -166,14 +161,14 @@ class TestReloadSensor:
         sensor = LookupReloadSensor(task_id="wait", lookup=_table(), deferrable=True, timeout=3600 * 5)
 
         with pytest.raises(TaskDeferred) as deferred:
-            sensor.execute(_context())
+            sensor.execute(task_context())
 
         assert deferred.value.timeout == 3600 * 5, "the deferral ends with the sensor's timeout"
         trigger = deferred.value.trigger
         assert isinstance(trigger, DateTimeTrigger)
         assert trigger.moment == started.add(hours=1)  # FIXED_RATE: an hour after the last load started
         assert deferred.value.method_name == "execute_complete"
-        assert sensor.execute_complete(_context(), event=None) == trigger.moment.isoformat()
+        assert sensor.execute_complete(task_context(), event=None) == trigger.moment.isoformat()
 
     def test_a_timed_reload_defers_to_the_wall_clock_time_across_a_dst_change(
         self, crm: Path, monkeypatch: pytest.MonkeyPatch
@@ -192,7 +187,7 @@ class TestReloadSensor:
         evening = pendulum.datetime(2026, 3, 28, 18, 0, tz="UTC")
         monkeypatch.setattr(pendulum, "now", lambda tz=None: evening)
         with pytest.raises(TaskDeferred) as deferred:
-            sensor.execute(_context())
+            sensor.execute(task_context())
 
         # the next day at 10:00 on Berlin's wall clock, which is CEST (+02:00) by then: 23 hours after the last one
         assert deferred.value.trigger.moment == pendulum.datetime(2026, 3, 29, 8, 0, tz="UTC")
@@ -214,7 +209,7 @@ class TestReloadSensor:
         monkeypatch.setattr(LookupTableHook, "pointer", lambda self: _pointer(started))
         sensor = LookupReloadSensor(task_id="wait", lookup=_table(), deferrable=False)
 
-        poked = sensor.poke(_context())
+        poked = sensor.poke(task_context())
 
         assert poked.is_done is False and poked.xcom_value == started.add(hours=1).isoformat()
 
@@ -233,7 +228,7 @@ class TestReloadSensor:
         sensor = LookupReloadSensor(task_id="wait", lookup=_table(), deferrable=True, failure_backoff="30 s")
 
         with pytest.raises(TaskDeferred) as deferred:
-            sensor.execute(_context())
+            sensor.execute(task_context())
 
         assert deferred.value.trigger.moment == failed_at.add(minutes=2)  # 30 s, doubled for each further failure
         log = capsys.readouterr().out
@@ -252,7 +247,7 @@ class TestReloadSensor:
         )
         sensor = LookupReloadSensor(task_id="wait", lookup=_table(), deferrable=False)
 
-        poked = sensor.poke(_context())
+        poked = sensor.poke(task_context())
 
         assert poked.is_done is False and poked.xcom_value == failed_at.add(minutes=1).isoformat()
 
@@ -268,7 +263,7 @@ class TestReloadSensor:
         sensor = LookupReloadSensor(task_id="wait", lookup=_table(), lookup_options={"lookup.cache": "NONE"})
 
         with pytest.raises(AirflowFailException, match=r"reloads are for lookup.cache=FULL"):
-            sensor.execute(_context())
+            sensor.execute(task_context())
 
 
 def _pointer(
@@ -297,8 +292,8 @@ def test_a_spec_carrying_a_password_goes_through_a_file_only_its_owner_reads(
     crm: Path, spark_tables_home: Path, no_process: None
 ) -> None:
     operator = SparkLookupJoinOperator(task_id="t", lookup=_table(), probe="SELECT 1 AS id", on="id")
-    job = operator.build_job(_context())
-    uri = result_uri((spark_tables_home / "exchange").as_uri(), **vars(_context()["ti"]))
+    job = operator.build_job(task_context())
+    uri = result_uri((spark_tables_home / "exchange").as_uri(), **vars(task_context()["ti"]))
     hook = SparkJobHook(spec=JobSpec(job=job, result_uri=uri), catalog=EmbeddedCatalog(home=str(spark_tables_home)))
 
     assert JobSpec(job=job, result_uri=uri).carries_credentials

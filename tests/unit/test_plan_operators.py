@@ -8,7 +8,6 @@ import logging
 import re
 from datetime import timedelta
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -22,6 +21,7 @@ from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.core.sql.job import SqlJob
 from spark_tables.operators.plan import SparkCompilePlanOperator, SparkExecutePlanOperator, SparkExplainPlanOperator
 from spark_tables.operators.sql import SparkSqlJobOperator
+from tests.unit.task_context import task_context
 from tests.unit.test_plan_document import example_2
 
 pytestmark = pytest.mark.usefixtures("spark_tables_home")
@@ -30,19 +30,15 @@ COUNTS = PostgresUpsertSink(name="counts", conn_id="serving", table="public.coun
 INSERT = "INSERT INTO counts SELECT cid, COUNT(*) AS n FROM orders GROUP BY cid"
 
 
-def _context() -> dict[str, Any]:
-    return {"ti": SimpleNamespace(dag_id="d", run_id="r", task_id="t", map_index=-1, try_number=1)}
-
-
 @pytest.fixture
-def serving(set_connection: Any) -> None:
-    set_connection("serving", conn_type="postgres", host="db", port=6432, schema="srv", login="w", password="pw")
+def serving(serving: None, set_connection: Any) -> None:
+    """conftest's ``serving``, and a second PostgreSQL connection ``pg``."""
     set_connection("pg", conn_type="postgres", host="other", schema="o", login="x")
 
 
 def test_compile_writes_flinks_statement(serving: None) -> None:
     operator = SparkCompilePlanOperator(task_id="c", plan_uri="s3://p/it's.json", sql=INSERT, postgres_sinks=[COUNTS])
-    job = operator.build_job(_context())
+    job = operator.build_job(task_context())
 
     assert isinstance(job, PlanJob)
     assert job.statement == f"COMPILE PLAN 's3://p/it''s.json' FOR {INSERT}"
@@ -54,13 +50,13 @@ def test_a_list_of_inserts_is_a_statement_set_and_overwrite_forces_the_recompile
     operator = SparkCompilePlanOperator(
         task_id="c", plan_uri="/p.json", sql=[INSERT, INSERT.replace("counts", "counts2")], overwrite=True
     )
-    job = operator.build_job(_context())
+    job = operator.build_job(task_context())
 
     assert job.statement.startswith("COMPILE PLAN '/p.json' FOR STATEMENT SET BEGIN\nINSERT INTO counts ")
     assert job.statement.endswith(";\nEND")
     assert job.options.configuration == {"table.plan.force-recompile": "true"}
     kept = SparkCompilePlanOperator(task_id="c", plan_uri="/p.json", sql=INSERT, if_not_exists=True)
-    assert kept.build_job(_context()).statement.startswith("COMPILE PLAN IF NOT EXISTS '/p.json' FOR INSERT")
+    assert kept.build_job(task_context()).statement.startswith("COMPILE PLAN IF NOT EXISTS '/p.json' FOR INSERT")
 
 
 def test_executing_resolves_the_connections_of_the_declared_sinks_and_of_the_plans(
@@ -74,7 +70,7 @@ def test_executing_resolves_the_connections_of_the_declared_sinks_and_of_the_pla
         postgres_sinks=[PostgresUpsertSink(name="other", conn_id="serving", table="t", key=("k",))],
         configuration={"table.exec.state.ttl": "1 h"},
     )
-    job = operator.build_job(_context())
+    job = operator.build_job(task_context())
 
     assert job.statement == f"EXECUTE PLAN '{plan_file}'"
     assert job.options.connections == {
@@ -85,7 +81,7 @@ def test_executing_resolves_the_connections_of_the_declared_sinks_and_of_the_pla
     compile_and_execute = SparkCompilePlanOperator(
         task_id="c", plan_uri=str(plan_file), sql=INSERT, postgres_sinks=[COUNTS], execute=True
     )
-    assert set(compile_and_execute.build_job(_context()).options.connections) == {"counts"}
+    assert set(compile_and_execute.build_job(task_context()).options.connections) == {"counts"}
 
 
 def test_a_sinks_missing_connection_fails_the_task_before_any_job(nothing_is_started: None, tmp_path: Path) -> None:
@@ -94,7 +90,7 @@ def test_a_sinks_missing_connection_fails_the_task_before_any_job(nothing_is_sta
     )
     assert operator.statement() == f"EXECUTE PLAN IF EXISTS '{tmp_path / 'none.json'}'"
     with pytest.raises(AirflowFailException, match="postgres sink counts: connection 'serving' does not exist"):
-        operator.execute(_context())
+        operator.execute(task_context())
 
 
 def test_a_bad_plan_file_fails_in_one_line_before_any_job(nothing_is_started: None, tmp_path: Path) -> None:
@@ -103,7 +99,7 @@ def test_a_bad_plan_file_fails_in_one_line_before_any_job(nothing_is_started: No
     document["format_version"] = 2
     plan_file.write_text(json.dumps(document))
     with pytest.raises(AirflowFailException, match=r"format version 2, newer than this provider reads \(1\)"):
-        SparkExecutePlanOperator(task_id="e", plan_uri=str(plan_file)).execute(_context())
+        SparkExecutePlanOperator(task_id="e", plan_uri=str(plan_file)).execute(task_context())
 
 
 def test_explain_logs_the_graph_and_its_warnings(
@@ -139,7 +135,7 @@ def test_the_flush_parameters_set_flip_365s_options(serving: None, tmp_path: Pat
         run_for=timedelta(minutes=10),
         trigger_interval="2 s",
     )
-    options = operator.build_job(_context()).options
+    options = operator.build_job(task_context()).options
     assert (options.run_for_ms, options.trigger_interval_ms) == (600_000, 2000)
     assert options.configuration == {
         "table.exec.state.ttl": "1 h",
@@ -168,7 +164,7 @@ def test_bad_flush_parameters_fail_the_task_before_any_job(
     plan_file.write_text(json.dumps(example_2()))
     operator = SparkExecutePlanOperator(task_id="e", plan_uri=str(plan_file), **parameters)
     with pytest.raises(AirflowFailException, match=re.escape(message)):
-        operator.execute(_context())
+        operator.execute(task_context())
 
 
 def test_execute_logs_what_each_buffer_did(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -192,12 +188,12 @@ def test_the_sql_operator_runs_plan_statements_with_the_plans_options(serving: N
         postgres_sinks=[COUNTS],
         plan_configuration={"table.exec.state.ttl": "20 s"},
     )
-    job = operator.build_job(_context())
+    job = operator.build_job(task_context())
 
     assert isinstance(job, SqlJob) and len(job.statements) == 2
     assert job.plans is not None and set(job.plans.connections) == {"counts"}
     assert job.plans.configuration == {"table.exec.state.ttl": "20 s"}
     with pytest.raises(SpecError, match=r"SELECT 1 is not an INSERT: a compiled plan writes its results"):
-        SparkSqlJobOperator(task_id="s", sql="SELECT 1; COMPILE PLAN '/p.json' FOR SELECT 1").build_job(_context())
-    plain = SparkSqlJobOperator(task_id="s", sql="SELECT 1").build_job(_context())
+        SparkSqlJobOperator(task_id="s", sql="SELECT 1; COMPILE PLAN '/p.json' FOR SELECT 1").build_job(task_context())
+    plain = SparkSqlJobOperator(task_id="s", sql="SELECT 1").build_job(task_context())
     assert plain.plans is None

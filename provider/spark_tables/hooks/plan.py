@@ -13,13 +13,13 @@ from spark_tables.core.plan.document import CompiledPlan
 from spark_tables.core.plan.job import PlanOptions
 from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.core.plan.statements import parse_plan_statement
-from spark_tables.hooks.postgres import connection_settings, postgres_connection
+from spark_tables.hooks.postgres import PostgresSinkHook
 from spark_tables.utils import settings
 
 
 class CompiledPlanHook(BaseHook):
     """Reads plan files through Airflow's object storage (local paths, ``file://``, ``s3://`` with its connection)
-    and resolves the connections of the PostgreSQL sinks a plan's execution writes."""
+    and gathers what a job running plan statements needs (the sinks' connections through ``PostgresSinkHook``)."""
 
     def read_plan(self, uri: str) -> CompiledPlan | None:
         """The plan at ``uri``, checked; None when there is none (yet)."""
@@ -27,14 +27,6 @@ class CompiledPlanHook(BaseHook):
         if not path.exists():
             return None
         return CompiledPlan.from_json(path.read_text(), where=f"plan {uri}")
-
-    def sink_connections(self, sinks: Sequence[PostgresUpsertSink]) -> dict[str, dict[str, Any]]:
-        """Each PostgreSQL sink's connection settings, by sink name (with the password: the spec then goes to the
-        driver in a file, never on a command line)."""
-        return {
-            sink.name: connection_settings(postgres_connection(sink.conn_id, f"postgres sink {sink.name}"))
-            for sink in sinks
-        }
 
     def plan_options(
         self,
@@ -64,4 +56,4 @@ class CompiledPlanHook(BaseHook):
             for sink in plan.sinks if plan else ():
                 if isinstance(sink, PostgresUpsertSink):
                     sinks.setdefault(sink.name, sink)
-        return dataclasses.replace(options, connections=self.sink_connections(list(sinks.values())))
+        return dataclasses.replace(options, connections=PostgresSinkHook().sink_connections(list(sinks.values())))

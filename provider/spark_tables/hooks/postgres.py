@@ -1,12 +1,15 @@
-"""PostgreSQL connections as Spark jobs reach them: what lookup tables read and plan sinks write through."""
+"""PostgreSQL connections as Spark jobs reach them: what lookup tables read, and plans and streaming aggregations
+write their sinks through."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from airflow.providers.common.compat.sdk import AirflowNotFoundException, BaseHook
 
 from spark_tables.core.errors import SpecError
+from spark_tables.core.plan.sinks import PostgresUpsertSink
 
 #: Airflow connection types that name a PostgreSQL database.
 POSTGRES_TYPES = ("postgres", "postgresql")
@@ -41,3 +44,15 @@ def connection_settings(conn: Any) -> dict[str, Any]:
     if conn.password:
         settings["password"] = conn.password
     return settings
+
+
+class PostgresSinkHook(BaseHook):
+    """Resolves the Airflow connections of PostgreSQL upsert sinks into what a job's sink writer needs."""
+
+    def sink_connections(self, sinks: Sequence[PostgresUpsertSink]) -> dict[str, dict[str, Any]]:
+        """Each sink's connection settings, by sink name (with the password: the spec then goes to the driver in a
+        file, never on a command line); ``SpecError`` naming the first sink whose connection is missing or wrong."""
+        return {
+            sink.name: connection_settings(postgres_connection(sink.conn_id, f"postgres sink {sink.name}"))
+            for sink in sinks
+        }

@@ -11,7 +11,7 @@ from spark_tables.core.aggregation.job import StreamingAggregationJob
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.plan.job import PlanOptions
 from spark_tables.core.plan.sinks import PostgresUpsertSink
-from spark_tables.hooks.plan import CompiledPlanHook
+from spark_tables.hooks.postgres import PostgresSinkHook
 from spark_tables.operators.streaming import StreamingJobOperator, duration_text
 from spark_tables.utils import settings
 
@@ -63,7 +63,7 @@ class SparkStreamingAggregationOperator(StreamingJobOperator):
             f"{settings.checkpoint_uri().rstrip('/')}/aggregations/{self.dag_id}.{self.task_id}"
         )
         job = StreamingAggregationJob(query=self.sql, sink=self.sink, checkpoint=checkpoint, options=options)
-        connections = CompiledPlanHook().sink_connections([self.sink])
+        connections = PostgresSinkHook().sink_connections([self.sink])
         return dataclasses.replace(job, options=dataclasses.replace(options, connections=connections))
 
     def xcom_value(self, result: JobResult) -> dict[str, Any]:
