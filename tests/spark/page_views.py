@@ -16,6 +16,16 @@ PG_SCHEMA = "aggregation_spark_tests"
 T0 = 1_800_000_000_000
 #: The modification time of a views folder's first file, in epoch seconds; each next file's is a second later.
 FILES_FROM = 1_700_000_000
+#: Two runs' files of views (name, views): three micro-batches that change home three times and docs twice, then one
+#: that adds blog and changes home.
+TWO_RUNS = [
+    [
+        ("a", [("home", "u1", 120, "2026-01-01 00:00:01"), ("docs", "u2", 300, "2026-01-01 00:00:02")]),
+        ("b", [("home", "u2", 80, "2026-01-01 00:00:03"), ("home", "u1", 95, "2026-01-01 00:00:04")]),
+        ("c", [("home", "u3", 410, "2026-01-01 00:00:05"), ("docs", "u2", 150, "2026-01-01 00:00:06")]),
+    ],
+    [("d", [("blog", "u4", 60, "2026-01-01 00:00:07"), ("home", "u4", 70, "2026-01-01 00:00:08")])],
+]
 
 
 def add_views(folder: Path, name: str, *views: tuple[str, str, int, str]) -> None:
@@ -42,3 +52,10 @@ def pg_table(name: str) -> list[tuple]:
 
 def rounded(row: Any) -> tuple:
     return tuple(round(value, 9) if isinstance(value, float) else value for value in row)
+
+
+def lose_commit(checkpoint: Path, batch_id: int) -> None:
+    """Delete a micro-batch's commit from a query's checkpoint (with its checksum), as when the driver died after
+    the batch's sink and before its commit: the next run runs the batch again."""
+    (checkpoint / "commits" / str(batch_id)).unlink()
+    (checkpoint / "commits" / f".{batch_id}.crc").unlink(missing_ok=True)

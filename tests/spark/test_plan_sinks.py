@@ -268,6 +268,30 @@ def test_table_sink_appends_each_batch_exactly_once_across_restarts_and_replays(
     assert _counts(replayed, "batches", "write_calls", "rows_appended", "batches_already_written") == (2, 0, 0, 1)
 
 
+def test_a_replayed_batch_of_a_stateful_query_is_skipped_with_its_state_committed(
+    spark: SparkSession, db: str, tmp_path: Path
+) -> None:
+    """Spark checks that every state store of a batch committed: a skipped batch's plan (here a deduplication) still
+    runs, writing nothing."""
+    table = f"{db}.deduplicated"
+    spark.sql(f"CREATE TABLE {table} (id INT, name STRING) USING parquet")
+    changes = Changelog(spark, tmp_path, "name STRING, id INT, __row_kind TINYINT")
+    changes.add((INSERT, "a", 1), (INSERT, "a", 1), (INSERT, "b", 2))
+
+    def run() -> dict:
+        writer = SinkWriter.for_sink(TableSink(table), connection=None)
+        frame = spark.readStream.schema(changes.schema).json(str(changes.folder)).dropDuplicates(["id"])
+        writer.start(frame, checkpoint=str(changes.checkpoint), query_name="deduplicated").awaitTermination()
+        return writer.report()
+
+    run()
+    changes.forget_last_commit()
+    replayed = run()
+
+    assert _counts(replayed, "batches", "write_calls", "batches_already_written") == (1, 0, 1)
+    assert _rows(spark, table) == [(1, "a"), (2, "b")]
+
+
 @pytest.mark.parametrize(
     ("create", "columns", "error"),
     [

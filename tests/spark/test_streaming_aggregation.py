@@ -15,10 +15,16 @@ from spark_tables.core.aggregation.job import StreamingAggregationJob
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.job import PlanOptions
 from spark_tables.core.plan.sinks import PostgresUpsertSink
-from spark_tables.jobs.aggregation.runner import check_idempotent, run_streaming_aggregation
+from spark_tables.jobs.aggregation.runner import (
+    aggregation_confs,
+    aggregation_query,
+    check_idempotent,
+    run_streaming_aggregation,
+)
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.plan.clock import FixedClock
-from tests.spark.page_views import PG_SCHEMA, T0, add_views, pg_sink, pg_table, rounded
+from spark_tables.jobs.plan.runner import session_conf
+from tests.spark.page_views import PG_SCHEMA, T0, TWO_RUNS, add_views, lose_commit, pg_sink, pg_table, rounded
 from tests.spark.postgres import PG, run_sql
 
 pytestmark = pytest.mark.spark
@@ -60,16 +66,8 @@ def test_buffered_and_unbuffered_tables_equal_sparks_own_aggregation(
 ) -> None:
     plain, buffered = pg_sink("plain_stats", STATS_COLUMNS), pg_sink("buffered_stats", STATS_COLUMNS)
     query = PAGE_STATS.format(source="STREAM(views)")
-    runs = [
-        [
-            ("a", [("home", "u1", 120, "2026-01-01 00:00:01"), ("docs", "u2", 300, "2026-01-01 00:00:02")]),
-            ("b", [("home", "u2", 80, "2026-01-01 00:00:03"), ("home", "u1", 95, "2026-01-01 00:00:04")]),
-            ("c", [("home", "u3", 410, "2026-01-01 00:00:05"), ("docs", "u2", 150, "2026-01-01 00:00:06")]),
-        ],
-        [("d", [("blog", "u4", 60, "2026-01-01 00:00:07"), ("home", "u4", 70, "2026-01-01 00:00:08")])],
-    ]
     reports = []
-    for step, files in enumerate(runs):
+    for step, files in enumerate(TWO_RUNS):
         for name, rows in files:
             add_views(views, name, *rows)
         at = T0 + step * 1000
@@ -181,3 +179,36 @@ def test_a_flush_writes_the_records_at_or_below_the_watermark_first(
     ]
     assert ends == [1] * 8 + [2] * 8
     assert len(pg_table("minutes")) == 16
+
+
+def test_a_restart_from_the_checkpoint_between_flushes_loses_nothing(
+    spark: SparkSession, views: Path, tmp_path: Path
+) -> None:
+    """A run stops after two micro-batches, before any flush, and the second one's commit is lost (as when a driver
+    dies between its sink and its commit): the restart runs that batch again from the checkpoint, reads one more
+    file, and the end flush writes every page once, its value equal to Spark's batch aggregation of all three."""
+    sink = pg_sink("restarted", STATS_COLUMNS)
+    query = PAGE_STATS.format(source="STREAM(views)")
+    add_views(views, "a", ("home", "u1", 120, "2026-01-01 00:00:01"), ("docs", "u2", 300, "2026-01-01 00:00:02"))
+    add_views(views, "b", ("home", "u2", 80, "2026-01-01 00:00:03"), ("blog", "u3", 95, "2026-01-01 00:00:04"))
+    checkpoint = tmp_path / "checkpoint"
+    job = StreamingAggregationJob(
+        query=query,
+        sink=sink,
+        checkpoint=str(checkpoint),
+        options=PlanOptions(configuration={"execution.flush.max-interval": "1 h"}, connections={sink.name: dict(PG)}),
+    )
+    with session_conf(spark, aggregation_confs(spark, job)):
+        stopped = aggregation_query(spark, job, FixedClock(T0))
+        stopped.start(True).awaitTermination()
+    assert sorted(path.name for path in (checkpoint / "commits").iterdir() if path.name.isdigit()) == ["0", "1"]
+    assert pg_table("restarted") == []  # everything is buffered, in the state store
+    lose_commit(checkpoint, 1)
+
+    add_views(views, "c", ("docs", "u4", 60, "2026-01-01 00:00:05"))
+    done = _run(spark, query, sink, checkpoint, T0 + 1000, **{"execution.flush.max-interval": "1 h"})
+
+    spark.catalog.refreshTable("views")
+    assert pg_table("restarted") == sorted(map(rounded, spark.sql(PAGE_STATS.format(source="views")).collect()))
+    # batch 1 again, then c, then the end flush: each of the three pages written once
+    assert (done["batches"], done["buffer"]["records_emitted"], done["write_calls"]) == (3, 3, 1)

@@ -18,7 +18,7 @@ from spark_tables.core.aggregation.job import StreamingAggregationJob
 from spark_tables.core.errors import SpecError
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import JobSpec
-from spark_tables.core.plan.sinks import PostgresUpsertSink
+from spark_tables.core.plan.sinks import PostgresUpsertSink, TableUpsertSink
 from spark_tables.jobs.aggregation.query_tokens import called_names, groups_rows
 from spark_tables.operators.aggregation import SparkStreamingAggregationOperator
 from tests.unit.task_context import task_context
@@ -62,7 +62,7 @@ def test_bad_input_fails_the_task_before_any_job(
 
 
 def test_a_sink_that_is_not_an_upsert_sink_is_refused_at_once() -> None:
-    with pytest.raises(TypeError, match="sink must be a PostgresUpsertSink declaration, not str"):
+    with pytest.raises(TypeError, match="sink must be a PostgresUpsertSink or a TableUpsertSink, not str"):
         SparkStreamingAggregationOperator(task_id="t", sql=QUERY, sink="page_counts")  # type: ignore[arg-type]
     with pytest.raises(SpecError, match="streaming aggregation: checkpoint is empty"):
         StreamingAggregationJob(query=QUERY, sink=SINK, checkpoint=" ")
@@ -96,3 +96,18 @@ def test_an_aggregate_off_flip_365s_list_is_named() -> None:
     refuse_non_idempotent(["COUNT", "max_by", "collect_set", "string_agg"], "q")
     with pytest.raises(SpecError, match=r"^q: aggregate mode is not idempotent \(FLIP-365 buffers count, "):
         refuse_non_idempotent(["sum", "MODE"], "q")
+
+
+def test_a_catalog_table_sink_needs_no_connection_and_travels_in_the_spec(tmp_path: Path) -> None:
+    sink = TableUpsertSink(name="serving.page_counts", key=("page",))
+    operator = SparkStreamingAggregationOperator(task_id="t", sql=QUERY, sink=sink, flush_max_interval="2 min")
+    job = operator.build_job(task_context())
+    assert job.options.connections == {}
+    spec = JobSpec.from_json(JobSpec(job=job, result_uri="file:///r.json").to_json())
+    assert spec.job.sink == sink and spec.job.sink.to_dict() == {
+        "name": "serving.page_counts",
+        "kind": "table-upsert",
+        "key": ["page"],
+    }
+    with pytest.raises(SpecError, match=r"^catalog sink serving\.page_counts: key: give at least one column$"):
+        TableUpsertSink(name="serving.page_counts", key=())

@@ -1,5 +1,5 @@
-"""Streaming aggregations on Spark's own stateful aggregation, upserted into PostgreSQL, their output buffered
-(FLIP-365) when ``flush_max_interval`` is set."""
+"""Streaming aggregations on Spark's own stateful aggregation, upserted by key into PostgreSQL or a catalog table,
+their output buffered (FLIP-365) when ``flush_max_interval`` is set."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from spark_tables.core.aggregation.job import StreamingAggregationJob
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.plan.job import PlanOptions
-from spark_tables.core.plan.sinks import PostgresUpsertSink
+from spark_tables.core.plan.sinks import KeyedSink, PostgresUpsertSink, TableUpsertSink
 from spark_tables.hooks.postgres import PostgresSinkHook
 from spark_tables.operators.streaming import StreamingJobOperator, duration_text
 from spark_tables.utils import settings
@@ -18,7 +18,7 @@ from spark_tables.utils import settings
 
 class SparkStreamingAggregationOperator(StreamingJobOperator):
     """Runs one Spark SQL aggregation over streams as a bounded streaming query, resuming from its checkpoint, and
-    upserts each changed group into a PostgreSQL table by key.
+    upserts each changed group by key into a PostgreSQL table or a catalog table.
 
     With ``flush_max_interval``, each group's result is written at most once per interval: only its latest value,
     and at the end of the run whatever is still buffered. Only FLIP-365's idempotent aggregates may be buffered
@@ -27,12 +27,13 @@ class SparkStreamingAggregationOperator(StreamingJobOperator):
 
     XCom gets ``query``: ``batches``, ``input_rows``, the state its operators hold, what the sink wrote
     (``write_calls``, ``rows_upserted``), and with buffering ``buffer``: ``records_in``, ``records_emitted``,
-    ``flushes`` by cause (``interval``, ``idle``, ``end``), also in the task log.
+    ``flushes`` by cause (``interval``, ``idle``, ``end``, and for a memory buffer ``full``), also in the task log.
 
     :param sql: ``SELECT ... FROM STREAM(table) [WATERMARK column DELAY OF INTERVAL ...] ... GROUP BY ...``: Spark
         SQL, the source tables read as streams. A ``window(...)`` column reaches the sink as ``<name>_start`` and
         ``<name>_end``. (templated)
-    :param sink: the ``PostgresUpsertSink`` the results are upserted into, by its key (the grouping columns).
+    :param sink: where the results are upserted, by its key (the grouping columns): a ``PostgresUpsertSink``, or a
+        ``TableUpsertSink`` (a catalog file table, a new version of it per batch that changes it, so best buffered).
     :param checkpoint: the query's checkpoint folder, kept across runs; default
         ``<[spark_tables] checkpoint_uri>/aggregations/<dag_id>.<task_id>``. (templated)
     """
@@ -45,10 +46,10 @@ class SparkStreamingAggregationOperator(StreamingJobOperator):
     }
     ui_color = "#f3e8fb"
 
-    def __init__(self, *, sql: str, sink: PostgresUpsertSink, checkpoint: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, sql: str, sink: KeyedSink, checkpoint: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if not isinstance(sink, PostgresUpsertSink):
-            raise TypeError(f"sink must be a PostgresUpsertSink declaration, not {type(sink).__name__}")
+        if not isinstance(sink, (PostgresUpsertSink, TableUpsertSink)):
+            raise TypeError(f"sink must be a PostgresUpsertSink or a TableUpsertSink, not {type(sink).__name__}")
         self.sql = sql
         self.sink = sink
         self.checkpoint = checkpoint
@@ -63,7 +64,8 @@ class SparkStreamingAggregationOperator(StreamingJobOperator):
             f"{settings.checkpoint_uri().rstrip('/')}/aggregations/{self.dag_id}.{self.task_id}"
         )
         job = StreamingAggregationJob(query=self.sql, sink=self.sink, checkpoint=checkpoint, options=options)
-        connections = PostgresSinkHook().sink_connections([self.sink])
+        postgres = [self.sink] if isinstance(self.sink, PostgresUpsertSink) else []
+        connections = PostgresSinkHook().sink_connections(postgres)
         return dataclasses.replace(job, options=dataclasses.replace(options, connections=connections))
 
     def xcom_value(self, result: JobResult) -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""The ``streaming_aggregation`` job kind: one Spark SQL aggregation over streams, upserted into PostgreSQL by key,
-with FLIP-365's buffered output when ``execution.flush.max-interval`` is set."""
+"""The ``streaming_aggregation`` job kind: one Spark SQL aggregation over streams, upserted by key into PostgreSQL
+or a catalog table, with FLIP-365's buffered output when ``execution.flush.max-interval`` is set."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.job import PlanOptions
-from spark_tables.core.plan.sinks import PostgresUpsertSink, sink_from_dict
+from spark_tables.core.plan.sinks import KeyedSink, PostgresUpsertSink, TableUpsertSink, sink_from_dict
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,8 @@ class StreamingAggregationJob:
 
     :param query: one ``SELECT ... FROM STREAM(table) [WATERMARK column DELAY OF interval] ... GROUP BY ...``, in
         Spark SQL: Spark's own aggregation computes it, and each micro-batch's changed groups go to the sink.
-    :param sink: the PostgreSQL table the results are upserted into, by its key.
+    :param sink: the PostgreSQL table (``PostgresUpsertSink``) or catalog table (``TableUpsertSink``) the results are
+        upserted into, by its key.
     :param checkpoint: the query's checkpoint folder, kept from run to run: each run resumes where the last ended.
     :param options: the job-level options (FLIP-365's in ``configuration``), the sink's connection settings by sink
         name, ``run_for`` and ``trigger_interval``; its ``postgres_sinks`` and ``checkpoints`` are not used.
@@ -25,16 +26,20 @@ class StreamingAggregationJob:
 
     kind: ClassVar[str] = "streaming_aggregation"
     query: str
-    sink: PostgresUpsertSink
+    sink: KeyedSink
     checkpoint: str
     options: PlanOptions = field(default_factory=PlanOptions)
 
     def __post_init__(self) -> None:
         if not isinstance(self.query, str) or not self.query.strip().rstrip(";").strip():
             raise SpecError("streaming aggregation: query is empty: give one SELECT ... FROM STREAM(table) GROUP BY")
-        sink = self.sink if isinstance(self.sink, PostgresUpsertSink) else sink_from_dict(self.sink, "aggregation")
-        if not isinstance(sink, PostgresUpsertSink):
-            raise SpecError(f"streaming aggregation: sink {sink.name} must be a PostgresUpsertSink (upserted by key)")
+        keyed = (PostgresUpsertSink, TableUpsertSink)
+        sink = self.sink if isinstance(self.sink, keyed) else sink_from_dict(self.sink, "aggregation")
+        if not isinstance(sink, keyed):
+            raise SpecError(
+                f"streaming aggregation: sink {sink.name} must be a PostgresUpsertSink or a TableUpsertSink (upserted "
+                "by key)"
+            )
         object.__setattr__(self, "sink", sink)
         if not isinstance(self.checkpoint, str) or not self.checkpoint.strip():
             raise SpecError("streaming aggregation: checkpoint is empty: give the folder of the query's checkpoint")

@@ -1,8 +1,10 @@
-"""Where a compiled plan writes: catalog tables, or PostgreSQL tables upserted by key for updating results.
+"""Where a compiled plan or a streaming aggregation writes: catalog tables, appended to or kept equal to an
+updating result by key, or PostgreSQL tables upserted by key.
 
 A DAG author names a PostgreSQL sink in the operator (``PostgresUpsertSink``) and writes ``INSERT INTO <name>``; any
 other name is a catalog table. The plan keeps the sink's connection id, never its settings: the Airflow side
-resolves the connection when the plan is executed.
+resolves the connection when the plan is executed. A streaming aggregation writes into a ``PostgresUpsertSink`` or
+a ``TableUpsertSink``.
 """
 
 from __future__ import annotations
@@ -69,10 +71,35 @@ class PostgresUpsertSink:
         }
 
 
-PlanSink = TableSink | PostgresUpsertSink
-SINK_KINDS: dict[str, type[TableSink] | type[PostgresUpsertSink]] = {
+@dataclass(frozen=True)
+class TableUpsertSink:
+    """A catalog table kept equal to an updating result by ``key``: each write makes a new version of the table (its
+    rows whose keys did not change, and the changed rows but deleted ones) and switches the table to it.
+
+    :param name: the catalog table (``db.table``): an unpartitioned file table (parquet, orc, json, csv) with the
+        result's columns.
+    :param key: the columns that identify a result row (the query's grouping columns).
+    """
+
+    name: str
+    key: Sequence[str]
+    kind: str = "table-upsert"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", str(TableIdentifier.parse(self.name)))
+        object.__setattr__(self, "key", checked_columns(self.key, f"catalog sink {self.name}: key", required=True))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "key": list(self.key)}
+
+
+PlanSink = TableSink | PostgresUpsertSink | TableUpsertSink
+#: The sinks that take an updating result, by key.
+KeyedSink = PostgresUpsertSink | TableUpsertSink
+SINK_KINDS: dict[str, type[TableSink] | type[PostgresUpsertSink] | type[TableUpsertSink]] = {
     "table": TableSink,
     "postgres-upsert": PostgresUpsertSink,
+    "table-upsert": TableUpsertSink,
 }
 
 

@@ -32,7 +32,7 @@ from spark_tables.jobs.plan.changelog import ROW_KIND, UPDATE_AFTER, quoted
 from spark_tables.jobs.plan.clock import BatchClock, Clock
 from spark_tables.jobs.plan.runner import SHUFFLE_PARTITIONS, session_conf, state_partitions
 from spark_tables.jobs.plan.sink_queries import PROGRESS_RETENTION, SinkQuery, run_available_now, run_for
-from spark_tables.jobs.plan.sinks import PostgresSinkWriter
+from spark_tables.jobs.plan.sinks import SinkWriter
 from spark_tables.jobs.plan.state_ttl import SESSION_CONFS
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ def aggregation_query(spark: SparkSession, job: StreamingAggregationJob, clock: 
     if flush.enabled:
         check_idempotent(spark, job.query)
     changes = flat_windows(aggregation).withColumn(ROW_KIND, F.lit(UPDATE_AFTER).cast(ByteType()))
-    writer = PostgresSinkWriter(job.sink, job.options.connections.get(job.sink.name))
+    writer = SinkWriter.for_sink(job.sink, connection=job.options.connections.get(job.sink.name))
     query = SinkQuery(f"aggregation_{job.sink.name}", changes, writer, job.checkpoint, output_mode="update")
     if flush.enabled:
         query.buffer_output(flush, clock)

@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_tables.core.plan.flush import FlushOptions
-from spark_tables.core.plan.sinks import PostgresUpsertSink
+from spark_tables.core.plan.sinks import KeyedSink
 from spark_tables.jobs.plan.buffer import CAUSES, FLUSH_CAUSE, buffered
 from spark_tables.jobs.plan.clock import Clock
 from spark_tables.jobs.plan.flush_requests import flush_requests, prepare_requests, request_flush
@@ -33,7 +33,7 @@ class OutputBuffer:
         self,
         spark: SparkSession,
         frame: DataFrame,
-        sink: PostgresUpsertSink,
+        sink: KeyedSink,
         options: FlushOptions,
         clock: Clock,
         checkpoint: str,

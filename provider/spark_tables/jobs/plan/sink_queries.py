@@ -20,8 +20,9 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQuery
 
-from spark_tables.core.plan.flush import FlushOptions
-from spark_tables.core.plan.sinks import PostgresUpsertSink
+from spark_tables.core.errors import SpecError
+from spark_tables.core.plan.flush import MEMORY_BUFFER_ONLY_OPTION, FlushOptions
+from spark_tables.core.plan.sinks import PostgresUpsertSink, TableUpsertSink
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.plan.clock import Clock
 from spark_tables.jobs.plan.flushing import OutputBuffer
@@ -52,16 +53,21 @@ class SinkQuery:
     progress: list[dict[str, Any]] = field(default_factory=list)
 
     def buffer_output(self, options: FlushOptions, clock: Clock) -> None:
-        """Put FLIP-365's buffer in front of the sink (a PostgreSQL upsert sink): in the state store, or with
-        ``memory_buffer_only`` in the driver's memory."""
-        if not isinstance(self.writer, PostgresSinkWriter) or not isinstance(self.writer.sink, PostgresUpsertSink):
-            raise TypeError(f"query {self.name}: only a PostgreSQL upsert sink's output is buffered")
+        """Put FLIP-365's buffer in front of the sink (one upserting by key): in the state store, or with
+        ``memory_buffer_only`` in the driver's memory (a PostgreSQL sink's only); ``SpecError`` for a sink it
+        cannot buffer."""
+        sink = self.writer.sink
+        if not isinstance(sink, (PostgresUpsertSink, TableUpsertSink)):
+            raise SpecError(f"sink {sink.name} appends every row: only a sink upserting by key takes buffered output")
         if options.memory_buffer_only:
+            if not isinstance(self.writer, PostgresSinkWriter):
+                raise SpecError(
+                    f"catalog sink {sink.name}: {MEMORY_BUFFER_ONLY_OPTION} buffers in front of a PostgreSQL sink "
+                    "only (a catalog table takes a version per flush, from a micro-batch): leave it false"
+                )
             self.buffer = self.writer = MemoryBuffer(self.writer, options, clock, self.checkpoint)
         else:
-            self.buffer = OutputBuffer(
-                self.frame.sparkSession, self.frame, self.writer.sink, options, clock, self.checkpoint
-            )
+            self.buffer = OutputBuffer(self.frame.sparkSession, self.frame, sink, options, clock, self.checkpoint)
             self.frame = self.buffer.frame
 
     def start(self, available_now: bool, trigger_interval_ms: int = 1000) -> StreamingQuery:
@@ -121,7 +127,8 @@ def run_for(queries: list[SinkQuery], run_for_ms: int, trigger_interval_ms: int,
     try:
         while (remaining := deadline - time.monotonic()) > 0:
             first = started[queries[0].name]
-            first.awaitTermination(min(remaining, trigger_interval_ms / 1000))  # a wait that ends if a query fails
+            # a wait that ends if a query fails; Spark takes whole milliseconds, at least 1
+            first.awaitTermination(max(0.001, min(remaining, trigger_interval_ms / 1000)))
             for query in queries:
                 running = started[query.name]
                 if running.exception() is not None:

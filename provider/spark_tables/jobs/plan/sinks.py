@@ -13,6 +13,15 @@ last batch of a checkpoint again when the query stopped before committing it:
   replayed batch whose mark exists is skipped; one whose staging folder is still there stopped part way, so the
   files it moved in are deleted by their names and the batch is written again. Only unpartitioned file tables
   (parquet, orc, json, csv) take this; others fail before the query starts.
+- A catalog table kept by key (``TableUpsertSink``) takes updating streams: a file table cannot update rows in place,
+  so each batch that changes anything writes a new version of the table (its rows whose keys the batch did not
+  change, and each key's last change but deletes and -U) into its own folder,
+  ``<the table's first location>.versions/<query id>-<batch id>``, and ``ALTER TABLE ... SET LOCATION`` switches
+  the table to it: one catalog operation, so a reader sees the version before or after, never a mix. The version
+  before stays (a reader may still be listing it); older versions the sink wrote are deleted; the table's first
+  location, with the rows it held before, is left as it was. A replayed batch finds the table on its own version
+  and is skipped; one that stopped before the switch writes its version again. A buffered query flushes in
+  micro-batches, so buffering costs one version per flush instead of one per batch.
 - A PostgreSQL table takes updating streams by key: per batch, the last change of each key counts (+I and +U
   upsert the row with ``INSERT ... ON CONFLICT (key) DO UPDATE``, -D deletes the key, -U is ignored as Flink's
   upsert sinks ignore it), applied in one transaction. Upserting and deleting by key are idempotent, so a replayed
@@ -38,15 +47,15 @@ from typing import Any
 import psycopg
 from psycopg import sql
 from pyspark.errors import AnalysisException
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from spark_tables.core.durations import parse_duration
 from spark_tables.core.errors import JobError, SpecError, one_line
 from spark_tables.core.identifiers import TableIdentifier
-from spark_tables.core.plan.sinks import PlanSink, PostgresUpsertSink, TableSink
-from spark_tables.jobs.plan.changelog import DELETE, EMIT_ORDER, ROW_KIND, UPDATE_BEFORE
+from spark_tables.core.plan.sinks import PlanSink, PostgresUpsertSink, TableSink, TableUpsertSink
+from spark_tables.jobs.plan.changelog import DELETE, EMIT_ORDER, ROW_KIND, UPDATE_BEFORE, quoted
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +68,8 @@ ROWS_PER_STATEMENT = 1000
 _MAX_PARAMETERS = 65535
 #: The column carrying each row's position in its batch from before the batch is collected.
 _ORDER = "__spark_tables_order"
+#: The suffix of the folder beside a keyed catalog table's first location that holds the versions its sink writes.
+VERSIONS = ".versions"
 
 
 @dataclass
@@ -91,6 +102,8 @@ class SinkWriter(ABC):
         optionally password) and is ignored for a catalog table."""
         if isinstance(sink, PostgresUpsertSink):
             return PostgresSinkWriter(sink, connection)
+        if isinstance(sink, TableUpsertSink):
+            return TableUpsertSinkWriter(sink)
         return TableSinkWriter(sink)
 
     def start(
@@ -120,6 +133,13 @@ class SinkWriter(ABC):
 
     def report(self) -> dict[str, Any]:
         return {"sink": self.sink.name, "kind": self.sink.kind, **dataclasses.asdict(self.counts)}
+
+    def _skip(self, batch: DataFrame, batch_id: int) -> None:
+        """Write nothing for a replayed batch that is in the table already, but run its plan all the same: its
+        stateful operators must commit their state for the batch (Spark checks that every state store did)."""
+        batch.write.format("noop").mode("overwrite").save()
+        self.counts.batches_already_written += 1
+        log.info("catalog sink %s: batch %d is in the table already", self.sink.name, batch_id)
 
     @abstractmethod
     def prepare(self, frame: DataFrame, checkpoint: str) -> None:
@@ -153,39 +173,11 @@ class TableSinkWriter(SinkWriter):
 
     def prepare(self, frame: DataFrame, checkpoint: str) -> None:
         spark = frame.sparkSession
-        name = self.sink.name
-        table = _describe(spark, name)
-        if table.get("type") == "VIEW":
-            raise SpecError(f"catalog sink {name} is a view: write into a table")
-        if table.get("provider") not in FILE_FORMATS or not table.get("location"):
-            raise SpecError(
-                f"catalog sink {name} is a {table.get('provider')} table: a plan appends to tables "
-                f"USING {' | '.join(FILE_FORMATS)}"
-            )
-        if table.get("partition_columns"):
-            raise SpecError(
-                f"catalog sink {name} is partitioned by {', '.join(table['partition_columns'])}: a plan appends "
-                "to unpartitioned tables only"
-            )
-        schema = spark.table(TableIdentifier.parse(name).quoted()).schema
-        given = {field.name: field.dataType for field in frame.schema if field.name != ROW_KIND}
-        extra = [column for column in given if column not in schema.names]
-        missing = [column for column in schema.names if column not in given]
-        if extra or missing:
-            raise SpecError(
-                f"catalog sink {name}: the query's columns differ from the table's "
-                f"(not in the table: {', '.join(extra) or 'none'}; missing: {', '.join(missing) or 'none'})"
-            )
-        for field in schema:
-            if given[field.name] != field.dataType:
-                raise SpecError(
-                    f"catalog sink {name}: column {field.name} is {given[field.name].simpleString()} in the query "
-                    f"but {field.dataType.simpleString()} in the table: cast it"
-                )
-        self._columns = schema.names
-        self._format = table["provider"]
-        self._options = {key: value for key, value in table.get("storage_properties", {}).items() if key != "path"}
-        self._location = table["location"].rstrip("/")
+        table = file_table(spark, self.sink.name, frame, "a plan appends")
+        self._columns = table.columns
+        self._format = table.format
+        self._options = table.options
+        self._location = table.location
         self._marks = f"{checkpoint.rstrip('/')}/{TABLE_MARKS}"
         self._files = HadoopFiles(spark)
         self._spark = spark
@@ -195,8 +187,7 @@ class TableSinkWriter(SinkWriter):
         files = self._files
         mark = f"{self._marks}/{batch_id}"
         if files.exists(mark):
-            self.counts.batches_already_written += 1
-            log.info("catalog sink %s: batch %d is in the table already", self.sink.name, batch_id)
+            self._skip(batch, batch_id)
             return
         query_id = batch.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
         if not query_id:
@@ -223,6 +214,128 @@ class TableSinkWriter(SinkWriter):
         files.remove(staging)
         # The session that started the query lists the table's files again (the batch's is a clone of it).
         self._spark.catalog.refreshTable(self.sink.name)
+
+
+class TableUpsertSinkWriter(SinkWriter):
+    """Keeps an unpartitioned file table of the catalog equal to an updating stream, by key, a version per batch."""
+
+    sink: TableUpsertSink
+
+    def prepare(self, frame: DataFrame, checkpoint: str) -> None:
+        spark = frame.sparkSession
+        table = file_table(spark, self.sink.name, frame, "an upsert sink writes")
+        missing_key = [column for column in self.sink.key if column not in table.columns]
+        if missing_key:
+            raise SpecError(f"catalog sink {self.sink.name}: the query gives no key column {', '.join(missing_key)}")
+        self.columns, self._format, self._options = table.columns, table.format, table.options
+        self._quoted = TableIdentifier.parse(self.sink.name).quoted()
+        self._files = HadoopFiles(spark)
+        self._spark = spark
+
+    def _write_batch(self, batch: DataFrame, batch_id: int) -> None:
+        self.counts.batches += 1
+        query_id = batch.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
+        if not query_id:
+            raise JobError(f"catalog sink {self.sink.name}: batch {batch_id} runs outside a streaming query")
+        current = _describe(self._spark, self.sink.name)["location"].rstrip("/")
+        first = current.split(VERSIONS + "/")[0] if VERSIONS + "/" in current else current
+        version = f"{first}{VERSIONS}/{query_id}-{batch_id}"
+        if current == version:
+            self._skip(batch, batch_id)
+            return
+        changes = self._last_changes(batch).persist()  # the batch is computed once, for its counts and its version
+        try:
+            metrics = changes.agg(
+                F.count(F.lit(1)).alias("changes"),
+                F.coalesce(F.sum(F.when(F.col(ROW_KIND) == DELETE, 1).otherwise(0)), F.lit(0)).alias("deletes"),
+            ).first()
+            if not metrics["changes"]:
+                return
+            key = list(self.sink.key)
+            kept = self._spark.table(self._quoted).join(changes.select(*map(quoted, key)), key, "left_anti")
+            upserts = changes.where(F.col(ROW_KIND) != DELETE).select(*map(quoted, self.columns))
+            rows = kept.select(*map(quoted, self.columns)).unionByName(upserts)
+            rows.write.format(self._format).options(**self._options).mode("overwrite").save(version)
+        finally:
+            changes.unpersist()
+        location = version.replace("\\", "\\\\").replace("'", "\\'")
+        self._spark.sql(f"ALTER TABLE {self._quoted} SET LOCATION '{location}'")
+        self._spark.catalog.refreshTable(self.sink.name)
+        self._remove_older(f"{first}{VERSIONS}", keep={version, current})
+        self.counts.write_calls += 1
+        self.counts.rows_upserted += metrics["changes"] - metrics["deletes"]
+        self.counts.rows_deleted += metrics["deletes"]
+        log.info(
+            "catalog sink %s: batch %d upserted %d row(s), deleted %d key(s): version %s",
+            self.sink.name,
+            batch_id,
+            metrics["changes"] - metrics["deletes"],
+            metrics["deletes"],
+            version,
+        )
+
+    def _last_changes(self, batch: DataFrame) -> DataFrame:
+        """Per key, its last change in the batch but -U: the rows of the table's columns, with their row kind."""
+        columns = [*self.columns, ROW_KIND]
+        ordered = batch.withColumn(_ORDER, F.monotonically_increasing_id()).where(F.col(ROW_KIND) != UPDATE_BEFORE)
+        order = [F.col(EMIT_ORDER), F.col(_ORDER)] if EMIT_ORDER in batch.columns else [F.col(_ORDER)]
+        last = Window.partitionBy(*map(quoted, self.sink.key)).orderBy(*(column.desc() for column in order))
+        return ordered.withColumn("__rank", F.row_number().over(last)).where("__rank = 1").select(*map(quoted, columns))
+
+    def _remove_older(self, versions: str, keep: set[str]) -> None:
+        """Delete the versions this sink wrote into ``versions`` but those in ``keep``."""
+        for name in self._files.folder_names(versions):
+            if f"{versions}/{name}" not in keep:
+                self._files.remove(f"{versions}/{name}")
+
+
+@dataclass(frozen=True)
+class FileTable:
+    """An unpartitioned file table of the catalog, as a sink writes it."""
+
+    columns: list[str]
+    format: str
+    options: dict[str, str]
+    location: str
+
+
+def file_table(spark: SparkSession, name: str, frame: DataFrame, writes: str) -> FileTable:
+    """Catalog table ``name``, checked to be an unpartitioned file table with ``frame``'s columns and types (its
+    row kind and emit order left out); ``SpecError`` when not, ``writes`` saying what the sink does."""
+    table = _describe(spark, name)
+    if table.get("type") == "VIEW":
+        raise SpecError(f"catalog sink {name} is a view: write into a table")
+    if table.get("provider") not in FILE_FORMATS or not table.get("location"):
+        raise SpecError(
+            f"catalog sink {name} is a {table.get('provider')} table: {writes} to tables "
+            f"USING {' | '.join(FILE_FORMATS)}"
+        )
+    if table.get("partition_columns"):
+        raise SpecError(
+            f"catalog sink {name} is partitioned by {', '.join(table['partition_columns'])}: {writes} "
+            "to unpartitioned tables only"
+        )
+    schema = spark.table(TableIdentifier.parse(name).quoted()).schema
+    given = {field.name: field.dataType for field in frame.schema if field.name not in (ROW_KIND, EMIT_ORDER)}
+    extra = [column for column in given if column not in schema.names]
+    missing = [column for column in schema.names if column not in given]
+    if extra or missing:
+        raise SpecError(
+            f"catalog sink {name}: the query's columns differ from the table's "
+            f"(not in the table: {', '.join(extra) or 'none'}; missing: {', '.join(missing) or 'none'})"
+        )
+    for field in schema:
+        if given[field.name] != field.dataType:
+            raise SpecError(
+                f"catalog sink {name}: column {field.name} is {given[field.name].simpleString()} in the query "
+                f"but {field.dataType.simpleString()} in the table: cast it"
+            )
+    return FileTable(
+        columns=schema.names,
+        format=table["provider"],
+        options={key: value for key, value in table.get("storage_properties", {}).items() if key != "path"},
+        location=table["location"].rstrip("/"),
+    )
 
 
 def _describe(spark: SparkSession, name: str) -> dict[str, Any]:
@@ -254,6 +367,13 @@ class HadoopFiles:
         fs, path = self._resolved(folder)
         names = [status.getPath().getName() for status in fs.listStatus(path) if status.isFile()]
         return sorted(name for name in names if not name.startswith(("_", ".")))
+
+    def folder_names(self, folder: str) -> list[str]:
+        """Names of the folders directly in ``folder`` (none when it does not exist)."""
+        fs, path = self._resolved(folder)
+        if not fs.exists(path):
+            return []
+        return sorted(status.getPath().getName() for status in fs.listStatus(path) if status.isDirectory())
 
     def remove_named(self, folder: str, prefix: str) -> int:
         """Delete the files in ``folder`` whose names start with ``prefix``; returns how many."""

@@ -1,0 +1,116 @@
+"""A streaming aggregation upserted by key into a catalog table (``TableUpsertSink``), buffered and not: the table
+equal to Spark's batch aggregation, the rows it held before kept, a version per write, a replayed batch skipped,
+and what it cannot take refused before any query."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from spark_tables.core.aggregation.job import StreamingAggregationJob
+from spark_tables.core.errors import SpecError
+from spark_tables.core.plan.job import PlanOptions
+from spark_tables.core.plan.sinks import TableUpsertSink
+from spark_tables.jobs.aggregation.runner import run_streaming_aggregation
+from spark_tables.jobs.cancellation import Cancellation
+from spark_tables.jobs.plan.clock import FixedClock
+from tests.spark.page_views import T0, TWO_RUNS, add_views, lose_commit
+
+pytestmark = pytest.mark.spark
+
+VIEWS_PER_PAGE = "SELECT page, count(*) AS views, sum(ms) AS total_ms FROM STREAM(views) GROUP BY page"
+
+
+def _table_sink(spark: SparkSession, db: str, name: str) -> TableUpsertSink:
+    """A parquet table of the views per page, holding a page the stream never changes."""
+    spark.sql(f"CREATE TABLE {db}.{name} (page STRING, views BIGINT, total_ms BIGINT) USING parquet")
+    spark.sql(f"INSERT INTO {db}.{name} VALUES ('legacy', 7, 70)")
+    return TableUpsertSink(name=f"{db}.{name}", key=("page",))
+
+
+def _run(
+    spark: SparkSession, sink: TableUpsertSink, checkpoint: Path, at_ms: int = T0, **configuration: str
+) -> dict[str, Any]:
+    job = StreamingAggregationJob(
+        query=VIEWS_PER_PAGE, sink=sink, checkpoint=str(checkpoint), options=PlanOptions(configuration=configuration)
+    )
+    return run_streaming_aggregation(spark, job, Cancellation(), FixedClock(at_ms))["query"]
+
+
+def _rows(spark: SparkSession, name: str) -> list[tuple]:
+    spark.catalog.refreshTable(name)
+    return sorted(map(tuple, spark.table(name).collect()))
+
+
+def _expected(spark: SparkSession) -> list[tuple]:
+    spark.catalog.refreshTable("views")
+    batch = spark.sql(VIEWS_PER_PAGE.replace("STREAM(views)", "views")).collect()
+    return sorted([("legacy", 7, 70), *map(tuple, batch)])
+
+
+def _location(spark: SparkSession, name: str) -> str:
+    rows = spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()
+    return next(row.data_type for row in rows if row.col_name == "Location")
+
+
+def test_a_catalog_table_is_kept_equal_to_the_aggregation_by_key_buffered_or_not(
+    spark: SparkSession, db: str, views: Path, tmp_path: Path
+) -> None:
+    plain, buffered = _table_sink(spark, db, "plain_views"), _table_sink(spark, db, "buffered_views")
+    first_location = _location(spark, plain.name)
+    reports = []
+    for step, files in enumerate(TWO_RUNS):
+        for name, rows in files:
+            add_views(views, name, *rows)
+        at = T0 + step * 1000
+        reports.append(
+            (
+                _run(spark, plain, tmp_path / "plain", at),
+                _run(spark, buffered, tmp_path / "buffered", at, **{"execution.flush.max-interval": "1 h"}),
+            )
+        )
+        assert _rows(spark, plain.name) == _rows(spark, buffered.name) == _expected(spark)
+
+    (plain_1, buffered_1), (plain_2, _buffered_2) = reports
+    # A version per batch that changed the table, unbuffered; one per flush, buffered.
+    assert (plain_1["write_calls"], plain_1["rows_upserted"]) == (3, 5)
+    assert (buffered_1["write_calls"], buffered_1["rows_upserted"]) == (1, 2)
+    assert plain_2["write_calls"] == 1
+    # The table now reads the last version; the one before it stays; older ones are gone; the first location, with
+    # the rows the table held before, is left as it was.
+    location = _location(spark, plain.name)
+    assert location.startswith(first_location + ".versions/")
+    versions = sorted(path.name for path in Path(first_location.removeprefix("file:") + ".versions").iterdir())
+    assert len(versions) == 2 and location.rsplit("/", 1)[1] in versions
+    assert sorted(map(tuple, spark.read.parquet(first_location).collect())) == [("legacy", 7, 70)]
+
+
+def test_a_replayed_batch_finds_its_version_in_the_table_and_is_skipped(
+    spark: SparkSession, db: str, views: Path, tmp_path: Path
+) -> None:
+    sink = _table_sink(spark, db, "replayed_views")
+    add_views(views, "a", ("home", "u1", 120, "2026-01-01 00:00:01"), ("docs", "u2", 300, "2026-01-01 00:00:02"))
+    checkpoint = tmp_path / "checkpoint"
+    _run(spark, sink, checkpoint)
+    lose_commit(checkpoint, 0)  # the driver died after the version, before the commit
+
+    again = _run(spark, sink, checkpoint, T0 + 1000)
+
+    assert (again["batches_already_written"], again["write_calls"]) == (1, 0)
+    assert _rows(spark, sink.name) == _expected(spark)
+
+
+def test_a_catalog_sink_cannot_take_a_memory_buffer(spark: SparkSession, db: str, views: Path, tmp_path: Path) -> None:
+    sink = _table_sink(spark, db, "memory_views")
+    add_views(views, "a", ("home", "u1", 120, "2026-01-01 00:00:01"))
+    configuration = {"execution.flush.max-interval": "1 h", "execution.flush.memory-buffer-only": "true"}
+    with pytest.raises(SpecError) as raised:
+        _run(spark, sink, tmp_path / "checkpoint", **configuration)
+    assert str(raised.value) == (
+        f"catalog sink {db}.memory_views: execution.flush.memory-buffer-only buffers in front of a PostgreSQL sink "
+        "only (a catalog table takes a version per flush, from a micro-batch): leave it false"
+    )
+    assert not spark.streams.active and not (tmp_path / "checkpoint").exists()
