@@ -86,9 +86,7 @@ class MemoryBuffer(SinkWriter):
 
     def prepare(self, frame: DataFrame, checkpoint: str) -> None:
         self.writer.prepare(frame, checkpoint)
-        spark = frame.sparkSession
-        self.spark = spark
-        self.files = HadoopFiles(spark)
+        self.files = HadoopFiles(frame.sparkSession)
         columns = [field for field in frame.schema.fields if field.name in self.writer.columns]
         at = event_time_column(columns)
         self.event_time_at = None if at is None else self.writer.columns.index(columns[at].name)
