@@ -144,10 +144,11 @@ def test_a_driver_killed_between_flushes_loses_the_buffered_results_and_the_next
     assert [path.name for path in left if not path.name.startswith(".")] == ["pending-since-batch-0"]
 
     add_views(views, "b", ("home", "u2", 30, "2026-01-01 00:00:03"))
-    with caplog.at_level(logging.WARNING, logger="spark_tables.jobs.plan.memory_buffer"):
+    with caplog.at_level(logging.WARNING, logger=MemoryBuffer.__module__):
         run_streaming_aggregation(spark, job, Cancellation(), FixedClock(T0))
 
-    assert [record.getMessage() for record in caplog.records] == [
+    warnings = [r for r in caplog.records if r.name == MemoryBuffer.__module__ and r.levelno >= logging.WARNING]
+    assert [record.getMessage() for record in warnings] == [
         "memory buffer of sink killed_stats: the run that ended before this one did not flush its buffer (its driver "
         "was killed): the output of its micro-batches from batch 0 on is missing from "
         f"{PG_SCHEMA}.killed_stats, and each key they changed keeps its earlier value there until it changes again; "
