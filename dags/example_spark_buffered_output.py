@@ -2,15 +2,16 @@
 a PostgreSQL table, written three ways side by side.
 
 Each run adds 2,000 page views to a stream table, in 8 files that the aggregation reads one per micro-batch (as a
-stream that stays current with short micro-batches would). Three tasks run the same Spark SQL aggregation over it,
-each into its own table, each resuming from its own checkpoint:
+stream that stays current with short micro-batches would); each file has views of most pages in every window.
+Three tasks run the same Spark SQL aggregation over it, each into its own table, each resuming from its own
+checkpoint:
 
-- ``views_unbuffered``: every micro-batch upserts every window it changed (as without this capability): 20-40 of
-  the run's 100 (page, window) results a batch;
+- ``views_unbuffered``: every micro-batch upserts every result it changed (as without this capability): most of
+  the run's 100 (page, window) results, 8 times over;
 - ``views_buffered``: ``flush_max_interval``: each window's latest result is written at most once per interval,
   the buffer in the state store (nothing buffered is lost across a restart);
 - ``views_memory_buffered``: the same, the buffer in the driver's memory (``flush_memory_buffer_only``), bounded by
-  ``cache_max_entries`` windows: a full buffer flushes early.
+  ``cache_max_entries`` results (a full buffer would flush early).
 
 The three tables end identical; the XCom ``query`` of each task (and its log) says how many rows it wrote in how
 many write calls, and for the buffered ones the flushes by cause. The interval is the DAG's param
@@ -37,14 +38,14 @@ SEED_SINKS = [
         for way in WRITTEN_THREE_WAYS
     ),
 ]
-#: The stream table: each INSERT adds 8 files, read one a micro-batch, each of 75 seconds of views. Views fall in
-#: the 10 minutes after the run's logical date, on 20 pages (page_0 the most viewed), by 300 visitors.
+#: The stream table: each INSERT adds 8 files, read one a micro-batch, the views dealt round-robin among them. Views
+#: fall in the 10 minutes after the run's logical date, on 20 pages (page_0 the most viewed), by 300 visitors.
 ADD_PAGE_VIEWS = [
     "CREATE DATABASE IF NOT EXISTS buffered_demo",
     "CREATE TABLE IF NOT EXISTS buffered_demo.page_views (page STRING, visitor INT, ts TIMESTAMP) USING json "
     "OPTIONS (maxFilesPerTrigger 1)",
     """INSERT INTO buffered_demo.page_views
-       SELECT /*+ REPARTITION_BY_RANGE(8, ts) */ page, visitor, ts
+       SELECT /*+ REPARTITION(8) */ page, visitor, ts
        FROM (SELECT concat('page_', CAST(floor(pow(id % 400, 2) / 8000) AS STRING)) AS page,
                     CAST(id * 7 % 300 AS INT) AS visitor,
                     timestamp_seconds({{ logical_date.int_timestamp }} + id * 600 DIV 2000) AS ts
@@ -97,6 +98,6 @@ with DAG(
         sink=_sink("memory_buffered"),
         flush_max_interval="{{ params.flush_max_interval }}",
         flush_memory_buffer_only=True,
-        cache_max_entries=50,
+        cache_max_entries=1000,
     )
     [seed_sinks, add_page_views] >> unbuffered >> buffered >> memory_buffered

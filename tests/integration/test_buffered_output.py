@@ -52,10 +52,10 @@ def test_the_example_writes_the_same_tables_three_ways_with_fewer_writes_when_bu
 
     x = _xcoms(deployment, DAG_ID)
     unbuffered, buffered, memory = (x[f"views_{way}"]["query"] for way in WAYS)
-    # 8 files read one a micro-batch, each of 75 s of views; the buffered query has one more (its end flush).
+    # 8 files read one a micro-batch, each with views of most results; the buffered query has one more (its end flush).
     assert [query["batches"] for query in (unbuffered, buffered, memory)] == [8, 9, 8]
     assert unbuffered["input_rows"] == memory["input_rows"] == 2000
-    assert unbuffered["write_calls"] == 8 and unbuffered["rows_upserted"] > 100
+    assert unbuffered["write_calls"] == 8 and unbuffered["rows_upserted"] > 400
     assert "buffer" not in unbuffered
     assert buffered["buffer"] == {
         "records_in": 2000,
@@ -63,12 +63,13 @@ def test_the_example_writes_the_same_tables_three_ways_with_fewer_writes_when_bu
         "flushes": {"interval": 0, "idle": 0, "end": 1},
     }
     assert (buffered["rows_upserted"], buffered["write_calls"]) == (100, 1)
-    # The memory buffer holds 50 results at most: 100 of them fill it once at least, and the rest go at the end.
-    assert memory["buffer"]["memory_only"] is True
-    assert memory["buffer"]["flushes"]["full"] >= 1 and memory["buffer"]["flushes"]["end"] == 1
-    assert memory["buffer"]["flushes"]["interval"] == memory["buffer"]["flushes"]["idle"] == 0
-    assert memory["rows_upserted"] == memory["buffer"]["records_emitted"] < unbuffered["rows_upserted"]
-    assert memory["write_calls"] == memory["buffer"]["flushes"]["full"] + 1
+    assert memory["buffer"] == {
+        "memory_only": True,
+        "records_in": 2000,
+        "records_emitted": 100,
+        "flushes": {"interval": 0, "idle": 0, "end": 1, "full": 0},
+    }
+    assert (memory["rows_upserted"], memory["write_calls"]) == (100, 1)
     assert [op["operator"] for op in memory["state_operators"]] == ["stateStoreSave"]
     assert "sink page_views_buffered: 2016 record(s) in" not in done.stdout + done.stderr
     assert "sink page_views_buffered: 2000 record(s) in, 100 emitted, 1 write call(s)" in done.stdout + done.stderr
