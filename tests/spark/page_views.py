@@ -11,7 +11,10 @@ from typing import Any
 from spark_tables.core.plan.sinks import PostgresUpsertSink
 from tests.spark.postgres import run_sql
 
-PG_SCHEMA = "aggregation_spark_tests"
+#: The test schema, one per pytest-xdist worker: the ``views`` fixture drops and creates it around each test.
+PG_SCHEMA = "aggregation_spark_tests" + (
+    f"_{os.environ['PYTEST_XDIST_WORKER']}" if "PYTEST_XDIST_WORKER" in os.environ else ""
+)
 #: A processing time on a whole minute, for the buffer's clock.
 T0 = 1_800_000_000_000
 #: The modification time of a views folder's first file, in epoch seconds; each next file's is a second later.
