@@ -15,8 +15,11 @@ import sys
 from typing import Any
 
 import pandas as pd
+import psycopg
 
 HOME = os.environ["AIRFLOW_HOME"]
+#: How example_spark_buffered_output writes its three tables.
+WAYS = ("unbuffered", "buffered", "memory_buffered")
 WAREHOUSE = f"{HOME}/spark_tables/warehouse"
 
 
@@ -162,6 +165,13 @@ def compiled_plans(left_out: str, database: str) -> list[str]:
     ]
 
 
+def postgres_rows(query: str) -> list[tuple]:
+    """Rows of ``query`` in the buffered output example's database (its connection, set by demo.sh)."""
+    uri = os.environ["AIRFLOW_CONN_SPARK_TABLES_BUFFERED_DEMO"].replace("postgres://", "postgresql://", 1)
+    with psycopg.connect(uri) as connection:
+        return connection.execute(query).fetchall()
+
+
 def buffered_output(left_out: str, database: str) -> list[str]:
     if left_out:
         return ["Buffered output (example_spark_buffered_output)", f"  not run: {left_out}"]
@@ -171,21 +181,25 @@ def buffered_output(left_out: str, database: str) -> list[str]:
         "  ran:   add_page_views added 2,000 page views in 8 files; the same aggregation (views per page and",
         "         2-minute window) read them one file a micro-batch into three tables, written three ways:",
     ]
-    for task_id in ("views_unbuffered", "views_buffered", "views_memory_buffered"):
+    for way in WAYS:
+        task_id = f"views_{way}"
         query = x[task_id]["query"]
         buffer = query.get("buffer")
         flushes = ", ".join(f"{cause} {count}" for cause, count in buffer["flushes"].items() if count) if buffer else ""
         lines.append(
-            f"      {task_id:<22} {query['input_rows']:>5,} rows in, {query['batches']} batches, "
+            f"      {task_id:<22} {(buffer or query)['records_in' if buffer else 'input_rows']:>5,} views in, "
+            f"{query['batches']} batches, "
             f"{query['rows_upserted']:>4,} rows upserted in {query['write_calls']} write call(s)"
             + (f"; flushes: {flushes}" if buffer else "")
         )
+    tables = [postgres_rows(f"SELECT * FROM spark_tables_demo.page_views_{way} ORDER BY 1, 2") for way in WAYS]
+    same = all(table == tables[0] for table in tables)
+    lines.append(f"      the three tables are {'identical' if same else 'NOT identical'}: {len(tables[0]):,} rows")
     return [
         *lines,
         "  look:  each views_* task's XCom 'query' (and its log line 'sink ...: ... record(s) in');",
-        f"         spark_tables_demo.page_views_unbuffered, _buffered, _memory_buffered in PostgreSQL ({database}),",
-        "         identical; the checkpoints under "
-        f"{HOME}/spark_tables/checkpoints/aggregations/example_spark_buffered_output.*",
+        f"         spark_tables_demo.page_views_unbuffered, _buffered, _memory_buffered in PostgreSQL ({database});",
+        f"         the checkpoints under {HOME}/spark_tables/checkpoints/aggregations/example_spark_buffered_output.*",
     ]
 
 
