@@ -40,7 +40,8 @@ class _LookupOperator(SparkJobOperator):
         return [self.lookup_hook.jdbc_driver_jar()]
 
     def xcom_value(self, result: JobResult) -> dict[str, Any]:
-        value = super().xcom_value(result)
+        """The job's output, naming its lookup table (a reload's job does not), with the FLIP's metrics logged."""
+        value = {"lookup": self.lookup.name, **super().xcom_value(result)}
         metrics = result.output.get("metrics")
         if metrics:
             self.report_metrics(metrics)

@@ -1,0 +1,141 @@
+"""The monitoring app, served by Airflow's API server under ``URL_PREFIX``: a page per DAG run, per task instance,
+and an overview, each with its JSON twin under ``/api``.
+
+Every route but the style sheet requires Airflow's authentication; a route about a DAG requires the right to
+read that DAG's XComs (``READ_DAG``), and the overview shows only DAGs the user may read. Pages are rendered on
+the server, charts included (inline SVG), so that they need no script and nothing from outside the API server.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import FastAPI, Query
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from spark_tables.plugins.monitoring.airflow_api import (
+    READ_DAG,
+    GetUserDep,
+    SessionDep,
+    readable_dag_ids,
+    recent_results,
+    run_xcoms,
+)
+from spark_tables.plugins.monitoring.charts import bar_chart
+from spark_tables.plugins.monitoring.summaries import overview, run_summary, task_summary
+from spark_tables.utils.monitoring_urls import URL_PREFIX, run_path, task_path
+
+#: How far back the overview looks, in days, unless the request says otherwise.
+OVERVIEW_DAYS = 7
+HERE = Path(__file__).parent
+TEMPLATES = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]))
+TEMPLATES.globals["static"] = lambda name: f"{URL_PREFIX}/static/{quote(name)}"
+
+
+def render(template: str, **values: Any) -> HTMLResponse:
+    return HTMLResponse(TEMPLATES.get_template(template).render(**values))
+
+
+def lookup_chart(lookups: list[dict[str, Any]]) -> str:
+    joins = [lookup for lookup in lookups if lookup["kind"] == "join"]
+    return bar_chart(
+        "Hit rate of each lookup join (%)",
+        [(f"{j['task_id']} ({j['cache']})", [100 * (j["metrics"].get("hitRate") or 0)]) for j in joins],
+        ["hit rate"],
+        " %",
+    )
+
+
+def overview_charts(summary: dict[str, Any]) -> dict[str, str]:
+    lookups = "".join(
+        bar_chart(
+            f"{table['name']}: hit rate over its recent joins (%)",
+            [(join["run_id"], [100 * (join["hit_rate"] or 0)]) for join in table["joins"][-12:]],
+            ["hit rate"],
+            " %",
+        )
+        + bar_chart(
+            f"{table['name']}: reload load time (ms)",
+            [
+                (reload["run_id"], [(reload["snapshot"] or {}).get("load_milliseconds")])
+                for reload in table["reloads"][-12:]
+            ],
+            ["load time"],
+            " ms",
+        )
+        for table in summary["lookups"]
+    )
+    caches = bar_chart(
+        "Cached tables: mean recompute time against mean read time (s)",
+        [(table["name"], [table["mean_recompute_seconds"], table["mean_read_seconds"]]) for table in summary["caches"]],
+        ["recompute", "read"],
+        " s",
+    )
+    return {"lookups": lookups, "caches": caches}
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(title="Spark tables", description="What this provider's tasks did: cached tables, CTAS, lookups")
+    app.mount("/static", StaticFiles(directory=HERE / "static"), name="spark_tables_static")
+
+    @app.get("/api/dags/{dag_id}/runs/{run_id}", dependencies=[READ_DAG])
+    def run_api(dag_id: str, run_id: str, session: SessionDep) -> dict[str, Any]:
+        return {"dag_id": dag_id, "run_id": run_id, **run_summary(run_xcoms(session, dag_id, run_id))}
+
+    @app.get("/api/dags/{dag_id}/runs/{run_id}/tasks/{task_id}", dependencies=[READ_DAG])
+    def task_api(dag_id: str, run_id: str, task_id: str, session: SessionDep, map_index: int = -1) -> dict[str, Any]:
+        entries = run_xcoms(session, dag_id, run_id, task_id, map_index)
+        return {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": map_index, **task_summary(entries)}
+
+    @app.get("/api/overview")
+    def overview_api(user: GetUserDep, session: SessionDep, days: int = Query(OVERVIEW_DAYS, ge=1, le=90)) -> dict:
+        dag_ids = readable_dag_ids(user, session)
+        since = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=days)
+        return {"days": days, "dag_ids": sorted(dag_ids), **overview(recent_results(session, dag_ids, since))}
+
+    @app.get("/dags/{dag_id}/runs/{run_id}", dependencies=[READ_DAG], response_class=HTMLResponse)
+    def run_page(dag_id: str, run_id: str, session: SessionDep) -> HTMLResponse:
+        summary = run_api(dag_id, run_id, session)
+        return render(
+            "run.html",
+            dag_id=dag_id,
+            run_id=run_id,
+            summary=summary,
+            api_url=URL_PREFIX + "/api" + run_path(dag_id, run_id),
+            lookup_chart=lookup_chart(summary["lookups"]),
+            task_url=lambda task_id, index: URL_PREFIX + task_path(dag_id, run_id, task_id, index),
+        )
+
+    @app.get("/dags/{dag_id}/runs/{run_id}/tasks/{task_id}", dependencies=[READ_DAG], response_class=HTMLResponse)
+    def task_page(dag_id: str, run_id: str, task_id: str, session: SessionDep, map_index: int = -1) -> HTMLResponse:
+        summary = task_api(dag_id, run_id, task_id, session, map_index)
+        return render(
+            "task.html",
+            dag_id=dag_id,
+            run_id=run_id,
+            task_id=task_id,
+            map_index=map_index,
+            summary=summary,
+            output_json=json.dumps(summary["output"], indent=2, default=str),
+            api_url=URL_PREFIX + "/api" + task_path(dag_id, run_id, task_id, map_index),
+        )
+
+    @app.get("/overview", response_class=HTMLResponse)
+    def overview_page(user: GetUserDep, session: SessionDep, days: int = Query(OVERVIEW_DAYS, ge=1, le=90)):
+        summary = overview_api(user, session, days)
+        return render(
+            "overview.html",
+            summary=summary,
+            days=days,
+            dag_count=len(summary["dag_ids"]),
+            charts=overview_charts(summary),
+            api_url=f"{URL_PREFIX}/api/overview?days={days}",
+        )
+
+    return app

@@ -1,0 +1,104 @@
+"""Two DAGs whose tasks return what this provider's operators return (shapes as the example DAGs' runs store
+them), for the monitoring API tests: the pages read them from the real metadata DB through the real API server.
+``secret_monitored`` is the DAG the tests' auth manager denies to bob."""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.providers.standard.operators.python import PythonOperator
+from airflow.sdk import DAG
+
+JOB = {"application_id": "local-1795626744057", "spark_version": "4.2.0", "session_seconds": 1.4, "work_seconds": 1.8}
+COPY = "file:///cache/monitored/run/b-f32b7e440af5ed59/make_b__-1__1"
+RESULTS = {
+    "snapshot_orders": {
+        "table": "order_snapshot_20261125",
+        "atomicity": "table",
+        "swept": [],
+        "undone_before": [],
+        "location": "file:/warehouse/order_snapshot_20261125",
+        "format": "parquet",
+        "rows": 100000,
+        "bytes": 450138,
+        "created": True,
+        "replaced": False,
+        **JOB,
+    },
+    "make_b": {
+        "statements_run": 1,
+        "rows": [[20000]],
+        "columns": ["keys"],
+        **JOB,
+        "caches": {
+            "b": {
+                "status": "miss",
+                "hits": 0,
+                "misses": 1,
+                "fallbacks": 0,
+                "bytes_read": 0,
+                "bytes_written": 1368855,
+                "seconds": 6.5,
+                "location": COPY,
+            }
+        },
+    },
+    "read_b": {
+        "statements_run": 1,
+        "rows": [[2000000]],
+        "columns": ["rows"],
+        **JOB,
+        "caches": {
+            "b": {
+                "status": "hit",
+                "hits": 1,
+                "misses": 0,
+                "fallbacks": 0,
+                "bytes_read": 1368855,
+                "bytes_written": 0,
+                "seconds": 1.1,
+                "location": COPY,
+            }
+        },
+    },
+    "enrich_partial": {
+        "lookup": "customers",
+        "cache": "PARTIAL",
+        "rows": 20000,
+        "output": "orders_enriched",
+        "metrics": {"hitCount": 17800, "missCount": 2200, "loadCount": 2200, "hitRate": 0.89, "latestLoadTime": 8.1},
+        **JOB,
+    },
+    "reload": {
+        "lookup": "customers",
+        "snapshot": {
+            "version": "v-20261125T171238366365-0b1f79af",
+            "rows": 1000,
+            "bytes": 11628,
+            "started": "2026-11-25T17:12:38+00:00",
+            "finished": "2026-11-25T17:12:39+00:00",
+            "load_milliseconds": 1414,
+            "location": "file:///lookup/customers/v-1",
+            "scheduled_for": None,
+        },
+        "loads": 1,
+        "load_failures": 0,
+        "loaded": True,
+        "attempts": 1,
+        "dropped": [],
+        "metrics": {"loadCount": 1, "numLoadFailure": 0, "latestLoadTime": 1414},
+        **JOB,
+    },
+    "release_caches": {"released": {"b": [COPY]}, "swept_runs": [], "usage": {}},
+}
+SECRET_RESULTS = {
+    "enrich_secret": {"lookup": "secret_customers", "cache": "FULL", "rows": 5, "metrics": {"hitRate": 1.0}, **JOB},
+}
+
+for dag_id, results in (("monitored", RESULTS), ("secret_monitored", SECRET_RESULTS)):
+    with DAG(dag_id=dag_id, schedule=None, start_date=pendulum.datetime(2026, 11, 1, tz="UTC"), catchup=False):
+        previous = None
+        for task_id, value in results.items():
+            task = PythonOperator(task_id=task_id, python_callable=lambda value=value: value)
+            if previous is not None:
+                previous >> task
+            previous = task

@@ -1,0 +1,144 @@
+"""The monitoring plugin on a real API server: loaded from the provider's entry point, every endpoint behind
+Airflow's authentication and the DAG's authorisation, showing what the runs' XComs hold and no secret."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from tests.integration.monitoring_server import SECRET, ApiServer, api_server
+
+pytestmark = pytest.mark.integration
+
+DAGS = Path(__file__).with_name("monitoring_dags")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    with api_server(tmp_path_factory.mktemp("airflow-monitoring"), DAGS, ["monitored", "secret_monitored"]) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def tokens(server: ApiServer) -> dict[str, str]:
+    return {user: server.token(user) for user in ("alice", "bob")}
+
+
+def run_url(server: ApiServer, dag_id: str, api: bool = True) -> str:
+    prefix = "/spark-tables/api" if api else "/spark-tables"
+    return f"{prefix}/dags/{dag_id}/runs/{quote(server.run_id(dag_id), safe='')}"
+
+
+def endpoints(server: ApiServer, dag_id: str) -> list[str]:
+    run, page = run_url(server, dag_id), run_url(server, dag_id, api=False)
+    task = "enrich_secret" if dag_id == "secret_monitored" else "make_b"
+    return [run, f"{run}/tasks/{task}?map_index=-1", page, f"{page}/tasks/{task}?map_index=-1"]
+
+
+def test_the_plugin_is_loaded_from_the_entry_point_with_its_tabs(server: ApiServer, tokens: dict[str, str]) -> None:
+    plugins = server.get("/api/v2/plugins", tokens["alice"]).json()["plugins"]
+    [plugin] = [plugin for plugin in plugins if plugin["name"] == "spark_tables"]
+    assert plugin["source"].startswith("airflow-provider-spark-tables==")  # the installed distribution's entry point
+    assert (
+        "value='spark_tables.plugins.monitoring.plugin:SparkTablesPlugin', group='airflow.plugins'"
+        in (plugin["source"])
+    )
+    views = {view["destination"]: view["href"] for view in plugin["external_views"]}
+    assert views == {
+        "dag_run": "/spark-tables/dags/{DAG_ID}/runs/{RUN_ID}",
+        "task_instance": "/spark-tables/dags/{DAG_ID}/runs/{RUN_ID}/tasks/{TASK_ID}?map_index={MAP_INDEX}",
+        "nav": "/spark-tables/overview",
+    }
+    assert [app["url_prefix"] for app in plugin["fastapi_apps"]] == ["/spark-tables"]
+
+
+def test_every_endpoint_refuses_a_request_without_a_token_or_with_a_bad_one(server: ApiServer) -> None:
+    for path in [*endpoints(server, "monitored"), "/spark-tables/api/overview", "/spark-tables/overview"]:
+        assert server.get(path).status == 401, path
+        assert server.get(path, token="not-a-token").status == 403, path
+
+
+def test_the_run_tab_shows_the_runs_cached_tables_ctas_tables_lookups_and_jobs(
+    server: ApiServer, tokens: dict[str, str]
+) -> None:
+    summary = server.get(run_url(server, "monitored"), tokens["alice"]).json()
+    [cache] = summary["caches"]
+    make_b = server.xcom("monitored", "make_b")["caches"]["b"]
+    assert cache["name"] == "b"
+    assert [(copy["location"], copy["written_by"], copy["state"]) for copy in cache["copies"]] == [
+        (make_b["location"], "make_b", "released")
+    ]
+    assert [(use["task_id"], use["status"]) for use in cache["uses"]] == [("make_b", "miss"), ("read_b", "hit")]
+    assert (cache["hits"], cache["misses"], cache["fallbacks"]) == (1, 1, 0)
+    [ctas] = summary["ctas"]
+    snapshot = server.xcom("monitored", "snapshot_orders")
+    assert (ctas["table"], ctas["created"], ctas["rows"]) == (snapshot["table"], True, snapshot["rows"])
+    assert [(lookup["task_id"], lookup["kind"], lookup["lookup"]) for lookup in summary["lookups"]] == [
+        ("enrich_partial", "join", "customers"),
+        ("reload", "reload", "customers"),
+    ]
+    assert summary["lookups"][0]["metrics"] == server.xcom("monitored", "enrich_partial")["metrics"]
+    assert {job["task_id"] for job in summary["jobs"]} == set(
+        ["snapshot_orders", "make_b", "read_b", "enrich_partial", "reload"]
+    )
+
+
+def test_the_task_tab_shows_the_tasks_job_and_cache_use(server: ApiServer, tokens: dict[str, str]) -> None:
+    summary = server.get(f"{run_url(server, 'monitored')}/tasks/read_b?map_index=-1", tokens["alice"]).json()
+    read_b = server.xcom("monitored", "read_b")
+    assert summary["job"]["application_id"] == read_b["application_id"]
+    assert summary["output"] == {"statements_run": 1, "rows": [[2000000]], "columns": ["rows"]}
+    assert [(use["name"], use["status"], use["bytes_read"]) for use in summary["caches"]] == [
+        ("b", "hit", read_b["caches"]["b"]["bytes_read"])
+    ]
+
+
+def test_a_user_denied_a_dag_sees_nothing_of_it(server: ApiServer, tokens: dict[str, str]) -> None:
+    for path in endpoints(server, "secret_monitored"):
+        assert server.get(path, tokens["bob"]).status == 403, path
+        assert server.get(path, tokens["alice"]).status == 200, path
+    for path in endpoints(server, "monitored"):
+        assert server.get(path, tokens["bob"]).status == 200, path
+    for user, visible in (("bob", {"customers"}), ("alice", {"customers", "secret_customers"})):
+        overview = server.get("/spark-tables/api/overview", tokens[user]).json()
+        assert {table["name"] for table in overview["lookups"]} == visible
+        page = server.get("/spark-tables/overview", tokens[user]).body
+        assert ("secret_customers" in page) == (user == "alice")
+
+
+def test_the_overview_sums_up_lookups_and_cached_tables_across_runs(server: ApiServer, tokens: dict[str, str]) -> None:
+    overview = server.get("/spark-tables/api/overview?days=3", tokens["bob"]).json()
+    [customers] = overview["lookups"]
+    assert customers["modes"] == ["PARTIAL"]
+    assert customers["last_reload"]["snapshot"] == server.xcom("monitored", "reload")["snapshot"]
+    assert [join["hit_rate"] for join in customers["joins"]] == [0.89]
+    [cache] = overview["caches"]
+    assert (cache["mean_recompute_seconds"], cache["mean_read_seconds"]) == (6.5, 1.1)
+    assert server.get("/spark-tables/api/overview?days=0", tokens["bob"]).status == 422
+
+
+def test_pages_authenticate_with_the_uis_cookie_and_show_the_xcoms(server: ApiServer, tokens: dict[str, str]) -> None:
+    page = server.get(run_url(server, "monitored", api=False), cookie=tokens["bob"])
+    assert page.status == 200 and page.content_type.startswith("text/html")
+    for shown in ("order_snapshot_20261125", "released", "customers", "v-20261125T171238366365-0b1f79af", "89.0 %"):
+        assert shown in page.body, shown
+    assert "<svg" in page.body  # the hit rate chart
+    task = server.get(f"{run_url(server, 'monitored', api=False)}/tasks/make_b?map_index=-1", cookie=tokens["bob"])
+    assert "local-1795626744057" in task.body and "1,368,855" in task.body
+    css = server.get("/spark-tables/static/spark_tables.css")
+    assert css.status == 200 and css.content_type.startswith("text/css")
+
+
+def test_no_page_shows_a_connection_password(server: ApiServer, tokens: dict[str, str]) -> None:
+    paths = [
+        *endpoints(server, "monitored"),
+        *endpoints(server, "secret_monitored"),
+        "/spark-tables/overview",
+        "/spark-tables/api/overview",
+    ]
+    bodies = [server.get(path, tokens["alice"]).body for path in paths]
+    assert all(bodies)
+    assert not [path for path, body in zip(paths, bodies, strict=True) if SECRET in body]

@@ -1,0 +1,183 @@
+"""The monitoring pages' summaries, from XCom values shaped as the example DAGs' runs store them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spark_tables.plugins.monitoring.summaries import (
+    EVICTED,
+    INVALIDATED,
+    LIVE,
+    RELEASED,
+    XComEntry,
+    run_summary,
+    task_summary,
+)
+
+COPY_B = "file:///cache/example_spark_cache/run/b-f32b/max_b__-1__1"
+COPY_B2 = "file:///cache/example_spark_cache/run/b-f32b/normalise_b__-1__1"
+JOB = {"application_id": "local-1", "spark_version": "4.2.0", "session_seconds": 1.4, "work_seconds": 1.8}
+
+
+def result(task_id: str, **value: Any) -> XComEntry:
+    return XComEntry(task_id, -1, "return_value", value)
+
+
+def use(status: str, location: str, **counts: Any) -> dict[str, Any]:
+    return {
+        "status": status,
+        "hits": 0,
+        "misses": 0,
+        "fallbacks": 0,
+        "bytes_read": 0,
+        "bytes_written": 0,
+        "seconds": 1.0,
+        "location": location,
+        "damaged": [],
+        "unchecked": [],
+        **counts,
+    }
+
+
+def descriptor(location: str, rows: list[int]) -> dict[str, Any]:
+    return {
+        "type": "spark_tables.cache_descriptor/1",
+        "name": "b",
+        "fingerprint": "f32b7e440af5ed59",
+        "location": location,
+        "format": "parquet",
+        "schema": "k bigint",
+        "partitions": [
+            {"file": f"part-{n}", "rows": count, "bytes": 10 * count, "crc32": 1} for n, count in enumerate(rows)
+        ],
+        "owner": {},
+        "written_at": "2026-11-25T17:11:50+00:00",
+    }
+
+
+def test_a_cached_table_lists_its_copy_who_wrote_it_and_each_readers_hits() -> None:
+    entries = [
+        XComEntry("max_b", -1, "spark_tables.cache.b", descriptor(COPY_B, [600, 400])),
+        result("max_b", **JOB, caches={"b": use("miss", COPY_B, misses=1, bytes_written=10_000)}),
+        result("min_b", **JOB, caches={"b": use("hit", COPY_B, hits=1, bytes_read=10_000)}),
+        result("count_b", **JOB, caches={"b": use("fallback", COPY_B, fallbacks=1)}),
+    ]
+    [table] = run_summary(entries)["caches"]
+    assert table["name"] == "b" and table["fingerprint"] == "f32b7e440af5ed59"
+    assert table["copies"] == [
+        {
+            "location": COPY_B,
+            "written_by": "max_b",
+            "rows": 1000,
+            "bytes": 10_000,
+            "partitions": 2,
+            "written_at": "2026-11-25T17:11:50+00:00",
+            "state": LIVE,
+        }
+    ]
+    assert [(u["task_id"], u["status"]) for u in table["uses"]] == [
+        ("max_b", "miss"),
+        ("min_b", "hit"),
+        ("count_b", "fallback"),
+    ]
+    assert (table["hits"], table["misses"], table["fallbacks"]) == (1, 1, 1)
+
+
+def test_a_copy_is_released_invalidated_or_evicted_as_the_tasks_that_removed_it_say() -> None:
+    entries = [
+        result("max_b", caches={"b": use("miss", COPY_B, misses=1, bytes_written=5)}),
+        result("normalise_b", caches={"b": use("miss", COPY_B2, misses=1, bytes_written=5)}, cache_evictions=[COPY_B]),
+        result("invalidate_b", invalidated={"b": [COPY_B2]}),
+        result("release_caches", released={"b": [COPY_B]}, swept_runs=[], usage={}),
+    ]
+    [table] = run_summary(entries)["caches"]
+    states = {copy["location"]: (copy["state"], copy["written_by"]) for copy in table["copies"]}
+    assert states == {COPY_B: (RELEASED, "max_b"), COPY_B2: (INVALIDATED, "normalise_b")}
+    evicted_only = run_summary(entries[:2])["caches"][0]["copies"]
+    assert [copy["state"] for copy in evicted_only] == [EVICTED, LIVE]
+
+
+def test_ctas_tables_from_a_ctas_task_and_a_sql_jobs_statements() -> None:
+    entries = [
+        result(
+            "snapshot_orders",
+            table="orders_20261125",
+            created=True,
+            replaced=False,
+            rows=100,
+            bytes=4500,
+            location="file:/wh/orders_20261125",
+            undone_before=[],
+            **JOB,
+        ),
+        result("retry", table="t2", created=False, reused_from_try=1, undone_before=[]),
+        result(
+            "summarise",
+            ctas=[{"table": "scratch", "created": True, "dropped_later": True}],
+            undone_before=["dropped t3, left unfinished by try 1"],
+            **JOB,
+        ),
+    ]
+    ctas = run_summary(entries)["ctas"]
+    assert [(t["task_id"], t["table"], t["created"]) for t in ctas] == [
+        ("snapshot_orders", "orders_20261125", True),
+        ("retry", "t2", False),
+        ("summarise", "scratch", True),
+        ("summarise", None, None),
+    ]
+    assert ctas[1]["reused_from_try"] == 1 and ctas[2]["dropped_later"] is True
+    assert ctas[3]["undone_before"] == "dropped t3, left unfinished by try 1"
+
+
+def test_lookup_joins_and_reloads_with_their_metrics() -> None:
+    metrics = {"hitCount": 17800, "missCount": 2200, "hitRate": 0.89}
+    snapshot = {"version": "v-1", "rows": 1000, "bytes": 11628, "load_milliseconds": 1414}
+    entries = [
+        result("enrich_partial", lookup="customers", cache="PARTIAL", rows=20000, metrics=metrics, **JOB),
+        result(
+            "reload",
+            lookup="customers",
+            snapshot=snapshot,
+            loaded=True,
+            load_failures=0,
+            metrics={"loadCount": 1},
+            **JOB,
+        ),
+        result("wait_for_reload"),
+    ]
+    lookups = run_summary(entries)["lookups"]
+    assert lookups[0] == {
+        "task_id": "enrich_partial",
+        "kind": "join",
+        "lookup": "customers",
+        "cache": "PARTIAL",
+        "rows": 20000,
+        "metrics": metrics,
+    }
+    assert lookups[1]["kind"] == "reload" and lookups[1]["snapshot"] == snapshot
+    assert len(lookups) == 2
+
+
+def test_a_task_summary_separates_the_job_from_its_output() -> None:
+    entries = [result("count_b", **JOB, rows=[[1]], caches={"b": use("hit", COPY_B, hits=1)})]
+    summary = task_summary(entries)
+    assert summary["job"] == JOB
+    assert summary["output"] == {"rows": [[1]]}
+    assert [c["name"] for c in summary["caches"]] == ["b"]
+    assert summary["lookup"] is None and summary["ctas"] == []
+
+
+def test_a_task_without_a_result_has_no_job() -> None:
+    assert task_summary([])["job"] is None
+    assert task_summary([XComEntry("t", -1, "return_value", "2026-11-25")])["output"] == "2026-11-25"
+
+
+def test_loading_the_plugin_imports_neither_the_app_nor_the_api_server() -> None:
+    """Every Airflow process loads plugins, task processes too; only the API server builds the app."""
+    import subprocess
+    import sys
+
+    heavy = ("spark_tables.plugins.monitoring.app", "airflow.api_fastapi.app")
+    code = f"import sys, spark_tables.plugins.monitoring.plugin; print(sorted(set({heavy!r}) & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]"
