@@ -15,6 +15,10 @@ postgres_ready SPARK_TABLES_TEST_PG_HOST/_PORT/_USER "$PG_HOST" "$PG_PORT" "$PG_
   exit 1
 }
 
+source "$(dirname "${BASH_SOURCE[0]}")/browser.sh"
+chromium_ready || exit 1
+export SPARK_TABLES_TEST_CHROMIUM="$CHROMIUM"
+
 ruff check .
 ruff format --check .
 targets=(tests)  # the whole suite, unless a path among the arguments says what to run

@@ -138,11 +138,13 @@ def test_lookup_joins_and_reloads_with_their_metrics() -> None:
             "reload",
             lookup="customers",
             snapshot=snapshot,
+            loads=1,
             loaded=True,
             load_failures=0,
             metrics={"loadCount": 1},
             **JOB,
         ),
+        result("enrich_full", lookup="customers", cache="FULL", rows=20000, snapshot="v-1", metrics=metrics),
         result("wait_for_reload"),
     ]
     lookups = run_summary(entries)["lookups"]
@@ -155,7 +157,8 @@ def test_lookup_joins_and_reloads_with_their_metrics() -> None:
         "metrics": metrics,
     }
     assert lookups[1]["kind"] == "reload" and lookups[1]["snapshot"] == snapshot
-    assert len(lookups) == 2
+    assert (lookups[2]["kind"], lookups[2]["cache"]) == ("join", "FULL")  # it names the snapshot it read
+    assert len(lookups) == 3
 
 
 def test_a_task_summary_separates_the_job_from_its_output() -> None:

@@ -38,6 +38,11 @@ TEMPLATES = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=
 TEMPLATES.globals["static"] = lambda name: f"{URL_PREFIX}/static/{quote(name)}"
 
 
+def map_index_of(text: str) -> int:
+    """The task instance's map index; -1 for an unmapped task, for which the UI leaves ``{MAP_INDEX}`` as it is."""
+    return int(text) if text.removeprefix("-").isdigit() else -1
+
+
 def render(template: str, **values: Any) -> HTMLResponse:
     return HTMLResponse(TEMPLATES.get_template(template).render(**values))
 
@@ -89,9 +94,10 @@ def create_app() -> FastAPI:
         return {"dag_id": dag_id, "run_id": run_id, **run_summary(run_xcoms(session, dag_id, run_id))}
 
     @app.get("/api/dags/{dag_id}/runs/{run_id}/tasks/{task_id}", dependencies=[READ_DAG])
-    def task_api(dag_id: str, run_id: str, task_id: str, session: SessionDep, map_index: int = -1) -> dict[str, Any]:
-        entries = run_xcoms(session, dag_id, run_id, task_id, map_index)
-        return {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": map_index, **task_summary(entries)}
+    def task_api(dag_id: str, run_id: str, task_id: str, session: SessionDep, map_index: str = "-1") -> dict[str, Any]:
+        index = map_index_of(map_index)
+        entries = run_xcoms(session, dag_id, run_id, task_id, index)
+        return {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": index, **task_summary(entries)}
 
     @app.get("/api/overview")
     def overview_api(user: GetUserDep, session: SessionDep, days: int = Query(OVERVIEW_DAYS, ge=1, le=90)) -> dict:
@@ -113,17 +119,18 @@ def create_app() -> FastAPI:
         )
 
     @app.get("/dags/{dag_id}/runs/{run_id}/tasks/{task_id}", dependencies=[READ_DAG], response_class=HTMLResponse)
-    def task_page(dag_id: str, run_id: str, task_id: str, session: SessionDep, map_index: int = -1) -> HTMLResponse:
+    def task_page(dag_id: str, run_id: str, task_id: str, session: SessionDep, map_index: str = "-1") -> HTMLResponse:
         summary = task_api(dag_id, run_id, task_id, session, map_index)
+        index = summary["map_index"]
         return render(
             "task.html",
             dag_id=dag_id,
             run_id=run_id,
             task_id=task_id,
-            map_index=map_index,
+            map_index=index,
             summary=summary,
             output_json=json.dumps(summary["output"], indent=2, default=str),
-            api_url=URL_PREFIX + "/api" + task_path(dag_id, run_id, task_id, map_index),
+            api_url=URL_PREFIX + "/api" + task_path(dag_id, run_id, task_id, index),
         )
 
     @app.get("/overview", response_class=HTMLResponse)

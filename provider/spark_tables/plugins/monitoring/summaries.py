@@ -166,7 +166,7 @@ def lookup_join(entry: XComEntry) -> dict[str, Any] | None:
     value = entry.value
     if "lookup" not in value or "metrics" not in value:
         return None
-    if "snapshot" in value:
+    if "loads" in value:  # a reload (a FULL join names the snapshot it read too)
         return {
             "task_id": entry.task_id,
             "kind": "reload",
