@@ -36,6 +36,7 @@ def get_provider_info() -> dict[str, Any]:
                     "spark_tables.operators.plan",
                     "spark_tables.operators.streaming",
                     "spark_tables.operators.aggregation",
+                    "spark_tables.operators.links",
                 ],
             }
         ],
@@ -52,6 +53,12 @@ def get_provider_info() -> dict[str, Any]:
         ],
         "sensors": [
             {"integration-name": "Spark Tables", "python-modules": ["spark_tables.sensors.lookup_reload"]},
+        ],
+        # The extra links of every Spark job task; the monitoring pages themselves are the plugin of the
+        # airflow.plugins entry point (plugins listed here load only with [core] lazy_discover_providers off).
+        "extra-links": [
+            "spark_tables.operators.links.SparkJobTabLink",
+            "spark_tables.operators.links.SparkApplicationLink",
         ],
         "connection-types": [
             {

@@ -9,12 +9,14 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import psycopg
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import FrameLocator, Page, sync_playwright
 
+from spark_tables.utils.monitoring_urls import task_tab_url
 from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, REPO
 from tests.integration.monitoring_server import ApiServer, api_server
 
@@ -98,6 +100,12 @@ def test_the_task_tab_shows_the_tasks_spark_job(page: Page, server: ApiServer) -
     assert count_b["application_id"] in job and count_b["spark_version"] in job
     assert frame.locator("#caches").inner_text().count(count_b["caches"]["b"]["status"]) >= 1
     assert json.loads(frame.locator("#output").inner_text())["rows"] == count_b["rows"]
+    links = server.get(
+        f"/api/v2/dags/example_spark_cache/dagRuns/{quote(run_id, safe='')}/taskInstances/count_b/links",
+        server.token("bob"),
+    ).json()["extra_links"]
+    assert links["Spark job"] == task_tab_url("example_spark_cache", run_id, "count_b")  # the tab this test opened
+    assert not links["Spark application"]  # the demo's local Spark connection names no history server
 
 
 def test_the_lookup_run_tab_and_the_overview_show_the_lookup_tables_snapshot_and_hit_rates(

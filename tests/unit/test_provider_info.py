@@ -59,3 +59,11 @@ def test_connection_type_names_a_hook_of_that_type(connection_type):
 
     assert hook_class.conn_type == connection_type["connection-type"]
     assert hook_class.hook_name == connection_type["hook-name"]
+
+
+@pytest.mark.parametrize("link", get_provider_info()["extra-links"])
+def test_listed_extra_links_are_operator_links(link):
+    from airflow.providers.common.compat.sdk import BaseOperatorLink
+
+    module, _, name = link.rpartition(".")
+    assert issubclass(getattr(importlib.import_module(module), name), BaseOperatorLink)

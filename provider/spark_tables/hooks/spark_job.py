@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from airflow.providers.common.compat.sdk import AirflowException, AirflowNotFoundException
+from airflow.providers.common.compat.sdk import AirflowException, AirflowNotFoundException, BaseHook
 from airflow.sdk import ObjectStoragePath
 
 from spark_tables.core.catalog_config import Catalog
@@ -28,6 +28,8 @@ from spark_tables.utils.job_package import ENTRY_SCRIPT, job_package
 from spark_tables.utils.local_spark import java_binary, spark_binary_path
 
 DEFAULT_MASTER = "local[*]"
+#: The Spark connection's extra naming its Spark history server, for the tasks' "Spark application" link.
+HISTORY_SERVER_EXTRA = "history-server-url"
 DEPLOY_MODES = ("client", "cluster")
 #: Seconds a stopped job has to undo what it created and exit, before its process group is ended.
 CANCEL_GRACE_SECONDS = 60
@@ -283,3 +285,12 @@ def _take_result(path: ObjectStoragePath) -> JobResult | None:
     result = JobResult.from_json(path.read_text())
     path.unlink()
     return result
+
+
+def history_server_url(conn_id: str) -> str | None:
+    """The Spark history server the connection names (extra ``history-server-url``); None without one."""
+    try:
+        conn = BaseHook.get_connection(conn_id)
+    except AirflowNotFoundException:
+        return None
+    return conn.extra_dejson.get(HISTORY_SERVER_EXTRA) or None

@@ -22,6 +22,7 @@ from spark_tables.core.job_spec import CacheUse, Job, JobSpec
 from spark_tables.hooks.cache import uses as cache_uses
 from spark_tables.hooks.catalog import SparkTablesCatalogHook
 from spark_tables.hooks.spark_job import SparkJobHook
+from spark_tables.operators.links import SparkApplicationLink, SparkJobTabLink
 from spark_tables.utils import settings
 from spark_tables.utils.metastore_schema import ensure_metastore_schema
 
@@ -48,6 +49,7 @@ class SparkJobOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("conf", "name", "py_files", "jars")
     template_fields_renderers: ClassVar[dict[str, str]] = {"conf": "json"}
+    operator_extra_links = (SparkJobTabLink(), SparkApplicationLink())
     ui_color = "#e8f1fb"
 
     def __init__(

@@ -7,6 +7,8 @@ from urllib.parse import quote
 
 #: Where the API server mounts the monitoring app.
 URL_PREFIX = "/spark-tables"
+#: The UI's routes of the plugin's tabs (``/dags/<dag>/runs/<run>[/tasks/<task>]/plugin/<route>``) and nav page.
+RUN_TAB, TASK_TAB, OVERVIEW = "spark_tables_run", "spark_tables_task", "spark_tables"
 
 
 def run_path(dag_id: str, run_id: str) -> str:
@@ -17,3 +19,8 @@ def run_path(dag_id: str, run_id: str) -> str:
 def task_path(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
     """A task instance's page, under ``URL_PREFIX``."""
     return f"{run_path(dag_id, run_id)}/tasks/{quote(task_id, safe='')}?map_index={map_index}"
+
+
+def task_tab_url(dag_id: str, run_id: str, task_id: str) -> str:
+    """The task instance's Spark job tab in the Airflow UI (a path on the API server)."""
+    return f"{run_path(dag_id, run_id)}/tasks/{quote(task_id, safe='')}/plugin/{TASK_TAB}"

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from airflow.providers.common.compat.sdk import AirflowPlugin
 
-from spark_tables.utils.monitoring_urls import URL_PREFIX
+from spark_tables.utils.monitoring_urls import OVERVIEW, RUN_TAB, TASK_TAB, URL_PREFIX
 
 
 class SparkTablesPlugin(AirflowPlugin):
@@ -23,19 +23,19 @@ class SparkTablesPlugin(AirflowPlugin):
             "name": "Spark tables",
             "href": URL_PREFIX + "/dags/{DAG_ID}/runs/{RUN_ID}",
             "destination": "dag_run",
-            "url_route": "spark_tables_run",
+            "url_route": RUN_TAB,
         },
         {
             "name": "Spark job",
             "href": URL_PREFIX + "/dags/{DAG_ID}/runs/{RUN_ID}/tasks/{TASK_ID}?map_index={MAP_INDEX}",
             "destination": "task_instance",
-            "url_route": "spark_tables_task",
+            "url_route": TASK_TAB,
         },
         {
             "name": "Spark tables",
             "href": URL_PREFIX + "/overview",
             "destination": "nav",
-            "url_route": "spark_tables",
+            "url_route": OVERVIEW,
         },
     ]
 
