@@ -218,6 +218,7 @@ def main(ds: str, lookup_left_out: str, lookup_database: str) -> None:
             f"  the embedded Derby metastore:  {HOME}/spark_tables/metastore_db",
             f"  each DAG's whole run log:      {HOME}/demo-<dag_id>.log (its tasks' logs and the Spark drivers')",
             "  the Airflow UI (runs, XComs):  source scripts/setup.sh && airflow standalone  # http://localhost:8080",
+            "    each run's tab 'Spark tables', each task's 'Spark job', the page 'Spark tables' (docs/monitoring.md)",
         ]
     )
     print(f"\nSummary for {ds}, capability by capability (tables: {WAREHOUSE}/)")
