@@ -82,7 +82,7 @@ def test_the_run_tab_shows_the_runs_cached_tables_ctas_tables_lookups_and_jobs(
     ]
     assert summary["lookups"][0]["metrics"] == server.xcom("monitored", "enrich_partial")["metrics"]
     assert {job["task_id"] for job in summary["jobs"]} == set(
-        ["snapshot_orders", "make_b", "read_b", "enrich_partial", "reload"]
+        ["snapshot_orders", "make_b", "read_b", "enrich_partial", "reload", "explain"]
     )
 
 
@@ -94,6 +94,14 @@ def test_the_task_tab_shows_the_tasks_job_and_cache_use(server: ApiServer, token
     assert [(use["name"], use["status"], use["bytes_read"]) for use in summary["caches"]] == [
         ("b", "hit", read_b["caches"]["b"]["bytes_read"])
     ]
+
+
+def test_the_task_tab_of_an_explain_draws_the_plan_with_each_operators_state_ttl(
+    server: ApiServer, tokens: dict[str, str]
+) -> None:
+    page = server.get(f"{run_url(server, 'monitored', api=False)}/tasks/explain?map_index=-1", tokens["bob"]).body
+    assert '<svg class="chart plan"' in page
+    assert page.count('<g class="node') == 3 and "groupAggregateState TTL 7 d" in page
 
 
 def test_a_user_denied_a_dag_sees_nothing_of_it(server: ApiServer, tokens: dict[str, str]) -> None:

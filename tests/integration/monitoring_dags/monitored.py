@@ -90,6 +90,24 @@ RESULTS = {
     },
     "release_caches": {"released": {"b": [COPY]}, "swept_runs": [], "usage": {}},
 }
+RESULTS["explain"] = {
+    "action": "explain",
+    "plan_uri": "file:///plans/shop_counts.json",
+    "explain": {
+        "nodes": [
+            {"id": 1, "type": "stream-exec-table-source-scan", "inputs": [], "description": "TableSourceScan(orders)"},
+            {
+                "id": 2,
+                "type": "stream-exec-group-aggregate",
+                "inputs": [1],
+                "description": "GroupAggregate(shop)",
+                "state": [{"index": 0, "name": "groupAggregateState", "ttl": "604800000 ms", "ttl_ms": 604800000}],
+            },
+            {"id": 3, "type": "stream-exec-sink", "inputs": [2], "description": "Sink(table=[shop_counts])"},
+        ],
+    },
+    **JOB,
+}
 SECRET_RESULTS = {
     "enrich_secret": {"lookup": "secret_customers", "cache": "FULL", "rows": 5, "metrics": {"hitRate": 1.0}, **JOB},
 }

@@ -27,7 +27,7 @@ from spark_tables.plugins.monitoring.airflow_api import (
     recent_results,
     run_xcoms,
 )
-from spark_tables.plugins.monitoring.charts import bar_chart
+from spark_tables.plugins.monitoring.charts import bar_chart, plan_graph
 from spark_tables.plugins.monitoring.summaries import overview, run_summary, task_summary
 from spark_tables.utils.monitoring_urls import URL_PREFIX, run_path, task_path
 
@@ -41,6 +41,13 @@ TEMPLATES.globals["static"] = lambda name: f"{URL_PREFIX}/static/{quote(name)}"
 def map_index_of(text: str) -> int:
     """The task instance's map index; -1 for an unmapped task, for which the UI leaves ``{MAP_INDEX}`` as it is."""
     return int(text) if text.removeprefix("-").isdigit() else -1
+
+
+def explained_nodes(output: Any) -> list[dict[str, Any]]:
+    """The nodes of the compiled plan a task's EXPLAIN PLAN showed (its output's ``explain``); [] for other tasks."""
+    explain = output.get("explain") if isinstance(output, dict) else None
+    nodes = explain.get("nodes") if isinstance(explain, dict) else None
+    return nodes if isinstance(nodes, list) else []
 
 
 def render(template: str, **values: Any) -> HTMLResponse:
@@ -130,6 +137,7 @@ def create_app() -> FastAPI:
             map_index=index,
             summary=summary,
             output_json=json.dumps(summary["output"], indent=2, default=str),
+            plan=plan_graph(explained_nodes(summary["output"])),
             api_url=URL_PREFIX + "/api" + task_path(dag_id, run_id, task_id, index),
         )
 

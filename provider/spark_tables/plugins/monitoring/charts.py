@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from html import escape
+from typing import Any
 
 #: One bar group: its label and one value per series (None: no value).
 Group = tuple[str, Sequence[float | None]]
@@ -57,3 +58,62 @@ def _number(value: float) -> str:
 
 def _short(label: str, length: int = 22) -> str:
     return label if len(label) <= length else label[: length - 1] + "…"
+
+
+#: A plan node's box in the graph: width, height, and the gaps between layers and between boxes of a layer.
+NODE_WIDTH, NODE_HEIGHT, LAYER_GAP, NODE_GAP = 230, 58, 40, 14
+
+
+def plan_graph(nodes: Sequence[dict[str, Any]]) -> str:
+    """A compiled plan's nodes (EXPLAIN's structured result) as a graph, sources on the left: each node's type, its
+    description and each state's TTL; '' without nodes."""
+    if not nodes:
+        return ""
+    layer: dict[Any, int] = {}
+    for node in nodes:  # a plan lists each node after its inputs
+        layer[node["id"]] = 1 + max((layer.get(input_id, 0) for input_id in node.get("inputs", [])), default=-1)
+    rows: dict[int, int] = {}
+    where: dict[Any, tuple[float, float]] = {}
+    for node in nodes:
+        column, row = layer[node["id"]], rows.get(layer[node["id"]], 0)
+        rows[column] = row + 1
+        where[node["id"]] = (column * (NODE_WIDTH + LAYER_GAP), row * (NODE_HEIGHT + NODE_GAP))
+    width = (max(layer.values()) + 1) * (NODE_WIDTH + LAYER_GAP)
+    height = max(rows.values()) * (NODE_HEIGHT + NODE_GAP)
+    parts = [
+        f'<svg class="chart plan" role="img" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        'xmlns="http://www.w3.org/2000/svg"><title>the compiled plan</title>'
+    ]
+    for node in nodes:
+        x, y = where[node["id"]]
+        for input_id in node.get("inputs", []):
+            if input_id in where:
+                from_x, from_y = where[input_id]
+                parts.append(
+                    f'<line class="edge" x1="{from_x + NODE_WIDTH}" y1="{from_y + NODE_HEIGHT / 2}" '
+                    f'x2="{x}" y2="{y + NODE_HEIGHT / 2}"/>'
+                )
+    for node in nodes:
+        x, y = where[node["id"]]
+        states = node.get("state") or []
+        ttls = ", ".join(f"{state.get('name')} TTL {_duration(state.get('ttl_ms'))}" for state in states)
+        label = f"{node['id']}: " + str(node.get("type", "")).removeprefix("stream-exec-")
+        parts.append(
+            f'<g class="node{" stateful" if states else ""}"><rect x="{x}" y="{y}" width="{NODE_WIDTH}" '
+            f'height="{NODE_HEIGHT}" rx="4"/><title>{escape(str(node.get("description", "")))}</title>'
+            f'<text x="{x + 6}" y="{y + 15}">{escape(label)}</text>'
+            f'<text x="{x + 6}" y="{y + 31}">{escape(_short(str(node.get("description", "")), 36))}</text>'
+            f'<text class="ttl" x="{x + 6}" y="{y + 47}">{escape(_short(ttls, 38))}</text></g>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _duration(milliseconds: Any) -> str:
+    """A TTL as people write it: 0 (kept forever), else in the largest whole unit."""
+    if not milliseconds:
+        return "none (kept forever)"
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+        if milliseconds % size == 0:
+            return f"{milliseconds // size} {unit}"
+    return f"{milliseconds} ms"
