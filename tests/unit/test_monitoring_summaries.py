@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from spark_tables.core.cache.descriptor import CacheDescriptor, CachePartition
+from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.plugins.monitoring.summaries import (
     EVICTED,
     INVALIDATED,
@@ -40,19 +42,17 @@ def use(status: str, location: str, **counts: Any) -> dict[str, Any]:
 
 
 def descriptor(location: str, rows: list[int]) -> dict[str, Any]:
-    return {
-        "type": "spark_tables.cache_descriptor/1",
-        "name": "b",
-        "fingerprint": "f32b7e440af5ed59",
-        "location": location,
-        "format": "parquet",
-        "schema": "k bigint",
-        "partitions": [
-            {"file": f"part-{n}", "rows": count, "bytes": 10 * count, "crc32": 1} for n, count in enumerate(rows)
-        ],
-        "owner": {},
-        "written_at": "2026-11-25T17:11:50+00:00",
-    }
+    """A registry XCom's value, as the cache-registry backend stores a descriptor."""
+    return CacheDescriptor(
+        name="b",
+        fingerprint="f32b7e440af5ed59",
+        location=location,
+        format="parquet",
+        schema="k bigint",
+        partitions=tuple(CachePartition(f"part-{n}", count, 10 * count, 1) for n, count in enumerate(rows)),
+        owner=TableOwner("example_spark_cache", "manual__1", "max_b"),
+        written_at="2026-11-25T17:11:50+00:00",
+    ).to_dict()
 
 
 def test_a_cached_table_lists_its_copy_who_wrote_it_and_each_readers_hits() -> None:

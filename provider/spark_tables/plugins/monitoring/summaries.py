@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from spark_tables.core.cache.descriptor import is_descriptor
+from spark_tables.core.cache.descriptor import CacheDescriptor, is_descriptor
 from spark_tables.core.cache.table import REGISTRY_KEY_PREFIX
 
 #: The XCom key of a task's result.
@@ -116,14 +116,14 @@ def cached_tables(entries: list[XComEntry]) -> list[dict[str, Any]]:
     for entry in entries:
         value = entry.value
         if entry.key.startswith(REGISTRY_KEY_PREFIX) and is_descriptor(value):
-            partitions = value.get("partitions") or []
-            table(value["name"])["fingerprint"] = value.get("fingerprint")
-            copy(value["name"], value["location"]).update(
+            descriptor = CacheDescriptor.from_dict(value)
+            table(descriptor.name)["fingerprint"] = descriptor.fingerprint
+            copy(descriptor.name, descriptor.location).update(
                 written_by=entry.task_id,
-                rows=sum(p.get("rows", 0) for p in partitions),
-                bytes=sum(p.get("bytes", 0) for p in partitions),
-                partitions=len(partitions),
-                written_at=value.get("written_at"),
+                rows=descriptor.rows,
+                bytes=descriptor.bytes,
+                partitions=len(descriptor.partitions),
+                written_at=descriptor.written_at,
             )
             continue
         if entry.key != RETURN_VALUE or not isinstance(value, dict):
