@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +18,8 @@ from typing import Any, TypeVar
 from tests.integration.conftest import VENV_BIN, Deployment
 
 T = TypeVar("T")
+#: How often a DAG run is triggered when the SQLite metadata DB refuses the first tries.
+SQLITE_LOCK_ATTEMPTS = 3
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 180, every: float = 0.5) -> T:
@@ -85,7 +88,17 @@ class AirflowServices:
     def trigger(self, dag_id: str, conf: dict[str, Any]) -> str:
         wait_for(f"{dag_id} to be parsed", lambda: self._exists(f"/dags/{dag_id}"))
         self.api("PATCH", f"/dags/{dag_id}", {"is_paused": False})
-        return self.api("POST", f"/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf})["dag_run_id"]
+        body = {"logical_date": None, "conf": conf}
+        for _ in range(SQLITE_LOCK_ATTEMPTS - 1):
+            try:
+                return self.api("POST", f"/dags/{dag_id}/dagRuns", body)["dag_run_id"]
+            except urllib.error.HTTPError as err:
+                # The metadata DB is SQLite: a write that meets another process's for longer than its busy
+                # timeout fails whole (500, nothing created; seen when tasks finish at the same moment), and
+                # triggering again is safe.
+                if err.code != 500:
+                    raise
+        return self.api("POST", f"/dags/{dag_id}/dagRuns", body)["dag_run_id"]
 
     def task_instance(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
         return self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}")
