@@ -80,11 +80,11 @@ def task_states(deployment: Deployment, dag_id: str, run_id: str) -> dict[str, t
     return {task: (state, tries) for task, state, tries in rows}
 
 
-def xcom(deployment: Deployment, dag_id: str, run_id: str, task_id: str) -> dict | None:
+def xcom(deployment: Deployment, dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> dict | None:
     with sqlite3.connect(deployment.home / "airflow.db") as db:
         row = db.execute(
-            "SELECT value FROM xcom WHERE dag_id = ? AND run_id = ? AND task_id = ? AND key = 'return_value'",
-            (dag_id, run_id, task_id),
+            "SELECT value FROM xcom WHERE dag_id = ? AND run_id = ? AND task_id = ? AND key = ?",
+            (dag_id, run_id, task_id, key),
         ).fetchone()
     return json.loads(row[0]) if row else None
 

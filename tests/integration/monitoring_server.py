@@ -40,9 +40,11 @@ class ApiServer:
     home: Path
     port: int
     env: dict[str, str]
+    #: The path of ``[api] base_url``, under which the server serves everything ("" at the root).
+    base_path: str = ""
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        return f"http://127.0.0.1:{self.port}{self.base_path}{path}"
 
     def get(self, path: str, token: str | None = None, cookie: str | None = None) -> Response:
         headers = {}
@@ -71,17 +73,23 @@ class ApiServer:
         with sqlite3.connect(self.home / "airflow.db") as db:
             return db.execute("SELECT run_id FROM dag_run WHERE dag_id = ?", (dag_id,)).fetchone()[0]
 
-    def xcom(self, dag_id: str, task_id: str) -> Any:
+    def xcom(self, dag_id: str, task_id: str, key: str = "return_value", map_index: int = -1) -> Any:
         with sqlite3.connect(self.home / "airflow.db") as db:
             row = db.execute(
-                "SELECT value FROM xcom WHERE dag_id = ? AND task_id = ? AND key = 'return_value'", (dag_id, task_id)
+                "SELECT value FROM xcom WHERE dag_id = ? AND task_id = ? AND key = ? AND map_index = ?",
+                (dag_id, task_id, key, map_index),
             ).fetchone()
+        assert row is not None, f"no XCom {key} of {dag_id}.{task_id}[{map_index}]"
         return json.loads(row[0])
 
 
 @contextlib.contextmanager
-def api_server(home: Path, dags_folder: Path, dag_ids: list[str], **settings: str) -> Iterator[ApiServer]:
-    """Run each DAG once (``airflow dags test``), then serve the API on a free loopback port until the end."""
+def api_server(
+    home: Path, dags_folder: Path, dag_ids: list[str], base_path: str = "", **settings: str
+) -> Iterator[ApiServer]:
+    """Run each DAG once (``airflow dags test``), then serve the API on a free loopback port until the end, under
+    ``base_path`` (``[api] base_url``'s path) when one is given."""
+    port = _free_port()
     env = {
         **_base_env(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder),
@@ -90,6 +98,7 @@ def api_server(home: Path, dags_folder: Path, dag_ids: list[str], **settings: st
         "AIRFLOW__API_AUTH__JWT_SECRET": "monitoring-tests-" + "x" * 64,
         "AIRFLOW__API__SECRET_KEY": "monitoring-tests",
         "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}{base_path}/",
         "AIRFLOW_CONN_MONITORED_SECRET": json.dumps(
             {"conn_type": "postgres", "host": "127.0.0.1", "login": "reader", "password": SECRET}
         ),
@@ -102,7 +111,7 @@ def api_server(home: Path, dags_folder: Path, dag_ids: list[str], **settings: st
             [str(VENV_BIN / "airflow"), "dags", "test", dag_id], env=env, capture_output=True, text=True, check=False
         )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    server = ApiServer(home, _free_port(), env)
+    server = ApiServer(home, port, env, base_path)
     log = open(home / "api-server.log", "wb")  # noqa: SIM115 - closed with the process
     process = subprocess.Popen(
         [str(VENV_BIN / "airflow"), "api-server", "-H", "127.0.0.1", "-p", str(server.port), "-w", "1"],

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from spark_tables.core.xcom_keys import FAILED_TRY
+from spark_tables.plugins.monitoring.summaries import XComEntry, task_summary
 from tests.integration.conftest import Deployment
 from tests.integration.ctas_checks import (
     STATE,
@@ -34,6 +36,12 @@ def test_a_job_failing_at_run_time_leaves_no_table_and_no_files(postgres: Deploy
     assert "undone: dropped the" in run.output
     assert_gone(postgres, table)
     assert_exchange_empty(postgres)
+    report = xcom(postgres, f"ctas_failing_{atomicity}", run.run_id, "ctas", key=FAILED_TRY)
+    assert report is not None, "a failed try leaves its report for the monitoring tab"
+    assert (report["try_number"], report["table"]) == (1, table) and "is bad" in report["error"]
+    [steps] = [t["steps"] for t in task_summary([XComEntry("ctas", -1, FAILED_TRY, report)])["ctas"]]
+    assert steps[-2].startswith("try 1 failed: ") and "is bad" in steps[-2]
+    assert steps[-1].startswith("undone by the job: dropped the ") and table in steps[-1], steps
 
 
 def test_a_table_that_existed_before_survives_every_failure(postgres: Deployment) -> None:

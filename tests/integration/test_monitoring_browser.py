@@ -16,6 +16,7 @@ import pytest
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import FrameLocator, Page, sync_playwright
 
+from spark_tables.core.xcom_keys import RELOAD_DUE
 from spark_tables.utils.monitoring_urls import task_tab_url
 from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, REPO
 from tests.integration.monitoring_server import ApiServer, api_server
@@ -80,10 +81,19 @@ def test_the_dag_run_tab_shows_the_runs_cached_table_its_copy_and_each_tasks_use
     run_id = server.run_id("example_spark_cache")
     frame = tab(page, server, f"/dags/example_spark_cache/runs/{run_id}", "spark_tables_run", "dag_run_tab")
     assert frame.locator("h1").inner_text() == "Spark tables of this run"
-    released = server.xcom("example_spark_cache", "release_caches")["released"]["b"]
+    release = server.xcom("example_spark_cache", "release_caches")
     copies = frame.locator("table.copies tr").all_inner_texts()[1:]
-    assert [row.split("\t")[0] for row in copies] == released
+    assert [row.split("\t")[0] for row in copies] == release["released"]["b"]
     assert all(row.split("\t")[-1] == "released" for row in copies)
+    for row, was in zip(copies, release["removed_copies"], strict=True):  # the copy as it was before release
+        assert row.split("\t")[1:5] == [
+            was["written_by"],
+            str(was["partitions"]),
+            f"{was['rows']:,}",
+            f"{was['bytes']:,}",
+        ]
+    definition = server.xcom("example_spark_cache", "max_b")["caches"]["b"]["definition"]
+    assert frame.locator("pre.definition").inner_text() == definition
     uses = {row.split("\t")[0]: row.split("\t")[1] for row in frame.locator("table.uses tr").all_inner_texts()[1:]}
     for task_id in ("max_b", "min_b", "count_b", "normalise_b"):
         assert uses[task_id] == server.xcom("example_spark_cache", task_id)["caches"]["b"]["status"], task_id
@@ -121,5 +131,8 @@ def test_the_lookup_run_tab_and_the_overview_show_the_lookup_tables_snapshot_and
     reload = server.xcom("example_spark_lookup", "reload")
     [row] = frame.locator("#lookup-tables tr").all_inner_texts()[1:]
     assert row.startswith(reload["lookup"]) and reload["snapshot"]["version"] in row
+    due = server.xcom("example_spark_lookup", "wait_for_reload", RELOAD_DUE)["due"]
+    assert f"was due {due}; reloaded since" in row, "the sensor's due time, which the reload after it met"
+    assert "bytes of cached copies, with no quota" in frame.locator("#cache-storage").inner_text()
     assert [row.split("\t")[0] for row in frame.locator("#cached-tables tr").all_inner_texts()[1:]] == ["b"]
     assert frame.locator("svg.chart").count() >= 2

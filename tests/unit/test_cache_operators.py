@@ -168,7 +168,17 @@ class TestInvalidateAndRelease:
         invalidated = run_task(dag, "forget_b")
         run_task(dag, "min_b")
 
-        assert invalidated == {"invalidated": {"b": [location]}}
+        assert invalidated["invalidated"] == {"b": [location]}
+        [removed] = invalidated["removed_copies"]
+        assert removed == {
+            "name": "b",
+            "location": location,
+            "rows": 1,
+            "bytes": 10,
+            "partitions": 1,
+            "written_by": "max_b",
+            "written_at": removed["written_at"],
+        }, "the copy as it was: its registry entry is gone with it"
         assert not Path(location.removeprefix("file://")).exists()
         assert jobs.specs[1].caches[0].registered == (), "after invalidation the next use computes b again"
 
@@ -181,6 +191,8 @@ class TestInvalidateAndRelease:
         released = dag.get_task("release_caches").execute(context(dag, "release_caches", outputs))
 
         assert list(released["released"]) == ["b"] and len(released["released"]["b"]) == 1
+        [removed] = released["removed_copies"]
+        assert (removed["location"], removed["rows"], removed["bytes"]) == (released["released"]["b"][0], 1, 10)
         assert released["usage"]["b"] == {
             "hits": 1,
             "misses": 1,

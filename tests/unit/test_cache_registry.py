@@ -211,6 +211,8 @@ class TestSettle:
         assert descriptor.location == use.location and descriptor.owner == TableOwner.of_task_instance(ti())
         assert ("flip36", RUN, "max_b", -1, B.registry_key) in xcom.rows
         assert summary["b"] == {
+            "definition": B.query,
+            "fingerprint": B.fingerprint,
             "status": "miss",
             "hits": 0,
             "misses": 1,

@@ -22,6 +22,7 @@ from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.errors import SpecError
 from spark_tables.core.exchange import cancel_uri, local_path
 from spark_tables.core.job_result import JobResult
+from spark_tables.core.xcom_keys import FAILED_TRY
 from spark_tables.hooks.ctas import claims as ctas_claims
 from spark_tables.hooks.ctas.claims import Claim, read_claim, write_claim
 from spark_tables.hooks.spark_job import SparkJobFailed, SparkJobHook
@@ -38,13 +39,18 @@ _CATALOG = "spark_tables_default"
 
 
 def _context(states: dict[str, str | None] | None = None, **ti_fields: Any) -> dict[str, Any]:
-    """A task context: the ti (who runs, and ``states`` of other tasks of this run by task id)."""
+    """A task context: the ti (who runs, and ``states`` of other tasks of this run by task id); what the task
+    pushes to XCom lands in ``ti.pushed``, by key."""
     ti = {"dag_id": "sales", "run_id": _RUN, "task_id": "load", "map_index": -1, "try_number": 1, **ti_fields}
+    pushed: dict[str, Any] = {}
 
     def get_task_states(dag_id, task_ids, run_ids, map_index):
         return {run_ids[0]: {t: (states or {})[t] for t in task_ids if t in (states or {})}}
 
-    return {"ti": SimpleNamespace(**ti, get_task_states=get_task_states)}
+    def xcom_push(key, value):
+        pushed[key] = value
+
+    return {"ti": SimpleNamespace(**ti, get_task_states=get_task_states, xcom_push=xcom_push, pushed=pushed)}
 
 
 def _owner(**fields: Any) -> TableOwner:
@@ -418,6 +424,8 @@ class TestExecute:
             "rows": 3,
             "created": True,
             "application_id": "local-1",
+            "application_url": None,
+            "master": "local[*]",
             "spark_version": "4.2.0",
             "session_seconds": 1.5,
             "work_seconds": 2.5,
@@ -435,16 +443,26 @@ class TestExecute:
         assert fake.claims_during == [Claim(("db.t",), _OWNER, "other_catalog")]
 
     def test_a_job_that_failed_and_cleaned_up_is_reraised_without_a_cleanup_job(self, runs, hooks_for):
-        error = SparkJobFailed("table db.t already exists")
-        fake = runs(ctas=_Raised(error, JobResult(kind="ctas", error="x", output={"cleaned_up": True})))
+        error = SparkJobFailed("table db.t already exists\n(the rest of the trace)")
+        output = {"table": "db.t", "undone": ["dropped the unfinished db.t of try 1"], "cleaned_up": True}
+        fake = runs(ctas=_Raised(error, JobResult(kind="ctas", error="x", output=output, application_id="local-9")))
+        context = _context()
 
         with pytest.raises(SparkJobFailed) as caught:
-            _operator(sql="CREATE TABLE db.t AS SELECT 1").execute(_context())
+            _operator(sql="CREATE TABLE db.t AS SELECT 1").execute(context)
 
         assert caught.value is error
         assert fake.kinds == ["ctas"]
         assert [purpose for _, purpose in hooks_for] == [""]
         assert read_claim(_OWNER) is None
+        report = context["ti"].pushed[FAILED_TRY]
+        assert {key: report[key] for key in (*output, "application_id", "try_number", "error", "cleanup")} == {
+            **output,
+            "application_id": "local-9",
+            "try_number": 1,
+            "error": "table db.t already exists",
+            "cleanup": None,
+        }, "the failed try's report: what the job undid, where it ran, the error's first line; no cleanup job ran"
 
     @pytest.mark.parametrize(
         "result",
@@ -467,6 +485,9 @@ class TestExecute:
         assert purpose == "cleanup"
         assert fake.claims_during[1] == Claim(("db.t",), _owner(try_number=2), _CATALOG)  # released after it
         assert read_claim(_OWNER) is None
+        report = context["ti"].pushed[FAILED_TRY]
+        assert (report["try_number"], report["error"]) == (2, "the Spark job ended without writing its result")
+        assert report["cleanup"] == ["dropped the unfinished db.t of try 1"], "what the cleanup job undid"
 
     def test_a_task_interrupted_while_its_job_cleaned_up_keeps_its_exception_and_releases_the_claim(self, runs):
         timeout = AirflowTaskTimeout("Timeout")  # raised in the task process: the hook stopped the job first

@@ -20,6 +20,7 @@ from spark_tables.core.exchange import result_uri, spec_uri
 from spark_tables.core.job_spec import JobSpec
 from spark_tables.core.lookup.snapshot import POINTER, FailedReloads, Pointer, Snapshot
 from spark_tables.core.lookup.table import LookupTable
+from spark_tables.core.xcom_keys import RELOAD_DUE
 from spark_tables.hooks.lookup.tables import LookupTableHook
 from spark_tables.hooks.spark_job import SparkJobHook, _write_private
 from spark_tables.operators.lookup import SparkLookupJoinOperator, SparkLookupReloadOperator
@@ -227,10 +228,16 @@ class TestReloadSensor:
         monkeypatch.setattr(LookupTableHook, "pointer", lambda self: _pointer(started, failing=failing))
         sensor = LookupReloadSensor(task_id="wait", lookup=_table(), deferrable=True, failure_backoff="30 s")
 
+        context = task_context()
         with pytest.raises(TaskDeferred) as deferred:
-            sensor.execute(task_context())
+            sensor.execute(context)
 
         assert deferred.value.trigger.moment == failed_at.add(minutes=2)  # 30 s, doubled for each further failure
+        assert context["ti"].pushed[RELOAD_DUE] == {
+            "lookup": "customers",
+            "due": failed_at.add(minutes=2).isoformat(),
+            "failing": 3,
+        }, "the overview's next reload due, left before the sensor defers"
         log = capsys.readouterr().out
         assert "3 load(s) failed in a row" in log and "relation crm.customers does not exist" in log
         assert f"the next attempt is due at {failed_at.add(minutes=2).isoformat()}" in log
@@ -293,7 +300,11 @@ def test_a_spec_carrying_a_password_goes_through_a_file_only_its_owner_reads(
 ) -> None:
     operator = SparkLookupJoinOperator(task_id="t", lookup=_table(), probe="SELECT 1 AS id", on="id")
     job = operator.build_job(task_context())
-    uri = result_uri((spark_tables_home / "exchange").as_uri(), **vars(task_context()["ti"]))
+    ti = task_context()["ti"]
+    uri = result_uri(
+        (spark_tables_home / "exchange").as_uri(),
+        **{field: getattr(ti, field) for field in ("dag_id", "run_id", "task_id", "map_index", "try_number")},
+    )
     hook = SparkJobHook(spec=JobSpec(job=job, result_uri=uri), catalog=EmbeddedCatalog(home=str(spark_tables_home)))
 
     assert JobSpec(job=job, result_uri=uri).carries_credentials

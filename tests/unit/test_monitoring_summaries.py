@@ -6,19 +6,30 @@ from typing import Any
 
 from spark_tables.core.cache.descriptor import CacheDescriptor, CachePartition
 from spark_tables.core.ctas.ownership import TableOwner
+from spark_tables.core.xcom_keys import FAILED_TRY, RELOAD_DUE
 from spark_tables.plugins.monitoring.summaries import (
     EVICTED,
     INVALIDATED,
     LIVE,
     RELEASED,
+    RecentResult,
     XComEntry,
+    cache_storage,
+    overview,
     run_summary,
     task_summary,
 )
 
 COPY_B = "file:///cache/example_spark_cache/run/b-f32b/max_b__-1__1"
 COPY_B2 = "file:///cache/example_spark_cache/run/b-f32b/normalise_b__-1__1"
-JOB = {"application_id": "local-1", "spark_version": "4.2.0", "session_seconds": 1.4, "work_seconds": 1.8}
+JOB = {
+    "application_id": "local-1",
+    "application_url": None,
+    "master": "local[2]",
+    "spark_version": "4.2.0",
+    "session_seconds": 1.4,
+    "work_seconds": 1.8,
+}
 
 
 def result(task_id: str, **value: Any) -> XComEntry:
@@ -97,6 +108,20 @@ def test_a_copy_is_released_invalidated_or_evicted_as_the_tasks_that_removed_it_
     assert [copy["state"] for copy in evicted_only] == [EVICTED, LIVE]
 
 
+def test_a_released_copy_keeps_its_rows_bytes_and_writer_and_the_table_its_definition() -> None:
+    """The registry XCom goes with the copy at release: the release's ``removed_copies`` say what it was."""
+    query = "SELECT k, max(h) AS h FROM a GROUP BY k"
+    was = {"name": "b", "location": COPY_B, "rows": 1000, "bytes": 10_000, "partitions": 2, "written_by": "max_b"}
+    entries = [
+        result("max_b", caches={"b": use("miss", COPY_B, misses=1, definition=query, fingerprint="f32b")}),
+        result("release_caches", released={"b": [COPY_B]}, removed_copies=[{**was, "written_at": "T1"}]),
+    ]
+    [table] = run_summary(entries)["caches"]
+    assert (table["definition"], table["fingerprint"]) == (query, "f32b")
+    [copy] = table["copies"]
+    assert copy == {**{k: v for k, v in was.items() if k != "name"}, "written_at": "T1", "state": RELEASED}
+
+
 def test_ctas_tables_from_a_ctas_task_and_a_sql_jobs_statements() -> None:
     entries = [
         result(
@@ -127,6 +152,88 @@ def test_ctas_tables_from_a_ctas_task_and_a_sql_jobs_statements() -> None:
     ]
     assert ctas[1]["reused_from_try"] == 1 and ctas[2]["dropped_later"] is True
     assert ctas[3]["undone_before"] == "dropped t3, left unfinished by try 1"
+    assert [t["steps"] for t in ctas] == [
+        ["created", "complete: 100 rows, 4,500 bytes"],
+        ["reused: try 1 had completed it"],
+        ["created", "complete", "dropped later by the same job"],
+        ["an earlier try's leftovers dropped: dropped t3, left unfinished by try 1"],
+    ]
+
+
+def failed_try(task_id: str, **value: Any) -> XComEntry:
+    return XComEntry(task_id, -1, FAILED_TRY, value)
+
+
+def test_a_failed_try_shows_its_error_its_job_and_its_ctas_table_step_by_step() -> None:
+    undone_by_job = failed_try(
+        "snapshot_orders",
+        table="orders",
+        atomicity="table",
+        undone_before=["dropped the unfinished orders of try 1"],
+        undone=["dropped the unfinished orders of try 2"],
+        cleaned_up=True,
+        try_number=2,
+        error="[DIVIDE_BY_ZERO] Division by zero",
+        cleanup=None,
+        **JOB,
+    )
+    summary = task_summary([undone_by_job])
+    assert summary["failure"] == {"try_number": 2, "error": "[DIVIDE_BY_ZERO] Division by zero", "cleanup": None}
+    assert summary["job"] == JOB and "error" not in summary["output"]
+    [table] = summary["ctas"]
+    assert table["steps"] == [
+        "an earlier try's leftovers dropped: dropped the unfinished orders of try 1",
+        "try 2 failed: [DIVIDE_BY_ZERO] Division by zero",
+        "undone by the job: dropped the unfinished orders of try 2",
+    ]
+    lost_driver = failed_try(
+        "snapshot_orders", table="orders", cleaned_up=False, try_number=1, error="driver lost", cleanup=["dropped x"]
+    )
+    assert task_summary([lost_driver])["ctas"][0]["steps"][-2:] == [
+        "try 1 failed: driver lost",
+        "undone by the cleanup job: dropped x",
+    ]
+    [job] = run_summary([undone_by_job])["jobs"]
+    assert job["failure"]["error"] == "[DIVIDE_BY_ZERO] Division by zero" and job["application_id"] == "local-1"
+
+
+def recent(entry: XComEntry, run_id: str = "r1", at: str = "2026-11-25T10:00:00+00:00") -> RecentResult:
+    return RecentResult("shop", run_id, at, entry)
+
+
+def test_the_overview_shows_the_next_reload_due_failed_tries_and_what_their_cleanup_dropped() -> None:
+    due = {"lookup": "customers", "due": "2026-11-25T11:00:00+00:00", "failing": 2}
+    later = {**due, "due": "2026-11-25T12:00:00+00:00", "failing": 0}
+    results = [
+        recent(XComEntry("wait", -1, RELOAD_DUE, due)),
+        recent(failed_try("load", table="t", try_number=1, error="boom", undone=["dropped t"], cleanup=None), "r2"),
+        recent(XComEntry("wait", -1, RELOAD_DUE, later), "r3"),
+    ]
+    summary = overview(results)
+    [table] = summary["lookups"]
+    assert (table["next_reload"]["due"], table["next_reload"]["failing"]) == (later["due"], 0), "the latest"
+    assert table["next_reload"]["reloaded_since"] is False
+    reload = {"lookup": "customers", "snapshot": {"version": "v-2"}, "loads": 1, "metrics": {}, "loaded": True}
+    after = overview([*results, recent(result("reload", **reload), "r3", "2026-11-25T12:00:01+00:00")])
+    assert after["lookups"][0]["next_reload"]["reloaded_since"] is True, "a due time met since is not the next"
+    assert [(f["run_id"], f["task_id"], f["try_number"], f["error"]) for f in summary["failed_tries"]] == [
+        ("r2", "load", 1, "boom")
+    ]
+    assert [u["undone"] for u in summary["ctas_undone"]] == ["dropped t"]
+
+
+def test_cache_storage_against_the_quota_shows_only_readable_dags_runs() -> None:
+    runs = [("shop", "r1", "file:///c/shop/r1"), ("secret", "r9", "file:///c/secret/r9")]
+    copies = [("file:///c/shop/r1/b/x", 300), ("file:///c/shop/r1/d/y", 200), ("file:///c/secret/r9/b/z", 500)]
+    storage = cache_storage(copies, runs, quota=2000, readable={"shop"})
+    assert storage == {
+        "quota": 2000,
+        "used": 1000,
+        "share": 0.5,
+        "runs": [{"dag_id": "shop", "run_id": "r1", "copies": 2, "bytes": 500}],
+        "other_bytes": 500,
+    }
+    assert cache_storage(copies, runs, quota=None, readable=set())["share"] is None
 
 
 def test_lookup_joins_and_reloads_with_their_metrics() -> None:

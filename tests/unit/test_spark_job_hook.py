@@ -79,6 +79,23 @@ def test_spark_default_connection_is_used_when_it_exists(catalog, set_connection
     assert SparkJobHook(spec=SPEC, catalog=catalog).connection_settings["master"] == "local[3]"
 
 
+def test_the_application_page_is_in_the_history_server_the_connection_names(catalog, set_connection):
+    history = {"history-server-url": "http://history.example:18080/"}
+    set_connection("spark_x", conn_type="spark", host="spark://m:7077", extra=history)
+    hook = SparkJobHook(spec=SPEC, catalog=catalog, conn_id="spark_x")
+    assert hook.application_url("app-1/2") == "http://history.example:18080/history/app-1%2F2/jobs/"
+    assert hook.application_url(None) is None, "no application: the job never started"
+    set_connection("spark_y", conn_type="spark", host="local[2]")
+    assert SparkJobHook(spec=SPEC, catalog=catalog, conn_id="spark_y").application_url("app-1") is None
+    assert SparkJobHook(spec=SPEC, catalog=catalog).application_url("local-1") is None  # no spark_default
+
+
+def test_the_master_shown_to_people_carries_no_user_or_password(catalog, set_connection):
+    set_connection("spark_k8s", conn_type="spark", host="spark://admin:s3cret@m.example:7077")
+    assert SparkJobHook(spec=SPEC, catalog=catalog, conn_id="spark_k8s").master == "spark://m.example:7077"
+    assert SparkJobHook(spec=SPEC, catalog=catalog).master == DEFAULT_MASTER
+
+
 def test_missing_non_default_connection_is_rejected_by_name(catalog):
     with pytest.raises(SpecError, match="Spark connection 'spark_nowhere' does not exist") as caught:
         SparkJobHook(spec=SPEC, catalog=catalog, conn_id="spark_nowhere")

@@ -5,14 +5,16 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import quote
 
-from airflow.providers.common.compat.sdk import AirflowException, AirflowNotFoundException, BaseHook
+from airflow.providers.common.compat.sdk import AirflowException, AirflowNotFoundException
 from airflow.sdk import ObjectStoragePath
 
 from spark_tables.core.catalog_config import Catalog
@@ -105,6 +107,17 @@ class SparkJobHook(SparkSubmitAdapter):
         java_binary()  # spark-submit is a JVM: fail here, with what to do, rather than in its output
         self._spark_binary_path = spark_binary_path(self.connection_settings["spark_binary"])
 
+    @property
+    def master(self) -> str:
+        """The master URL the job runs on, without any user or password it may carry (it goes to XCom and pages)."""
+        return re.sub(r"://[^/@]*@", "://", self.connection_settings["master"])
+
+    def application_url(self, application_id: str | None) -> str | None:
+        """The application's page in the history server the connection names (extra ``history-server-url``)."""
+        if not (self.history_server and application_id):
+            return None
+        return f"{self.history_server.rstrip('/')}/history/{quote(application_id, safe='')}/jobs/"
+
     def spark_binary_command(self, default: Callable[[], list[str]]) -> list[str]:
         return [self._spark_binary_path]
 
@@ -118,6 +131,7 @@ class SparkJobHook(SparkSubmitAdapter):
                     f"such as local[*] or spark://host:7077) or use spark_default, which defaults to {DEFAULT_MASTER}"
                 ) from None
             conn = None
+        self.history_server = (conn.extra_dejson.get(HISTORY_SERVER_EXTRA) or None) if conn is not None else None
         try:
             data = resolve()
         except ValueError as err:
@@ -285,12 +299,3 @@ def _take_result(path: ObjectStoragePath) -> JobResult | None:
     result = JobResult.from_json(path.read_text())
     path.unlink()
     return result
-
-
-def history_server_url(conn_id: str) -> str | None:
-    """The Spark history server the connection names (extra ``history-server-url``); None without one."""
-    try:
-        conn = BaseHook.get_connection(conn_id)
-    except AirflowNotFoundException:
-        return None
-    return conn.extra_dejson.get(HISTORY_SERVER_EXTRA) or None

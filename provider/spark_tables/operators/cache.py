@@ -12,6 +12,7 @@ from typing import Any
 
 from airflow.providers.common.compat.sdk import AirflowFailException, BaseOperator
 
+from spark_tables.core.cache.descriptor import CacheDescriptor
 from spark_tables.core.cache.layout import cache_name, run_folder
 from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.errors import SpecError
@@ -24,20 +25,40 @@ from spark_tables.utils import settings
 _ACTIVE_RUN_STATES = ["queued", "running"]
 
 
-def invalidate(context: Any, name: str) -> list[str]:
-    """Delete every copy of cache ``name`` in this DAG run, files and registry entries; the locations removed."""
+def invalidate(context: Any, name: str) -> list[CacheDescriptor]:
+    """Delete every copy of cache ``name`` in this DAG run, files and registry entries; the copies removed."""
     registry.require_backend()
-    removed = []
-    for descriptor in registry.registered(context["ti"], name, cache_writers(context)):
+    removed = registry.registered(context["ti"], name, cache_writers(context))
+    for descriptor in removed:
         registry.unregister(descriptor, f"invalidated by {context['ti'].task_id}")
-        removed.append(descriptor.location)
     return removed
+
+
+def removed_copies(removed: dict[str, list[CacheDescriptor]]) -> dict[str, Any]:
+    """What a task's XCom says of the copies it removed: their locations by cache name, and each copy as it was
+    (its rows, bytes and partitions, who wrote it and when), since its registry entry is gone with it."""
+    return {
+        "locations": {name: [copy.location for copy in copies] for name, copies in removed.items()},
+        "copies": [
+            {
+                "name": copy.name,
+                "location": copy.location,
+                "rows": copy.rows,
+                "bytes": copy.bytes,
+                "partitions": len(copy.partitions),
+                "written_by": copy.owner.task_id,
+                "written_at": copy.written_at,
+            }
+            for copies in removed.values()
+            for copy in copies
+        ],
+    }
 
 
 class SparkCacheInvalidateOperator(BaseOperator):
     """Invalidate cached tables in this DAG run at once; the next task that uses one computes it again.
 
-    XCom gets, by cache name, the copies removed.
+    XCom gets ``invalidated`` (cache name: copies removed) and ``removed_copies``: each copy as it was.
     """
 
     ui_color = "#fbeee0"
@@ -48,17 +69,19 @@ class SparkCacheInvalidateOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         try:
-            return {"invalidated": {table.name: invalidate(context, table.name) for table in self.caches}}
+            removed = removed_copies({table.name: invalidate(context, table.name) for table in self.caches})
         except SpecError as err:
             raise AirflowFailException(str(err)) from None
+        return {"invalidated": removed["locations"], "removed_copies": removed["copies"]}
 
 
 class SparkCacheReleaseOperator(BaseOperator):
     """Release every cached table of this DAG run, and sweep what runs of this DAG that ended left behind.
 
     Meant as the run's teardown (see ``release_caches``). XCom gets ``released`` (cache name: copies removed),
-    ``swept_runs`` (run ids of ended or deleted runs whose folders were removed) and ``usage``: each cache's
-    hits, misses, fallbacks and bytes read and written over the run's tasks.
+    ``removed_copies`` (each copy as it was: rows, bytes, partitions, writer), ``swept_runs`` (run ids of ended or
+    deleted runs whose folders were removed) and ``usage``: each cache's hits, misses, fallbacks and bytes read and
+    written over the run's tasks.
     """
 
     ui_color = "#fbeee0"
@@ -71,10 +94,15 @@ class SparkCacheReleaseOperator(BaseOperator):
         ti = context["ti"]
         run = run_folder(settings.cache_uri(), ti.dag_id, ti.run_id)
         names = {cache_name(folder) for folder in storage.folder_names(run)}
-        released = {name: invalidate(context, name) for name in sorted(names)}
+        released = removed_copies({name: invalidate(context, name) for name in sorted(names)})
         storage.remove(run)  # with copies no registry entry names (a writer that died before registering)
-        self.log.info("released the caches of run %s: %s", ti.run_id, released or "none were used")
-        return {"released": released, "swept_runs": sweep(ti, ti.dag_id), "usage": _usage(context)}
+        self.log.info("released the caches of run %s: %s", ti.run_id, released["locations"] or "none were used")
+        return {
+            "released": released["locations"],
+            "removed_copies": released["copies"],
+            "swept_runs": sweep(ti, ti.dag_id),
+            "usage": _usage(context),
+        }
 
 
 def sweep(ti: Any, dag_id: str | None = None) -> list[str]:

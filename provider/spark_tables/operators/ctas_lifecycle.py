@@ -55,11 +55,13 @@ class CtasLifecycleOperator(SparkJobOperator):
         self._claim = None
         try:
             output = super().execute(context)
-        except BaseException:
+        except BaseException as err:
             result = self._hook.last_result if self._hook is not None else None
             output = result.output if result is not None else {}
             if self._claim is not None:  # the job was to make tables, and has started
-                self._settle_failed_claim(context, self._claim, result)
+                undone = self._settle_failed_claim(context, self._claim, result)
+                if undone is not None:
+                    self.report_failed_try(context, err, cleanup=undone)
             raise
         finally:
             _release_swept(output)
@@ -67,20 +69,24 @@ class CtasLifecycleOperator(SparkJobOperator):
             ctas_claims.release_claim(self._claim.owner)
         return output
 
-    def _settle_failed_claim(self, context: Any, claim: ctas_claims.Claim, result: JobResult | None) -> None:
-        """Release the claim of a failed job that undid its tables; else run the cleanup job, which releases it."""
+    def _settle_failed_claim(
+        self, context: Any, claim: ctas_claims.Claim, result: JobResult | None
+    ) -> list[str] | None:
+        """Release the claim of a failed job that undid its tables; else run the cleanup job, which releases it.
+        What the cleanup job undid; None when none ran, or it failed."""
         if _cleaned_up(result):
             ctas_claims.release_claim(claim.owner)
-            return
+            return None
         self.log.warning("the job did not report its cleanup: undoing what this try may have left")
         try:
-            _run_cleanup(self, context, claim)
+            return _run_cleanup(self, context, claim)
         except Exception as cleanup_error:  # the task fails with the job's error, not the cleanup's
             self.log.error(
                 "the cleanup job failed too (%s): the claim is kept for this task's retry, the next CTAS on this "
                 "catalog, or the failure callback",
                 cleanup_error,
             )
+            return None
 
     def hook_for(self, context: Any, job: Job, caches: tuple[CacheUse, ...] = (), purpose: str = "") -> SparkJobHook:
         hook = super().hook_for(context, job, caches, purpose)
@@ -103,13 +109,15 @@ def clean_up_after_lost_try(context: Any) -> None:
     _run_cleanup(context["task"], context, claim)
 
 
-def _run_cleanup(operator: SparkJobOperator, context: Any, claim: ctas_claims.Claim) -> None:
-    """Run the cleanup job for a claim, then release it."""
+def _run_cleanup(operator: SparkJobOperator, context: Any, claim: ctas_claims.Claim) -> list[str]:
+    """Run the cleanup job for a claim, then release it; what it undid."""
     operator.log.info("cleanup job for %s, after %s", ", ".join(claim.tables), claim.owner.describe())
     cleanup = CtasCleanupJob(tables=claim.tables, owner=claim.owner)
     result = operator.run_hook(operator.hook_for(context, cleanup, purpose="cleanup"))
-    operator.log.info("cleanup: %s", "; ".join(result.output.get("undone", [])) or "nothing was left")
+    undone = list(result.output.get("undone", []))
+    operator.log.info("cleanup: %s", "; ".join(undone) or "nothing was left")
     ctas_claims.release_claim(claim.owner)
+    return undone
 
 
 def _release_swept(output: dict[str, Any]) -> None:

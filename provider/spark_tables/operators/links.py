@@ -4,11 +4,9 @@ application in the history server, when the Spark connection names one (extra ``
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
 
 from airflow.providers.common.compat.sdk import BaseOperatorLink, XCom
 
-from spark_tables.hooks.spark_job import history_server_url
 from spark_tables.utils.monitoring_urls import task_tab_url
 
 
@@ -16,18 +14,15 @@ class SparkJobTabLink(BaseOperatorLink):
     name = "Spark job"
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
-        return task_tab_url(ti_key.dag_id, ti_key.run_id, ti_key.task_id)
+        return task_tab_url(ti_key.dag_id, ti_key.run_id, ti_key.task_id, ti_key.map_index)
 
 
 class SparkApplicationLink(BaseOperatorLink):
-    """The application's page in the Spark history server; no link without one, or before the job has run."""
+    """The application's page in the Spark history server, as the task's result names it (``application_url``,
+    set when the job ran, from the connection it ran on); no link without a history server, or before the job ran."""
 
     name = "Spark application"
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
-        server = history_server_url(operator.conn_id)
-        result = XCom.get_value(ti_key=ti_key, key="return_value") if server else None
-        application_id = result.get("application_id") if isinstance(result, dict) else None
-        if not (server and application_id):
-            return ""
-        return f"{server.rstrip('/')}/history/{quote(application_id, safe='')}/jobs/"
+        result = XCom.get_value(ti_key=ti_key, key="return_value")
+        return (result.get("application_url") if isinstance(result, dict) else None) or ""

@@ -19,6 +19,7 @@ from spark_tables.core.errors import SpecError
 from spark_tables.core.exchange import result_uri
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse, Job, JobSpec
+from spark_tables.core.xcom_keys import FAILED_TRY
 from spark_tables.hooks.cache import uses as cache_uses
 from spark_tables.hooks.catalog import SparkTablesCatalogHook
 from spark_tables.hooks.spark_job import SparkJobHook
@@ -34,6 +35,10 @@ def _abridged(output: dict[str, Any], width: int = 2000) -> str:
 
 class SparkJobOperator(BaseOperator):
     """Runs one job of this provider through spark-submit; subclasses say which job in ``build_job``.
+
+    XCom gets the job's output with its application (``application_id``, ``application_url`` in the history server
+    when the connection names one, ``master``, ``spark_version``, ``session_seconds``, ``work_seconds``); a try whose
+    job fails leaves the same under ``spark_tables.failed_try``, with ``try_number``, ``error`` and ``cleanup``.
 
     :param conn_id: Spark connection (type spark): master, deploy mode, binary. ``spark_default`` that does
         not exist means ``local[*]``.
@@ -122,8 +127,9 @@ class SparkJobOperator(BaseOperator):
             raise AirflowFailException(str(err)) from None
         try:
             result = self.run_hook(self._hook)
-        except BaseException:
+        except BaseException as err:
             self._settle_caches(context, uses, failed=True)
+            self.report_failed_try(context, err)
             raise
         self.log.info("job output: %s", _abridged(result.output))
         return {**self.xcom_value(result), **self._settle_caches(context, uses)}
@@ -201,13 +207,35 @@ class SparkJobOperator(BaseOperator):
 
     def xcom_value(self, result: JobResult) -> dict[str, Any]:
         """What the task returns to XCom: the job's output and where it ran."""
+        return {**result.output, **self.job_fields(result)}
+
+    def job_fields(self, result: JobResult) -> dict[str, Any]:
+        """Where and how long the job ran; its page in the history server too, when the Spark connection names one."""
         return {
-            **result.output,
             "application_id": result.application_id,
+            "application_url": self._hook.application_url(result.application_id) if self._hook else None,
+            "master": self._hook.master if self._hook else None,
             "spark_version": result.spark_version,
             "session_seconds": result.session_seconds,
             "work_seconds": result.work_seconds,
         }
+
+    def report_failed_try(self, context: Any, error: BaseException, cleanup: list[str] | None = None) -> None:
+        """Leave the failed try's report in XCom (``FAILED_TRY``) for the monitoring pages: what the job said before
+        it failed (shaped as a result), where it ran, the error's first line and what a cleanup after it undid.
+        Called again after a cleanup, it replaces the report; it never raises over the job's error."""
+        result = self._hook.last_result if self._hook is not None else None
+        report = {
+            **(result.output if result is not None else {}),
+            **(self.job_fields(result) if result is not None else {}),
+            "try_number": context["ti"].try_number,
+            "error": (str(error) or type(error).__name__).splitlines()[0],
+            "cleanup": cleanup,
+        }
+        try:
+            context["ti"].xcom_push(key=FAILED_TRY, value=report)
+        except Exception as push_error:
+            self.log.warning("could not leave the failed try's report in XCom: %s", push_error)
 
     def on_kill(self) -> None:
         if self._hook is not None:

@@ -20,6 +20,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from spark_tables.core.durations import parse_duration
 from spark_tables.core.errors import SpecError
 from spark_tables.core.lookup.table import LookupTable
+from spark_tables.core.xcom_keys import RELOAD_DUE
 from spark_tables.hooks.lookup.tables import LookupTableHook
 from spark_tables.utils import settings
 from spark_tables.utils.reload_schedule import DEFAULT_FAILURE_BACKOFF, FailedLoads, LastLoad, next_reload
@@ -73,8 +74,9 @@ class LookupReloadSensor(BaseSensorOperator):
             deferrable = conf.getboolean("operators", "default_deferrable", fallback=False)
         self.deferrable = deferrable
 
-    def due(self) -> pendulum.DateTime:
-        """When the next reload is due, from the last load published and the loads failing since."""
+    def due(self, context: Any) -> pendulum.DateTime:
+        """When the next reload is due, from the last load published and the loads failing since; also left in
+        XCom (``RELOAD_DUE``) for the monitoring overview, since a deferred sensor has returned nothing yet."""
         try:
             hook = LookupTableHook(self.lookup.with_options(self.lookup_options))
             pointer = hook.pointer()
@@ -99,12 +101,16 @@ class LookupReloadSensor(BaseSensorOperator):
                 failing.error,
                 due.isoformat(),
             )
+        context["ti"].xcom_push(
+            key=RELOAD_DUE,
+            value={"lookup": self.lookup.name, "due": due.isoformat(), "failing": failing.count if failing else 0},
+        )
         return due
 
     def execute(self, context: Any) -> Any:
         if not self.deferrable:
             return super().execute(context)
-        due = self.due()
+        due = self.due(context)
         if due <= pendulum.now("UTC"):
             self.log.info("the reload of lookup table %s is due now (%s)", self.lookup.name, due.isoformat())
             return due.isoformat()
@@ -113,10 +119,10 @@ class LookupReloadSensor(BaseSensorOperator):
 
     def execute_complete(self, context: Any, event: Any = None) -> str:
         """The trigger fired: the reload is due. The due time is computed again from the same last load."""
-        due = self.due().isoformat()
+        due = self.due(context).isoformat()
         self.log.info("the reload of lookup table %s is due (%s)", self.lookup.name, due)
         return due
 
     def poke(self, context: Any) -> PokeReturnValue:
-        due = self.due()
+        due = self.due(context)
         return PokeReturnValue(is_done=due <= pendulum.now("UTC"), xcom_value=due.isoformat())

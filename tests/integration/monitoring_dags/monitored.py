@@ -1,15 +1,22 @@
 """Two DAGs whose tasks return what this provider's operators return (shapes as the example DAGs' runs store
 them), for the monitoring API tests: the pages read them from the real metadata DB through the real API server.
-``secret_monitored`` is the DAG the tests' auth manager denies to bob."""
+Besides results: a failed try's report, a reload sensor's next due time, and a mapped task with the provider's
+extra links. ``secret_monitored`` is the DAG the tests' auth manager denies to bob."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pendulum
 from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import DAG
 
+from spark_tables.core.xcom_keys import FAILED_TRY, RELOAD_DUE
+from spark_tables.operators.links import SparkApplicationLink, SparkJobTabLink
+
 JOB = {"application_id": "local-1795626744057", "spark_version": "4.2.0", "session_seconds": 1.4, "work_seconds": 1.8}
 COPY = "file:///cache/monitored/run/b-f32b7e440af5ed59/make_b__-1__1"
+DEFINITION = "SELECT k, max(h) AS h FROM a GROUP BY k"
 RESULTS = {
     "snapshot_orders": {
         "table": "order_snapshot_20261125",
@@ -39,6 +46,8 @@ RESULTS = {
                 "bytes_written": 1368855,
                 "seconds": 6.5,
                 "location": COPY,
+                "definition": DEFINITION,
+                "fingerprint": "f32b7e440af5ed59",
             }
         },
     },
@@ -88,7 +97,22 @@ RESULTS = {
         "metrics": {"loadCount": 1, "numLoadFailure": 0, "latestLoadTime": 1414},
         **JOB,
     },
-    "release_caches": {"released": {"b": [COPY]}, "swept_runs": [], "usage": {}},
+    "release_caches": {
+        "released": {"b": [COPY]},
+        "removed_copies": [
+            {
+                "name": "b",
+                "location": COPY,
+                "rows": 20000,
+                "bytes": 1368855,
+                "partitions": 4,
+                "written_by": "make_b",
+                "written_at": "2026-11-25T17:11:50+00:00",
+            }
+        ],
+        "swept_runs": [],
+        "usage": {},
+    },
 }
 RESULTS["explain"] = {
     "action": "explain",
@@ -108,9 +132,57 @@ RESULTS["explain"] = {
     },
     **JOB,
 }
+#: What a CTAS task's failed try leaves (``SparkJobOperator.report_failed_try``): the job's output, the error.
+FAILED_CTAS = {
+    "table": "order_totals",
+    "atomicity": "table",
+    "swept": [],
+    "undone_before": [],
+    "undone": ["dropped the unfinished order_totals of try 1"],
+    "cleaned_up": True,
+    **JOB,
+    "try_number": 1,
+    "error": "[DIVIDE_BY_ZERO] Division by zero. Use `try_divide` to tolerate divisor being 0",
+    "cleanup": None,
+}
+RELOAD = {"lookup": "customers", "due": "2026-11-25T18:12:38+00:00", "failing": 1}
+#: The results of a mapped lookup join's two task instances.
+MAPPED = [
+    {
+        "lookup": "customers",
+        "cache": "PARTIAL",
+        "rows": 10,
+        "metrics": {"hitRate": 0.5},
+        **JOB,
+        "application_id": "a-0",
+    },
+    {
+        "lookup": "customers",
+        "cache": "PARTIAL",
+        "rows": 20,
+        "metrics": {"hitRate": 0.75},
+        **JOB,
+        "application_id": "a-1",
+        "application_url": "http://history.example:18080/history/a-1/jobs/",
+    },
+]
 SECRET_RESULTS = {
     "enrich_secret": {"lookup": "secret_customers", "cache": "FULL", "rows": 5, "metrics": {"hitRate": 1.0}, **JOB},
 }
+
+
+class LinkedPython(PythonOperator):
+    """A Python task with the provider's extra links, as its Spark job operators have them."""
+
+    operator_extra_links = (SparkJobTabLink(), SparkApplicationLink())
+
+
+def push(key: str, value: dict[str, Any]) -> Any:
+    def leave(ti: Any) -> None:
+        ti.xcom_push(key=key, value=value)
+
+    return leave
+
 
 for dag_id, results in (("monitored", RESULTS), ("secret_monitored", SECRET_RESULTS)):
     with DAG(dag_id=dag_id, schedule=None, start_date=pendulum.datetime(2026, 11, 1, tz="UTC"), catchup=False):
@@ -120,3 +192,10 @@ for dag_id, results in (("monitored", RESULTS), ("secret_monitored", SECRET_RESU
             if previous is not None:
                 previous >> task
             previous = task
+        if dag_id == "monitored":
+            failed = PythonOperator(task_id="failed_ctas", python_callable=push(FAILED_TRY, FAILED_CTAS))
+            due = PythonOperator(task_id="wait_for_reload", python_callable=push(RELOAD_DUE, RELOAD))
+            mapped = LinkedPython.partial(task_id="enrich_mapped", python_callable=lambda value: value).expand(
+                op_args=[[value] for value in MAPPED]
+            )
+            previous >> [failed, due, mapped]

@@ -65,6 +65,10 @@ class CachedTable:
     def describe(self) -> str:
         return f"{self.name} ({'a query' if self.query is not None else self.producer}, {self.fingerprint})"
 
+    def definition(self) -> str:
+        """What computes it, for people: its query, or its producer function's name."""
+        return self.query if self.query is not None else f"producer {self.producer}"
+
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "query": self.query, "producer": self.producer}
 

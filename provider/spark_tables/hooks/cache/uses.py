@@ -66,7 +66,7 @@ def settle(ti: Any, uses: tuple[CacheUse, ...], reports: dict[str, dict[str, Any
             registry.register(ti, descriptor)
         if descriptor is None or _first_copy(ti, use.table, descriptor.location, task_ids):
             storage.mark_used(report["location"])
-        summary[use.table.name] = _summary(report)
+        summary[use.table.name] = _summary(use.table, report)
         _emit_metrics(ti, use.table.name, summary[use.table.name])
     return summary
 
@@ -91,9 +91,11 @@ def _first_copy(ti: Any, table: CachedTable, written: str, task_ids: list[str]) 
     return False
 
 
-def _summary(report: dict[str, Any]) -> dict[str, Any]:
+def _summary(table: CachedTable, report: dict[str, Any]) -> dict[str, Any]:
     counts = {counter: int(report["status"] == status) for status, counter in _COUNTERS.items()}
     return {
+        "definition": table.definition(),
+        "fingerprint": table.fingerprint,
         "status": report["status"],
         **counts,
         "bytes_read": report["bytes_read"],

@@ -22,7 +22,7 @@ from airflow.models.xcom import XComModel
 from fastapi import Depends
 from sqlalchemy import select
 
-from spark_tables.plugins.monitoring.summaries import RETURN_VALUE, RecentResult, XComEntry
+from spark_tables.plugins.monitoring.summaries import RecentResult, XComEntry
 
 __all__ = ["READ_DAG", "GetUserDep", "SessionDep", "readable_dag_ids", "recent_results", "run_xcoms"]
 
@@ -47,32 +47,39 @@ def run_xcoms(
     return [XComEntry(row.task_id, row.map_index, row.key, XComModel.deserialize_value(row)) for row in rows]
 
 
-def recent_results(session: Any, dag_ids: Iterable[str], since: datetime.datetime) -> list[RecentResult]:
-    """The task results (``return_value``) of the given DAGs since ``since``, oldest first."""
+def recent_results(
+    session: Any, dag_ids: Iterable[str], since: datetime.datetime, keys: Iterable[str], limit: int
+) -> tuple[list[RecentResult], bool]:
+    """The XComs under ``keys`` of the given DAGs since ``since``, oldest first: at most the ``limit`` latest, and
+    whether older ones were left out."""
     dag_ids = sorted(dag_ids)
     if not dag_ids:
-        return []
+        return [], False
     query = (
         select(
             XComModel.dag_id,
             XComModel.run_id,
             XComModel.task_id,
             XComModel.map_index,
+            XComModel.key,
             XComModel.value,
             XComModel.timestamp,
         )
-        .where(XComModel.key == RETURN_VALUE, XComModel.dag_id.in_(dag_ids), XComModel.timestamp >= since)
-        .order_by(XComModel.timestamp)
+        .where(XComModel.key.in_(list(keys)), XComModel.dag_id.in_(dag_ids), XComModel.timestamp >= since)
+        .order_by(XComModel.timestamp.desc())
+        .limit(limit + 1)
     )
-    return [
+    rows = session.execute(query).all()
+    results = [
         RecentResult(
             row.dag_id,
             row.run_id,
             row.timestamp.isoformat(),
-            XComEntry(row.task_id, row.map_index, RETURN_VALUE, XComModel.deserialize_value(row)),
+            XComEntry(row.task_id, row.map_index, row.key, XComModel.deserialize_value(row)),
         )
-        for row in session.execute(query).all()
+        for row in rows[:limit]
     ]
+    return results[::-1], len(rows) > limit
 
 
 def readable_dag_ids(user: Any, session: Any) -> set[str]:

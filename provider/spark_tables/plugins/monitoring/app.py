@@ -1,4 +1,4 @@
-"""The monitoring app, served by Airflow's API server under ``URL_PREFIX``: a page per DAG run, per task instance,
+"""The monitoring app, served by Airflow's API server under ``app_path()``: a page per DAG run, per task instance,
 and an overview, each with its JSON twin under ``/api``.
 
 Every route but the style sheet requires Airflow's authentication; a route about a DAG requires the right to
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -19,6 +20,8 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from spark_tables.core.xcom_keys import FAILED_TRY, RELOAD_DUE
+from spark_tables.hooks.cache import storage
 from spark_tables.plugins.monitoring.airflow_api import (
     READ_DAG,
     GetUserDep,
@@ -28,14 +31,26 @@ from spark_tables.plugins.monitoring.airflow_api import (
     run_xcoms,
 )
 from spark_tables.plugins.monitoring.charts import bar_chart, plan_graph
-from spark_tables.plugins.monitoring.summaries import overview, run_summary, task_summary
-from spark_tables.utils.monitoring_urls import URL_PREFIX, run_path, task_path
+from spark_tables.plugins.monitoring.summaries import (
+    RETURN_VALUE,
+    cache_storage,
+    overview,
+    run_summary,
+    task_summary,
+)
+from spark_tables.utils import settings
+from spark_tables.utils.monitoring_urls import app_path, run_path, task_path
+
+log = logging.getLogger(__name__)
 
 #: How far back the overview looks, in days, unless the request says otherwise.
 OVERVIEW_DAYS = 7
+#: The XComs the overview reads, and how many of the latest at most: a page, not a scan of the whole table.
+OVERVIEW_KEYS = (RETURN_VALUE, FAILED_TRY, RELOAD_DUE)
+OVERVIEW_LIMIT = 5000
 HERE = Path(__file__).parent
 TEMPLATES = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]))
-TEMPLATES.globals["static"] = lambda name: f"{URL_PREFIX}/static/{quote(name)}"
+TEMPLATES.globals["static"] = lambda name: f"{app_path()}/static/{quote(name)}"
 
 
 def map_index_of(text: str) -> int:
@@ -48,6 +63,19 @@ def explained_nodes(output: Any) -> list[dict[str, Any]]:
     explain = output.get("explain") if isinstance(output, dict) else None
     nodes = explain.get("nodes") if isinstance(explain, dict) else None
     return nodes if isinstance(nodes, list) else []
+
+
+def storage_use(readable: set[str]) -> dict[str, Any]:
+    """The cache root's use against its quota, as ``cache_storage`` shows it; ``error`` when it cannot be listed."""
+    root = settings.cache_uri()
+    try:
+        copies = [(copy.location, copy.bytes) for copy in storage.copies(root)]
+        runs = storage.runs(root)
+        quota = settings.cache_quota()
+    except Exception as err:  # a page about everything else is still worth showing
+        log.warning("could not list the cache storage at %s: %s", root, err)
+        return {"root": root, "error": f"could not list {root}: {type(err).__name__}: {err}".splitlines()[0]}
+    return {"root": root, "error": None, **cache_storage(copies, runs, quota, readable)}
 
 
 def render(template: str, **values: Any) -> HTMLResponse:
@@ -89,7 +117,19 @@ def overview_charts(summary: dict[str, Any]) -> dict[str, str]:
         ["recompute", "read"],
         " s",
     )
-    return {"lookups": lookups, "caches": caches}
+    storage_use = summary["cache_storage"]
+    quota = storage_use.get("quota")
+    storage_chart = (
+        bar_chart(
+            "Cache storage: bytes used against the quota (MB)",
+            [("cache root", [storage_use["used"] / 1e6, quota / 1e6])],
+            ["used", "quota"],
+            " MB",
+        )
+        if quota
+        else ""
+    )
+    return {"lookups": lookups, "caches": caches, "storage": storage_chart}
 
 
 def create_app() -> FastAPI:
@@ -110,7 +150,15 @@ def create_app() -> FastAPI:
     def overview_api(user: GetUserDep, session: SessionDep, days: int = Query(OVERVIEW_DAYS, ge=1, le=90)) -> dict:
         dag_ids = readable_dag_ids(user, session)
         since = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=days)
-        return {"days": days, "dag_ids": sorted(dag_ids), **overview(recent_results(session, dag_ids, since))}
+        results, truncated = recent_results(session, dag_ids, since, OVERVIEW_KEYS, OVERVIEW_LIMIT)
+        return {
+            "days": days,
+            "dag_ids": sorted(dag_ids),
+            "results": len(results),
+            "truncated": truncated,
+            **overview(results),
+            "cache_storage": storage_use(dag_ids),
+        }
 
     @app.get("/dags/{dag_id}/runs/{run_id}", dependencies=[READ_DAG], response_class=HTMLResponse)
     def run_page(dag_id: str, run_id: str, session: SessionDep) -> HTMLResponse:
@@ -120,9 +168,9 @@ def create_app() -> FastAPI:
             dag_id=dag_id,
             run_id=run_id,
             summary=summary,
-            api_url=URL_PREFIX + "/api" + run_path(dag_id, run_id),
+            api_url=app_path() + "/api" + run_path(dag_id, run_id),
             lookup_chart=lookup_chart(summary["lookups"]),
-            task_url=lambda task_id, index: URL_PREFIX + task_path(dag_id, run_id, task_id, index),
+            task_url=lambda task_id, index: app_path() + task_path(dag_id, run_id, task_id, index),
         )
 
     @app.get("/dags/{dag_id}/runs/{run_id}/tasks/{task_id}", dependencies=[READ_DAG], response_class=HTMLResponse)
@@ -138,7 +186,7 @@ def create_app() -> FastAPI:
             summary=summary,
             output_json=json.dumps(summary["output"], indent=2, default=str),
             plan=plan_graph(explained_nodes(summary["output"])),
-            api_url=URL_PREFIX + "/api" + task_path(dag_id, run_id, task_id, index),
+            api_url=app_path() + "/api" + task_path(dag_id, run_id, task_id, index),
         )
 
     @app.get("/overview", response_class=HTMLResponse)
@@ -150,7 +198,7 @@ def create_app() -> FastAPI:
             days=days,
             dag_count=len(summary["dag_ids"]),
             charts=overview_charts(summary),
-            api_url=f"{URL_PREFIX}/api/overview?days={days}",
+            api_url=f"{app_path()}/api/overview?days={days}",
         )
 
     return app

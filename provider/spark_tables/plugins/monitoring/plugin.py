@@ -13,27 +13,28 @@ from typing import Any, ClassVar
 
 from airflow.providers.common.compat.sdk import AirflowPlugin
 
-from spark_tables.utils.monitoring_urls import OVERVIEW, RUN_TAB, TASK_TAB, URL_PREFIX
+from spark_tables.utils.monitoring_urls import OVERVIEW, RUN_TAB, TASK_TAB, URL_PREFIX, app_path
 
 
 class SparkTablesPlugin(AirflowPlugin):
     name = "spark_tables"
+    # The UI loads an ``href`` as it is: a path must carry ``[api] base_url``'s own path, as ``app_path()`` does.
     external_views: ClassVar[list[dict[str, str]]] = [
         {
             "name": "Spark tables",
-            "href": URL_PREFIX + "/dags/{DAG_ID}/runs/{RUN_ID}",
+            "href": app_path() + "/dags/{DAG_ID}/runs/{RUN_ID}",
             "destination": "dag_run",
             "url_route": RUN_TAB,
         },
         {
             "name": "Spark job",
-            "href": URL_PREFIX + "/dags/{DAG_ID}/runs/{RUN_ID}/tasks/{TASK_ID}?map_index={MAP_INDEX}",
+            "href": app_path() + "/dags/{DAG_ID}/runs/{RUN_ID}/tasks/{TASK_ID}?map_index={MAP_INDEX}",
             "destination": "task_instance",
             "url_route": TASK_TAB,
         },
         {
             "name": "Spark tables",
-            "href": URL_PREFIX + "/overview",
+            "href": app_path() + "/overview",
             "destination": "nav",
             "url_route": OVERVIEW,
         },
