@@ -65,7 +65,10 @@ def test_a_run_computes_b_once_reads_it_after_falls_back_when_it_is_damaged_and_
 
     lost = out["lose_a_partition"]
     assert b["third"]["damaged"] == [{"location": b["first"]["location"], "problem": f"partition {lost} is missing"}]
-    assert out["forget_b"] == {"invalidated": {"b": [b["third"]["location"]]}}
+    assert out["forget_b"]["invalidated"] == {"b": [b["third"]["location"]]}
+    [forgotten] = out["forget_b"]["removed_copies"]  # the copy as it was, its registry entry gone with it
+    assert (forgotten["location"], forgotten["written_by"], forgotten["rows"]) == (b["third"]["location"], "third", 100)
+    assert forgotten["bytes"] == b["third"]["bytes_written"] > 0
     assert out["after_invalidating"] == [], "invalidation deleted the copy's files at once"
     assert b["fourth"]["location"] not in (b["first"]["location"], b["third"]["location"])
 
