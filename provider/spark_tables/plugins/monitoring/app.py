@@ -117,12 +117,12 @@ def overview_charts(summary: dict[str, Any]) -> dict[str, str]:
         ["recompute", "read"],
         " s",
     )
-    storage_use = summary["cache_storage"]
-    quota = storage_use.get("quota")
+    cache = summary["cache_storage"]
+    quota = cache.get("quota")
     storage_chart = (
         bar_chart(
             "Cache storage: bytes used against the quota (MB)",
-            [("cache root", [storage_use["used"] / 1e6, quota / 1e6])],
+            [("cache root", [cache["used"] / 1e6, quota / 1e6])],
             ["used", "quota"],
             " MB",
         )
