@@ -165,10 +165,10 @@ def side_run(
     feeder.start()
     if args.path == "plan":
         executed = run_plan_statement(spark, f"EXECUTE PLAN '{plan_file}'", options, Cancellation())
-        query = executed["execute"]["queries"][0]
+        query = executed.execute["queries"][0]
     else:
         job = StreamingAggregationJob(AGGREGATION_QUERY, sink, os.path.join(root, label, "checkpoint"), options)
-        query = run_streaming_aggregation(spark, job, Cancellation())["query"]
+        query = run_streaming_aggregation(spark, job, Cancellation()).query
     feeder.join()
     with connect() as connection:
         final = dict(connection.execute(f"SELECT page, views FROM {sink.table}").fetchall())

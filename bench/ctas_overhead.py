@@ -101,7 +101,7 @@ def run_side(spark: SparkSession, side: str, number: int, query: str, clock: Pha
     started = time.perf_counter()
     result = run_job(spark, job, Cancellation())
     seconds = time.perf_counter() - started
-    if not result.succeeded or result.output.get("rows") is None:
+    if not result.succeeded or result.output is None or result.output.rows is None:
         raise SystemExit(f"{side} round {number} failed: {result.error or result.output}")
     return table, seconds
 

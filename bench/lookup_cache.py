@@ -248,12 +248,12 @@ def run_join(spark: SparkSession, counter: ScanCounter, spec: LookupSpec, mode: 
     started = time.perf_counter()
     output = run_lookup_join(spark, job, Cancellation())
     seconds = time.perf_counter() - started
-    if output["rows"] != rows:
-        raise SystemExit(f"{mode}: the join returned {output['rows']:,} rows for {rows:,} probe rows")
-    per_key_queries = output["metrics"]["loadCount"] if spec.lookup_options.cache is CacheMode.NONE else None
+    if output.rows != rows:
+        raise SystemExit(f"{mode}: the join returned {output.rows:,} rows for {rows:,} probe rows")
+    per_key_queries = output.metrics["loadCount"] if spec.lookup_options.cache is CacheMode.NONE else None
     scans, settled = counter.settled(before, per_key_queries)
     print(f"{mode}: {rows:,} probe rows in {seconds:.2f} s", flush=True)
-    return Run(mode, rows, seconds, output["metrics"], scans, settled)
+    return Run(mode, rows, seconds, output.metrics, scans, settled)
 
 
 def report(args: argparse.Namespace, runs: dict[str, Run], reload: dict[str, Any], notes: list[str]) -> None:
@@ -359,7 +359,7 @@ def main(argv: list[str]) -> int:
                 reloaded = run_lookup_reload(spark, LookupReloadJob(lookup=full, num_partitions=2), Cancellation())
                 seconds = time.perf_counter() - started
                 scans, settled = counter.settled(before, None)
-                reload = {"seconds": seconds, "snapshot": reloaded["snapshot"], "scans": scans, "settled": settled}
+                reload = {"seconds": seconds, "snapshot": reloaded.snapshot, "scans": scans, "settled": settled}
                 print(f"FULL reload: {seconds:.2f} s", flush=True)
                 runs["FULL"] = run_join(spark, counter, full, "FULL", args.probe_rows, root)
                 notes.append(machine_note("after", APP_NAME))

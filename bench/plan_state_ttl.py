@@ -306,9 +306,8 @@ def measure_state(spark: SparkSession, args: argparse.Namespace, root: str, prog
         clock = FixedClock(T0_MS + step * STEP_MS)
         for run in runs:
             started = time.perf_counter()
-            run.result = run_plan_statement(spark, f"EXECUTE PLAN '{run.plan_file}'", options, Cancellation(), clock)[
-                "execute"
-            ]["queries"][0]
+            executed = run_plan_statement(spark, f"EXECUTE PLAN '{run.plan_file}'", options, Cancellation(), clock)
+            run.result = executed.execute["queries"][0]
             run.seconds.append(time.perf_counter() - started)
             run.last_progress = progress.finished()[-1]
         print(f"  step {step:3d}: " + ", ".join(f"{run.sink} {run.seconds[-1]:5.2f} s" for run in runs), flush=True)
@@ -414,7 +413,7 @@ def measure_throughput(spark: SparkSession, args: argparse.Namespace, root: str,
             configuration={"table.exec.state.ttl": "0 ms"}, checkpoints=os.path.join(root, label, "checkpoints")
         )
         query = run_plan_statement(spark, f"EXECUTE PLAN '{plan_file}'", options, Cancellation())
-        return query["execute"]["queries"][0]["rows_appended"]
+        return query.execute["queries"][0]["rows_appended"]
 
     def builtin_side(label: str) -> int:
         out = os.path.join(root, label, "joined")

@@ -28,7 +28,7 @@ def owner(try_number: int = 1, run_id: str = "scheduled__2026-11-20", task_id: s
 
 def run(spark: SparkSession, job: Job, cancellation: Cancellation | None = None) -> JobResult:
     result = run_job(spark, job, cancellation)
-    json.dumps(result.output)  # the output goes to XCom: it must be JSON as it is
+    json.dumps(result.output_fields())  # the output goes to XCom: it must be JSON as it is
     return result
 
 

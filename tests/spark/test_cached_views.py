@@ -218,7 +218,7 @@ def test_a_job_reads_a_cached_table_as_a_view(spark, tmp_path):
     result = run_job(spark, job, Cancellation(), (use,))
 
     assert result.error is None, result.error
-    assert result.output["rows"] == [[50, 2000]]
+    assert result.output.rows == [[50, 2000]]
     assert result.caches["b"]["status"] == "miss"
 
 

@@ -84,7 +84,7 @@ def test_creates_a_partitioned_table_with_its_rows_properties_and_marks(
     )
 
     assert result.succeeded, result.error
-    output = result.output
+    output = result.output.to_dict()
     assert output["table"] == table and output["atomicity"] == atomicity
     assert output["created"] is True and output["replaced"] is False
     assert output["undone_before"] == []
@@ -119,7 +119,7 @@ def test_a_statement_parsed_by_parse_ctas_runs_as_written(spark: SparkSession, d
     )
     result = run(spark, CtasJob(owner=owner(), **fields))
     assert result.succeeded, result.error
-    assert result.output["rows"] == 6
+    assert result.output.rows == 6
     assert spark.table(f"{db}.parsed").columns == ["id", "kind"]
     assert props(spark, f"{db}.parsed")["source"] == "parse_ctas"
     assert marks(spark, f"{db}.parsed")[STATE] == COMPLETE
@@ -144,7 +144,7 @@ def producer_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 def test_a_producer_function_gives_the_rows(spark: SparkSession, db: str, producer_module: str, atomicity: str) -> None:
     result = run(spark, ctas(f"{db}.squares", query=None, producer=f"{producer_module}:squares", atomicity=atomicity))
     assert result.succeeded, result.error
-    assert result.output["rows"] == 4 and result.output["bytes"] > 0
+    assert result.output.rows == 4 and result.output.bytes > 0
     assert rows(spark, f"{db}.squares") == [(0, 0), (1, 1), (2, 4), (3, 9)]
     assert tables(spark, db) == ["squares"]
 
@@ -174,7 +174,7 @@ def test_an_explicit_empty_location_holds_the_table(
         folder.mkdir()
     result = run(spark, ctas(f"{db}.outside", location=str(folder), atomicity=atomicity))
     assert result.succeeded, result.error
-    assert local(result.output["location"]) == table_location(spark, f"{db}.outside") == str(folder)
+    assert local(result.output.location) == table_location(spark, f"{db}.outside") == str(folder)
     assert details(spark, f"{db}.outside")["Type"] == "EXTERNAL"
     assert rows(spark, f"{db}.outside") == [(i, str(i * 10)) for i in range(5)]
     assert data_files(str(folder))
@@ -195,7 +195,7 @@ def test_a_non_empty_location_is_refused_before_anything_is_created(
 
     assert not result.succeeded
     assert result.error.startswith(f"location {folder} is not empty")
-    assert result.output["undone"] == []
+    assert result.output.undone == []
     assert tables(spark, db) == [] and os.listdir(db_folder(spark, db)) == []
     assert files(str(folder)) == before
     assert (folder / "keep.txt").read_text() == "someone else's"
@@ -236,7 +236,7 @@ def test_an_existing_table_is_left_alone_without_if_not_exists(spark: SparkSessi
 
     assert not result.succeeded
     assert result.error.startswith(f"table {db}.taken already exists, and this task did not create it")
-    assert result.output["cleaned_up"] is True and result.output["undone"] == []
+    assert result.output.cleaned_up is True and result.output.undone == []
     assert rows(spark, f"{db}.taken") == [(0, "old"), (1, "old"), (2, "old")]
     assert marks(spark, f"{db}.taken") == {}
     assert tables(spark, db) == ["taken"] and files(location) == before
@@ -250,7 +250,7 @@ def test_an_existing_table_skips_the_job_with_if_not_exists(spark: SparkSession,
     result = run(spark, ctas(f"{db}.taken", if_not_exists=True, atomicity=atomicity))
 
     assert result.succeeded, result.error
-    assert result.output["created"] is False and result.output["skipped"] == "table exists"
+    assert result.output.created is False and result.output.skipped == "table exists"
     assert rows(spark, f"{db}.taken") == [(0, "old"), (1, "old"), (2, "old")]
     assert tables(spark, db) == ["taken"] and files(table_location(spark, f"{db}.taken")) == before
 
@@ -276,7 +276,7 @@ def test_a_name_taken_just_before_the_creation_is_left_to_its_creator(
     result = run(spark, ctas(f"{db}.contested", atomicity="table", if_not_exists=if_not_exists))
 
     if if_not_exists:
-        assert result.succeeded and result.output["skipped"] == "table created meanwhile by another task"
+        assert result.succeeded and result.output.skipped == "table created meanwhile by another task"
     else:
         assert (
             result.error == f"table {db}.contested was created meanwhile by another task, whose table is left as it is"
@@ -314,7 +314,7 @@ def test_a_failing_replace_leaves_the_old_table_readable(spark: SparkSession, db
     assert not result.succeeded
     assert result.error.startswith("[USER_RAISED_EXCEPTION]") and "\n" not in result.error
     staging = staging_table(TableIdentifier.parse(f"{db}.taken"), owner())
-    assert result.output["undone"] == [f"dropped the staging table {staging} of try 1"]
+    assert result.output.undone == [f"dropped the staging table {staging} of try 1"]
     assert rows(spark, f"{db}.taken") == [(0, "old"), (1, "old"), (2, "old")]
     assert props(spark, f"{db}.taken")["made_by"] == "hand" and marks(spark, f"{db}.taken") == {}
     assert tables(spark, db) == ["taken"]
@@ -328,8 +328,8 @@ def test_replace_swaps_in_the_new_rows_and_schema(spark: SparkSession, db: str) 
     result = run(spark, ctas(f"{db}.taken", query="SELECT id * 1.5D AS x, true AS flag FROM range(4)", replace=True))
 
     assert result.succeeded, result.error
-    assert result.output["created"] is True and result.output["replaced"] is True
-    assert result.output["atomicity"] == "staging" and result.output["rows"] == 4
+    assert result.output.created is True and result.output.replaced is True
+    assert result.output.atomicity == "staging" and result.output.rows == 4
     assert spark.table(f"{db}.taken").dtypes == [("x", "double"), ("flag", "boolean")]
     assert rows(spark, f"{db}.taken") == [(0.0, True), (1.5, True), (3.0, True), (4.5, True)]
     table_marks = marks(spark, f"{db}.taken")
@@ -344,7 +344,7 @@ def test_replace_swaps_in_the_new_rows_and_schema(spark: SparkSession, db: str) 
 def test_replace_of_an_absent_table_creates_it(spark: SparkSession, db: str) -> None:
     result = run(spark, ctas(f"{db}.fresh", replace=True))
     assert result.succeeded, result.error
-    assert result.output["created"] is True and result.output["replaced"] is False
+    assert result.output.created is True and result.output.replaced is False
     assert rows(spark, f"{db}.fresh") == [(i, str(i * 10)) for i in range(5)]
     assert tables(spark, db) == ["fresh"] and os.listdir(db_folder(spark, db)) == ["fresh"]
 
@@ -366,7 +366,7 @@ def test_a_runtime_failure_removes_the_table_and_its_files(spark: SparkSession, 
         else f"dropped the staging table {staging_table(target, owner())} of try 1"
     )
     assert result.error.endswith(f"(undone: {undone})")
-    assert result.output["cleaned_up"] is True and result.output["undone"] == [undone]
+    assert result.output.cleaned_up is True and result.output.undone == [undone]
     assert tables(spark, db) == []
     assert not os.path.exists(os.path.join(db_folder(spark, db), "broken"))
     assert os.listdir(db_folder(spark, db)) == []
@@ -378,7 +378,7 @@ def test_a_runtime_failure_at_an_explicit_location_removes_its_files(
 ) -> None:
     folder = tmp_path / "external"
     result = run(spark, ctas(f"{db}.broken", query=FAILING_QUERY, location=str(folder), atomicity=atomicity))
-    assert not result.succeeded and result.output["cleaned_up"] is True
+    assert not result.succeeded and result.output.cleaned_up is True
     assert tables(spark, db) == []
     assert not folder.exists()
 
@@ -389,7 +389,7 @@ def test_a_query_that_does_not_analyse_fails_with_nothing_created(spark: SparkSe
     assert not result.succeeded
     assert result.error.startswith("[TABLE_OR_VIEW_NOT_FOUND]") and "\n" not in result.error
     assert "undone" not in result.error
-    assert result.output["undone"] == [] and result.output["cleaned_up"] is True
+    assert result.output.undone == [] and result.output.cleaned_up is True
     assert tables(spark, db) == [] and os.listdir(db_folder(spark, db)) == []
 
 
@@ -413,7 +413,7 @@ def test_a_command_that_starts_like_a_query_fails_to_parse_before_anything_is_cr
 
     assert not result.succeeded
     assert result.error.startswith("[PARSE_SYNTAX_ERROR]") and "\n" not in result.error
-    assert result.output["undone"] == [] and result.output["cleaned_up"] is True
+    assert result.output.undone == [] and result.output.cleaned_up is True
     assert rows(spark, f"{db}.other") == []  # the INSERT never ran
     assert tables(spark, db) == ["other"]
     assert files(db_folder(spark, db)) == before
@@ -463,8 +463,8 @@ def test_a_retry_drops_the_unfinished_table_of_the_killed_try(spark: SparkSessio
     result = run(spark, ctas(f"{db}.half", try_number=2))
 
     assert result.succeeded, result.error
-    assert result.output["undone_before"] == [f"dropped the unfinished {db}.half of try 1"]
-    assert result.output["created"] is True and result.output["rows"] == 5
+    assert result.output.undone_before == [f"dropped the unfinished {db}.half of try 1"]
+    assert result.output.created is True and result.output.rows == 5
     assert rows(spark, f"{db}.half") == [(i, str(i * 10)) for i in range(5)]
     assert marks(spark, f"{db}.half") == owner(2).properties(COMPLETE)
     new_files = data_files(table_location(spark, f"{db}.half"))
@@ -479,7 +479,7 @@ def test_a_retry_drops_the_staging_table_of_the_killed_try(spark: SparkSession, 
     result = run(spark, ctas(f"{db}.half", try_number=2, atomicity="staging"))
 
     assert result.succeeded, result.error
-    assert result.output["undone_before"] == [f"dropped the staging table {staging} of try 1"]
+    assert result.output.undone_before == [f"dropped the staging table {staging} of try 1"]
     assert rows(spark, f"{db}.half") == [(i, str(i * 10)) for i in range(5)]
     assert marks(spark, f"{db}.half")["spark_tables.ctas.try_number"] == "2"
     assert tables(spark, db) == ["half"] and os.listdir(db_folder(spark, db)) == ["half"]
@@ -507,7 +507,7 @@ def test_cleanup_puts_back_the_table_a_cut_short_replace_moved_aside(spark: Spar
     result = run(spark, CtasCleanupJob(tables=[str(target)], owner=owner(2)))
 
     assert result.succeeded, result.error
-    assert result.output == {
+    assert result.output.to_dict() == {
         "tables": [str(target)],
         "undone": [f"restored the replaced table {target}", f"dropped the staging table {staging} of try 1"],
         "cleaned_up": True,
@@ -523,11 +523,11 @@ def test_a_retried_replace_restores_the_old_table_before_replacing_it(spark: Spa
     result = run(spark, ctas(str(target), try_number=2, replace=True))
 
     assert result.succeeded, result.error
-    assert result.output["undone_before"] == [
+    assert result.output.undone_before == [
         f"restored the replaced table {target}",
         f"dropped the staging table {staging} of try 1",
     ]
-    assert result.output["replaced"] is True  # the restored table was there to be replaced
+    assert result.output.replaced is True  # the restored table was there to be replaced
     assert rows(spark, str(target)) == [(i, str(i * 10)) for i in range(5)]
     assert marks(spark, str(target))["spark_tables.ctas.try_number"] == "2"
     assert tables(spark, db) == ["swapped"] and os.listdir(db_folder(spark, db)) == ["swapped"]
@@ -539,7 +539,7 @@ def test_a_retried_replace_that_fails_leaves_the_restored_old_table(spark: Spark
     result = run(spark, ctas(str(target), try_number=2, replace=True, query=FAILING_QUERY))
 
     assert not result.succeeded
-    assert result.output["undone_before"][0] == f"restored the replaced table {target}"
+    assert result.output.undone_before[0] == f"restored the replaced table {target}"
     assert rows(spark, str(target)) == [(0, "old"), (1, "old"), (2, "old")]
     assert tables(spark, db) == ["swapped"] and os.listdir(db_folder(spark, db)) == ["swapped"]
 
@@ -554,8 +554,8 @@ def test_a_retry_drops_the_replaced_table_a_finished_swap_left(spark: SparkSessi
     result = run(spark, ctas(str(target), try_number=2, replace=True))
 
     assert result.succeeded, result.error
-    assert result.output["undone_before"] == [f"dropped {replaced}, which {target} replaced"]
-    assert result.output["reused_from_try"] == "1" and result.output["created"] is False
+    assert result.output.undone_before == [f"dropped {replaced}, which {target} replaced"]
+    assert result.output.reused_from_try == "1" and result.output.created is False
     assert tables(spark, db) == ["swapped"] and os.listdir(db_folder(spark, db)) == ["swapped"]
 
 
@@ -569,10 +569,10 @@ def test_a_table_completed_by_an_earlier_try_is_reused(spark: SparkSession, db: 
     result = run(spark, ctas(f"{db}.done", try_number=2, query="SELECT 99 AS id, 'other' AS s", atomicity=atomicity))
 
     assert result.succeeded, result.error
-    assert result.output["reused_from_try"] == "1" and result.output["created"] is False
-    assert result.output["undone_before"] == []
-    assert result.output["rows"] == 5 and result.output["bytes"] == first.output["bytes"]
-    assert result.output["location"] == first.output["location"]
+    assert result.output.reused_from_try == "1" and result.output.created is False
+    assert result.output.undone_before == []
+    assert result.output.rows == 5 and result.output.bytes == first.output.bytes
+    assert result.output.location == first.output.location
     assert rows(spark, f"{db}.done") == [(i, str(i * 10)) for i in range(5)]
     assert marks(spark, f"{db}.done")["spark_tables.ctas.try_number"] == "1"
     assert files(location) == before  # not rewritten
@@ -652,13 +652,13 @@ def test_a_cleanup_job_passes_its_claim_s_try_and_leaves_a_later_try_s_tables(sp
     result = run(spark, CtasCleanupJob(tables=[str(target)], owner=owner(1)))
 
     assert result.succeeded, result.error
-    assert result.output == {"tables": [str(target)], "undone": [], "cleaned_up": True}
+    assert result.output.to_dict() == {"tables": [str(target)], "undone": [], "cleaned_up": True}
     assert tables(spark, db) == sorted(t.table for t in left)
     assert files(db_folder(spark, db)) == before
 
     again = run(spark, CtasCleanupJob(tables=[str(target)], owner=owner(2)))  # the claim of try 2, once it is lost
 
-    assert again.output["undone"] == [
+    assert again.output.undone == [
         f"dropped the unfinished {target} of try 2",
         f"dropped the staging table {left[1]} of try 2",
     ]
@@ -696,11 +696,11 @@ def test_tables_of_others_are_never_dropped_by_cleanup(spark: SparkSession, db: 
     before = files(db_folder(spark, db))
 
     assert undo_unfinished(spark, target, owner(2)) == []
-    assert run_ctas_cleanup(spark, CtasCleanupJob(tables=[str(target)], owner=owner(2)), Cancellation())["undone"] == []
+    assert run_ctas_cleanup(spark, CtasCleanupJob(tables=[str(target)], owner=owner(2)), Cancellation()).undone == []
     retry = run(spark, ctas(str(target), try_number=2))
 
     assert not retry.succeeded and "already exists" in retry.error
-    assert retry.output["undone_before"] == []
+    assert retry.output.undone_before == []
     assert tables(spark, db) == sorted(["shared", staging.table])
     for table in (target, staging):
         assert rows(spark, table.quoted()) == [(0,), (1,), (2,)]
@@ -721,14 +721,14 @@ def test_a_sweep_undoes_another_task_s_unfinished_table_then_the_job_does_its_ow
     result = run(spark, ctas(f"{db}.mine", sweep=[CtasCleanupJob(tables=[f"{db}.other"], owner=OTHER_TASK)]))
 
     assert result.succeeded, result.error
-    assert result.output["swept"] == [
+    assert [claim.to_dict() for claim in result.output.swept] == [
         {
             "tables": [f"{db}.other"],
             "owner": dataclasses.asdict(OTHER_TASK),
             "undone": [f"dropped the unfinished {db}.other of try 1"],
         }
     ]
-    assert result.output["undone_before"] == [] and result.output["created"] is True
+    assert result.output.undone_before == [] and result.output.created is True
     assert rows(spark, f"{db}.mine") == [(i, str(i * 10)) for i in range(5)]
     assert tables(spark, db) == ["mine"] and os.listdir(db_folder(spark, db)) == ["mine"]
 
@@ -743,7 +743,7 @@ def test_the_sweep_comes_before_the_job_s_own_work(spark: SparkSession, db: str,
     result = run(spark, ctas(f"{db}.shared", sweep=sweep, atomicity=atomicity))
 
     assert result.succeeded, result.error
-    assert result.output["swept"][0]["undone"] == [f"dropped the unfinished {db}.shared of try 1"]
+    assert result.output.swept[0].undone == [f"dropped the unfinished {db}.shared of try 1"]
     assert rows(spark, f"{db}.shared") == [(i, str(i * 10)) for i in range(5)]
     assert marks(spark, f"{db}.shared")["spark_tables.ctas.task_id"] == "make_table"
 
@@ -760,7 +760,7 @@ def test_a_sweep_leaves_the_other_task_s_later_try_and_complete_tables_alone(spa
     result = run(spark, ctas(f"{db}.mine", sweep=sweep))
 
     assert result.succeeded, result.error
-    assert [swept["undone"] for swept in result.output["swept"]] == [[], []]
+    assert [swept.undone for swept in result.output.swept] == [[], []]
     assert tables(spark, db) == ["done", "later", "mine"]
 
 
@@ -773,7 +773,7 @@ def test_a_sweep_entry_that_fails_gives_none_and_the_job_goes_on(spark: SparkSes
     result = run(spark, ctas(f"{db}.mine", sweep=sweep))
 
     assert result.succeeded, result.error
-    assert result.output["swept"] == [
+    assert [claim.to_dict() for claim in result.output.swept] == [
         {"tables": [f"nowhere.{db}.other"], "owner": dataclasses.asdict(unreadable.owner), "undone": None},
         {
             "tables": [f"{db}.other"],
@@ -801,7 +801,7 @@ def test_a_sweep_entry_whose_undo_raises_gives_none_and_the_job_goes_on(
     result = run(spark, ctas(f"{db}.mine", sweep=[CtasCleanupJob(tables=[f"{db}.other"], owner=OTHER_TASK)]))
 
     assert result.succeeded, result.error
-    assert result.output["swept"] == [
+    assert [claim.to_dict() for claim in result.output.swept] == [
         {"tables": [f"{db}.other"], "owner": dataclasses.asdict(OTHER_TASK), "undone": None}
     ]
     assert tables(spark, db) == ["mine", "other"]  # left for the claim's next sweep
@@ -817,8 +817,8 @@ def test_a_job_that_fails_still_reports_what_it_swept(spark: SparkSession, db: s
     )
 
     assert not result.succeeded
-    assert result.output["cleaned_up"] is True
-    assert result.output["swept"][0]["undone"] == [f"dropped the unfinished {db}.other of try 1"]
+    assert result.output.cleaned_up is True
+    assert result.output.swept[0].undone == [f"dropped the unfinished {db}.other of try 1"]
     assert tables(spark, db) == []
 
 
@@ -868,8 +868,8 @@ def test_cancelling_during_the_fill_stops_the_job_and_removes_the_table(
     assert not result.succeeded
     assert result.error.startswith("cancelled: the test cancelled the job")
     assert "\n" not in result.error
-    assert result.output["cleaned_up"] is True
-    assert result.output["undone"] == [
+    assert result.output.cleaned_up is True
+    assert result.output.undone == [
         f"dropped the unfinished {target} of try 1"
         if atomicity == "table"
         else f"dropped the staging table {filling_name} of try 1"
@@ -884,4 +884,4 @@ def test_cancelling_during_the_fill_stops_the_job_and_removes_the_table(
     assert spark.sql("SELECT count(*) FROM range(10)").collect()[0][0] == 10
     again = run(spark, ctas(str(target), try_number=2, atomicity=atomicity))
     assert again.succeeded, again.error
-    assert again.output["undone_before"] == [] and again.output["rows"] == 5
+    assert again.output.undone_before == [] and again.output.rows == 5

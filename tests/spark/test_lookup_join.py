@@ -20,6 +20,7 @@ from pyspark.sql.types import TimestampNTZType
 
 from spark_tables.core.errors import JobError
 from spark_tables.core.lookup.job import LookupJoinJob, LookupReloadJob, StreamSource
+from spark_tables.core.lookup.result import LookupReloadResult
 from spark_tables.core.lookup.table import LookupSpec, SourceTable
 from spark_tables.jobs.cancellation import Cancellation, JobCancelled
 from spark_tables.jobs.lookup.join import LookupJoin, run_lookup_join
@@ -90,7 +91,7 @@ def probe(spark: SparkSession) -> None:
     frame.repartition(2).createOrReplaceTempView("probe")
 
 
-def _reload(spark: SparkSession, spec: LookupSpec, **fields: object) -> dict:
+def _reload(spark: SparkSession, spec: LookupSpec, **fields: object) -> LookupReloadResult:
     return run_lookup_reload(spark, LookupReloadJob(lookup=spec, **fields), Cancellation())
 
 
@@ -129,7 +130,7 @@ def test_async_lookups_give_the_same_rows_and_count_as_sync_ones(
     assert sorted((tuple(row) for row in spark.table(f"joined_async_{cache.lower()}").collect()), key=repr) == (
         _expected("left")
     )
-    metrics, looked_up = output["metrics"], len([key for key in PROBE_KEYS if key is not None])
+    metrics, looked_up = output.metrics, len([key for key in PROBE_KEYS if key is not None])
     if cache == "NONE":
         assert metrics["loadCount"] == looked_up and metrics["missCount"] == 0
     else:
@@ -143,21 +144,21 @@ def test_partial_cache_metrics_are_added_up_over_the_workers(
     spec = _spec(dimension, tmp_path, "PARTIAL", **{"lookup.partial-cache.max-rows": "50"})
     output = run_lookup_join(spark, _join_job(spec, tmp_path), Cancellation())
 
-    metrics = output["metrics"]
+    metrics = output.metrics
     looked_up = len([key for key in PROBE_KEYS if key is not None])
     assert metrics["hitCount"] + metrics["missCount"] == looked_up
     assert metrics["loadCount"] == metrics["missCount"]
     assert len(set(PROBE_KEYS) - {None}) <= metrics["missCount"] < looked_up  # each worker loads a key once
     assert metrics["numCachedRecords"] > 0 and metrics["numCachedBytes"] > 0
     assert metrics["hitRate"] == pytest.approx(metrics["hitCount"] / looked_up)
-    assert output["rows"] == len(_expected("left"))
+    assert output.rows == len(_expected("left"))
 
 
 def test_none_sends_a_query_per_probe_row(spark: SparkSession, dimension: str, probe: None, tmp_path: Path) -> None:
     output = run_lookup_join(spark, _join_job(_spec(dimension, tmp_path, "NONE"), tmp_path), Cancellation())
 
-    assert output["metrics"]["loadCount"] == len([key for key in PROBE_KEYS if key is not None])
-    assert output["metrics"]["hitCount"] == output["metrics"]["missCount"] == 0
+    assert output.metrics["loadCount"] == len([key for key in PROBE_KEYS if key is not None])
+    assert output.metrics["hitCount"] == output.metrics["missCount"] == 0
 
 
 def test_full_reads_the_snapshot_and_sends_no_per_key_query(
@@ -176,10 +177,10 @@ def test_full_reads_the_snapshot_and_sends_no_per_key_query(
         _execute(f"UPDATE {dimension} SET name = 'customer-7-bis' WHERE id = 7 AND amount = 0.50")
 
     assert "changed after the snapshot" not in names  # read from the snapshot, not the database
-    assert output["snapshot"] == reload["snapshot"]["version"]
-    metrics = output["metrics"]
-    assert metrics["numCachedRecords"] == len(DIMENSION) == reload["snapshot"]["rows"]
-    assert metrics["numCachedBytes"] == reload["snapshot"]["bytes"] > 0
+    assert output.snapshot == reload.snapshot["version"]
+    metrics = output.metrics
+    assert metrics["numCachedRecords"] == len(DIMENSION) == reload.snapshot["rows"]
+    assert metrics["numCachedBytes"] == reload.snapshot["bytes"] > 0
     assert metrics["loadCount"] == 1 and metrics["numLoadFailure"] == 0
     # LookupFullCacheTest: the full cache answers every key, so a key the snapshot lacks is a hit with no rows
     looked_up = [key for key in PROBE_KEYS if key is not None]
@@ -191,7 +192,7 @@ def test_a_failing_reload_keeps_the_old_snapshot_and_counts_a_failure(
     spark: SparkSession, dimension: str, probe: None, tmp_path: Path
 ) -> None:
     spec = _spec(dimension, tmp_path, "FULL", **{"lookup.full-cache.periodic-reload.interval": "1 h"})
-    first = _reload(spark, spec)["snapshot"]
+    first = _reload(spark, spec).snapshot
     broken_source = dataclasses.replace(spec.source, table=f"{SCHEMA}.no_such_table")
     broken = dataclasses.replace(spec, source=broken_source, options={**spec.options, "lookup.max-retries": "1"})
 
@@ -202,7 +203,7 @@ def test_a_failing_reload_keeps_the_old_snapshot_and_counts_a_failure(
     assert pointer.current.version == first["version"] and pointer.load_failures == 1
     assert versions(spec.snapshots) == [first["version"]]  # the failed attempt left nothing
     output = run_lookup_join(spark, _join_job(spec, tmp_path), Cancellation())
-    assert output["snapshot"] == first["version"] and output["metrics"]["numLoadFailure"] == 1
+    assert output.snapshot == first["version"] and output.metrics["numLoadFailure"] == 1
 
 
 def test_failed_reloads_in_a_row_are_recorded_in_the_pointer_until_one_publishes(
@@ -219,18 +220,18 @@ def test_failed_reloads_in_a_row_are_recorded_in_the_pointer_until_one_publishes
         assert pointer.failing.count == count and "no_such_table" in pointer.failing.error
         assert pointer.failing.scheduled_for == "2026-11-22T10:00:00+00:00"
         assert pointer.failing.started <= pointer.failing.finished
-        assert failed.value.output["metrics"]["numLoadFailure"] == count  # what the task reports
+        assert failed.value.output.metrics["numLoadFailure"] == count  # what the task reports
 
     published = _reload(spark, spec)
 
     pointer = read_pointer(spec.snapshots)
     assert pointer.failing is None and pointer.loads == 1 and pointer.load_failures == 2
-    assert pointer.current.version == published["snapshot"]["version"]
+    assert pointer.current.version == published.snapshot["version"]
 
 
 def test_reloads_publish_new_versions_and_drop_the_oldest(spark: SparkSession, dimension: str, tmp_path: Path) -> None:
     spec = _spec(dimension, tmp_path, "FULL", **{"lookup.full-cache.periodic-reload.interval": "1 h"})
-    made = [_reload(spark, spec, scheduled_for=f"2026-11-22T0{i}:00:00+00:00")["snapshot"] for i in range(3)]
+    made = [_reload(spark, spec, scheduled_for=f"2026-11-22T0{i}:00:00+00:00").snapshot for i in range(3)]
 
     assert versions(spec.snapshots) == [made[1]["version"], made[2]["version"]]
     pointer = read_pointer(spec.snapshots)
@@ -248,12 +249,12 @@ def test_a_full_join_before_any_reload_loads_the_snapshot_itself(
 
     assert sorted((tuple(row) for row in spark.table("joined_first").collect()), key=repr) == _expected("left")
     pointer = read_pointer(spec.snapshots)
-    assert versions(spec.snapshots) == [pointer.current.version] == [first["snapshot"]]
-    assert first["loaded_snapshot"] is True and first["metrics"]["loadCount"] == 1
-    assert first["metrics"]["latestLoadTime"] == pointer.current.load_milliseconds >= 0
+    assert versions(spec.snapshots) == [pointer.current.version] == [first.snapshot]
+    assert first.loaded_snapshot is True and first.metrics["loadCount"] == 1
+    assert first.metrics["latestLoadTime"] == pointer.current.load_milliseconds >= 0
     second = run_lookup_join(spark, _join_job(spec, tmp_path), Cancellation())
-    assert second["loaded_snapshot"] is False and second["snapshot"] == first["snapshot"]
-    assert second["metrics"]["loadCount"] == 1 and versions(spec.snapshots) == [first["snapshot"]]
+    assert second.loaded_snapshot is False and second.snapshot == first.snapshot
+    assert second.metrics["loadCount"] == 1 and versions(spec.snapshots) == [first.snapshot]
 
 
 def test_a_first_load_and_a_reload_waiting_on_the_same_lock_publish_once(

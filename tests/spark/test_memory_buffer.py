@@ -80,7 +80,7 @@ def test_a_memory_buffer_flushes_on_the_interval_when_full_and_at_the_end(
     job = _job(VIEWS_PER_PAGE, "memory_stats", tmp_path / "checkpoint", **{"state.backend.cache.max-entries-num": "3"})
     clock = SteppingClock()
 
-    done = run_streaming_aggregation(spark, job, Cancellation(), clock)["query"]
+    done = run_streaming_aggregation(spark, job, Cancellation(), clock).query
 
     assert clock.calls == [T0, T0 + 40_000, T0 + 80_000, T0 + 120_000]
     assert done["buffer"] == {

@@ -8,13 +8,13 @@ import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.job import PlanOptions
+from spark_tables.core.plan.result import PlanResult
 from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.plan.clock import FixedClock
@@ -64,7 +64,7 @@ def _options(tmp_path: Path, ttl: str = "0 ms", **configuration: str) -> PlanOpt
     )
 
 
-def _run(spark: SparkSession, statement: str, options: PlanOptions, at_ms: int = T0) -> dict[str, Any]:
+def _run(spark: SparkSession, statement: str, options: PlanOptions, at_ms: int = T0) -> PlanResult:
     return run_plan_statement(spark, statement, options, Cancellation(), FixedClock(at_ms))
 
 
@@ -90,17 +90,17 @@ def test_compile_refuses_an_existing_plan_unless_kept_or_replaced(
 ) -> None:
     plan_file = tmp_path / "plans" / "example_1.json"
     compile_ = f"COMPILE PLAN '{plan_file}' FOR {EXAMPLE_1}"
-    assert _run(spark, compile_, _options(tmp_path))["compile"] == {"written": True, "replaced": False, "nodes": 6}
+    assert _run(spark, compile_, _options(tmp_path)).compile == {"written": True, "replaced": False, "nodes": 6}
     _edit_state(plan_file, "stream-exec-deduplicate", "20 s")
     edited = plan_file.read_text()
 
     with pytest.raises(SpecError, match=r"exists: write COMPILE PLAN IF NOT EXISTS to keep it, or set table\.plan"):
         _run(spark, compile_, _options(tmp_path))
     kept = _run(spark, f"COMPILE PLAN IF NOT EXISTS 'file://{plan_file}' FOR {EXAMPLE_1}", _options(tmp_path))
-    assert kept["compile"] == {"written": False, "kept_existing": True}
+    assert kept.compile == {"written": False, "kept_existing": True}
     assert plan_file.read_text() == edited
     replaced = _run(spark, compile_, _options(tmp_path, "1 h", **{"table.plan.force-recompile": "true"}))
-    assert replaced["compile"]["replaced"] is True
+    assert replaced.compile["replaced"] is True
     assert '"ttl": "3600000 ms"' in plan_file.read_text() and '"20000 ms"' not in plan_file.read_text()
 
 
@@ -111,7 +111,7 @@ def test_explain_checks_the_plan_against_the_catalog_and_shows_each_ttl(
     _run(spark, f"COMPILE PLAN '{plan_file}' FOR {EXAMPLE_1}", _options(tmp_path, "1 min"))
     _edit_state(plan_file, "stream-exec-group-aggregate", "10 s")
 
-    explained = _run(spark, f"EXPLAIN PLAN '{plan_file}'", _options(tmp_path))["explain"]
+    explained = _run(spark, f"EXPLAIN PLAN '{plan_file}'", _options(tmp_path)).explain
 
     states = {node["type"]: node.get("state") for node in explained["nodes"]}
     assert states["stream-exec-deduplicate"][0]["ttl_ms"] == 60_000
@@ -170,7 +170,7 @@ def test_example_1_a_key_expires_from_the_deduplication_while_its_count_lives_on
     execute = f"EXECUTE PLAN '{plan_file}'"
 
     _add_orders(orders, "t00", (1, "a", 10), (2, "a", 5), (3, "b", 7))
-    first = _run(spark, execute, options, T0)["execute"]["queries"][0]
+    first = _run(spark, execute, options, T0).execute["queries"][0]
     assert _counts() == {"a": (2, 15), "b": (1, 7)}
     assert first["input_rows"] == 3 and first["write_calls"] == 1
 
@@ -199,7 +199,7 @@ def test_example_1_a_key_expires_from_the_deduplication_while_its_count_lives_on
 
 def test_execute_plan_if_exists_does_nothing_without_a_plan(spark: SparkSession, tmp_path: Path) -> None:
     result = _run(spark, f"EXECUTE PLAN IF EXISTS '{tmp_path / 'none.json'}'", _options(tmp_path))
-    assert result["execute"] == {"skipped": "the plan does not exist"}
+    assert result.execute == {"skipped": "the plan does not exist"}
     with pytest.raises(SpecError, match=r"none\.json does not exist: compile it first"):
         _run(spark, f"EXECUTE PLAN '{tmp_path / 'none.json'}'", _options(tmp_path))
 
@@ -238,11 +238,11 @@ def test_a_plan_on_s3_is_compiled_explained_and_executed(
     plan = json.loads(s3.cat(uri))
     assert plan["format_version"] == 1 and len(plan["nodes"]) == 6
 
-    explained = _run(spark, f"EXPLAIN PLAN '{uri}'", options)["explain"]
+    explained = _run(spark, f"EXPLAIN PLAN '{uri}'", options).explain
     assert [node["state"][0]["ttl"] for node in explained["nodes"] if "state" in node] == ["20000 ms", "20000 ms"]
     _add_orders(orders, "t00", (1, "a", 10), (1, "a", 10), (2, "b", 3))
     executed = _run(spark, f"COMPILE AND EXECUTE PLAN '{uri}' FOR {EXAMPLE_1}", options)
-    assert executed["compile"] == {"written": False, "kept_existing": True}
+    assert executed.compile == {"written": False, "kept_existing": True}
     assert _counts() == {"a": (1, 10), "b": (1, 3)}
     with pytest.raises(SpecError, match=r"plan s3://plans/nightly/example_1\.json exists"):
         _run(spark, f"COMPILE PLAN '{uri}' FOR {EXAMPLE_1}", options)
@@ -270,8 +270,8 @@ def test_csv_parquet_and_rate_tables_are_read_as_streams(spark: SparkSession, db
 
     done = _run(spark, f"COMPILE AND EXECUTE PLAN '{plan_file}' FOR {sql}", options)
 
-    assert done["compile"]["written"] is True
-    assert [query["sink"] for query in done["execute"]["queries"]] == [f"{db}.tags", f"{db}.tags", f"{db}.tick_values"]
+    assert done.compile["written"] is True
+    assert [query["sink"] for query in done.execute["queries"]] == [f"{db}.tags", f"{db}.tags", f"{db}.tick_values"]
     assert sorted(map(tuple, spark.table(f"{db}.tags").collect())) == [(1, "x"), (2, "y"), (3, "z")]
     assert all(row.value < 3 for row in spark.table(f"{db}.tick_values").collect())
 
@@ -282,13 +282,13 @@ def test_a_buffered_plan_writes_each_keys_latest_result_and_ends_with_nothing_bu
     plan_file = tmp_path / "example_1.json"
     options = _options(tmp_path, **{"execution.flush.max-interval": "1 h"})
     _add_orders(orders, "a", (1, "north", 5), (2, "north", 7), (3, "south", 1), (3, "south", 1))
-    first = _run(spark, f"COMPILE AND EXECUTE PLAN '{plan_file}' FOR {EXAMPLE_1}", options)["execute"]["queries"][0]
+    first = _run(spark, f"COMPILE AND EXECUTE PLAN '{plan_file}' FOR {EXAMPLE_1}", options).execute["queries"][0]
     assert _counts() == {"north": (2, 12), "south": (1, 1)}
     assert first["buffer"] == {"records_in": 4, "records_emitted": 2, "flushes": {"interval": 0, "idle": 0, "end": 1}}
     assert first["write_calls"] == 1
 
     _add_orders(orders, "b", (4, "north", 2))
-    second = _run(spark, f"EXECUTE PLAN '{plan_file}'", options, T0 + 1000)["execute"]["queries"][0]
+    second = _run(spark, f"EXECUTE PLAN '{plan_file}'", options, T0 + 1000).execute["queries"][0]
     assert _counts() == {"north": (3, 14), "south": (1, 1)}
     assert second["buffer"] == {"records_in": 1, "records_emitted": 1, "flushes": {"interval": 0, "idle": 0, "end": 1}}
 
@@ -323,7 +323,7 @@ def test_a_run_for_a_time_flushes_its_buffer_once_the_input_is_idle_or_at_the_en
     options = dataclasses.replace(
         _options(tmp_path, **{"execution.flush.max-interval": "1 h"}), run_for="10 s", trigger_interval="200 ms"
     )
-    query = _run(spark, f"EXECUTE PLAN '{plan_file}'", options)["execute"]["queries"][0]
+    query = _run(spark, f"EXECUTE PLAN '{plan_file}'", options).execute["queries"][0]
 
     assert _counts() == {"north": (2, 12), "south": (1, 1)}
     buffer = query["buffer"]

@@ -51,10 +51,10 @@ def test_reports_written_tables_with_their_row_counts(spark: SparkSession) -> No
         ),
         Cancellation(),
     )
-    assert output["statements_run"] == 4
-    assert output["tables_written"] == ["sqljob.numbers"]
-    assert output["row_counts"] == {"sqljob.numbers": 30}
-    assert output["rows"] == [] and output["columns"] == []
+    assert output.statements_run == 4
+    assert output.tables_written == ["sqljob.numbers"]
+    assert output.row_counts == {"sqljob.numbers": 30}
+    assert output.rows == [] and output.columns == []
 
 
 def test_a_scratch_table_made_and_dropped_by_the_job_is_not_counted(spark: SparkSession) -> None:
@@ -73,11 +73,11 @@ def test_a_scratch_table_made_and_dropped_by_the_job_is_not_counted(spark: Spark
         Cancellation(),
     )
 
-    assert output["tables_written"] == ["sqljob.scratch", "sqljob.totals"]
-    assert output["row_counts"] == {"sqljob.totals": 1}  # the scratch table is gone: nothing to count
+    assert output.tables_written == ["sqljob.scratch", "sqljob.totals"]
+    assert output.row_counts == {"sqljob.totals": 1}  # the scratch table is gone: nothing to count
     assert not spark.catalog.tableExists("sqljob.scratch") and spark.table("sqljob.totals").head().n == 4
-    scratch, totals = output["ctas"]
-    assert scratch["dropped_later"] is True and totals["rows"] == 1
+    scratch, totals = output.ctas
+    assert scratch.dropped_later is True and totals.rows == 1
 
 
 def test_returns_the_last_querys_rows_capped_and_json_ready(spark: SparkSession) -> None:
@@ -92,17 +92,17 @@ def test_returns_the_last_querys_rows_capped_and_json_ready(spark: SparkSession)
         ),
         Cancellation(),
     )
-    assert output["columns"] == ["id", "quarter", "day"]
-    assert output["rows"] == [[0, "0.00", "2026-11-20"], [1, "0.25", "2026-11-20"], [2, "0.50", "2026-11-20"]]
-    assert output["rows_truncated"] is True
-    assert output["tables_written"] == []
+    assert output.columns == ["id", "quarter", "day"]
+    assert output.rows == [[0, "0.00", "2026-11-20"], [1, "0.25", "2026-11-20"], [2, "0.50", "2026-11-20"]]
+    assert output.rows_truncated is True
+    assert output.tables_written == []
 
 
 def test_only_the_last_query_is_collected(spark: SparkSession) -> None:
     output = run_sql(spark, SqlJob(statements=("SELECT 1 AS a", "SELECT 2 AS b, 3 AS c")), Cancellation())
-    assert output["columns"] == ["b", "c"]
-    assert output["rows"] == [[2, 3]]
-    assert output["rows_truncated"] is False
+    assert output.columns == ["b", "c"]
+    assert output.rows == [[2, 3]]
+    assert output.rows_truncated is False
 
 
 def test_a_failing_statement_is_named_with_sparks_first_line(spark: SparkSession) -> None:
@@ -124,7 +124,7 @@ def test_run_job_turns_a_failure_into_a_one_line_error_result(spark: SparkSessio
 def test_run_job_reports_output_and_where_it_ran(spark: SparkSession) -> None:
     result = run_job(spark, SqlJob(statements=("SELECT count(*) AS n FROM range(10)",)))
     assert result.succeeded
-    assert result.output["rows"] == [[10]]
+    assert result.output.rows == [[10]]
     assert result.spark_version == spark.version
     assert result.work_seconds is not None and result.work_seconds >= 0
 
@@ -164,7 +164,7 @@ def test_a_failure_after_ctas_statements_drops_their_tables_with_their_files(spa
     assert result.error.startswith("statement 4/4 failed: [USER_RAISED_EXCEPTION] '(id < 3)' is not true!")
     undone = [f"dropped the unfinished {db}.a of try 1", f"dropped the unfinished {db}.b of try 1"]
     assert result.error.endswith(f"(undone: {'; '.join(undone)})") and "\n" not in result.error
-    assert result.output["undone"] == undone and result.output["cleaned_up"] is True
+    assert result.output.undone == undone and result.output.cleaned_up is True
     assert tables(spark, db) == [] and os.listdir(db_folder(spark, db)) == []
 
 
@@ -211,7 +211,7 @@ def test_a_replaced_table_comes_back_when_a_later_statement_fails(spark: SparkSe
     )
 
     assert not result.succeeded
-    assert result.output["undone"] == [
+    assert result.output.undone == [
         f"dropped the unfinished {db}.kept of try 1",
         f"restored the replaced table {db}.kept",
         f"dropped the unfinished {db}.copy of try 1",
@@ -236,15 +236,15 @@ def test_on_success_the_tables_are_kept_marked_complete_and_reported(spark: Spar
     )
 
     assert result.succeeded, result.error
-    assert result.output["rows"] == [[8, "new"]]  # a later statement reads the new table under its name
-    assert result.output["row_counts"] == {f"{db}.a": 8, f"{db}.totals": 8}
-    assert result.output["undone_before"] == [] and result.output["swept"] == []
-    made, replaced = result.output["ctas"]
-    assert (made["statement"], made["table"], made["atomicity"]) == (1, f"{db}.a", "table")
-    assert (made["created"], made["replaced"], made["format"]) == (True, False, "parquet")
-    assert (replaced["statement"], replaced["table"], replaced["atomicity"]) == (3, f"{db}.totals", "staging")
-    assert (replaced["created"], replaced["replaced"], replaced["rows"]) == (True, True, 8)
-    assert replaced["bytes"] > 0 and replaced["location"].endswith("/totals")
+    assert result.output.rows == [[8, "new"]]  # a later statement reads the new table under its name
+    assert result.output.row_counts == {f"{db}.a": 8, f"{db}.totals": 8}
+    assert result.output.undone_before == [] and result.output.swept == []
+    made, replaced = result.output.ctas
+    assert (made.statement, made.table, made.atomicity) == (1, f"{db}.a", "table")
+    assert (made.created, made.replaced, made.format) == (True, False, "parquet")
+    assert (replaced.statement, replaced.table, replaced.atomicity) == (3, f"{db}.totals", "staging")
+    assert (replaced.created, replaced.replaced, replaced.rows) == (True, True, 8)
+    assert replaced.bytes > 0 and replaced.location.endswith("/totals")
     assert marks(spark, f"{db}.a") == owner().properties(COMPLETE)
     target = TableIdentifier.parse(f"{db}.totals")
     assert marks(spark, f"{db}.totals") == {
@@ -261,7 +261,7 @@ def test_an_existing_table_under_if_not_exists_is_reported_skipped(spark: SparkS
     result = run(spark, sql(f"CREATE TABLE IF NOT EXISTS {db}.kept AS SELECT 1 AS id, 'new' AS s"))
 
     assert result.succeeded, result.error
-    assert result.output["ctas"] == [
+    assert [table.to_dict() for table in result.output.ctas] == [
         {"statement": 1, "table": f"{db}.kept", "atomicity": "table", "created": False, "skipped": "table exists"}
     ]
     assert rows(spark, f"{db}.kept") == [(0, "old"), (1, "old"), (2, "old")] and marks(spark, f"{db}.kept") == {}
@@ -286,7 +286,7 @@ def test_a_stop_between_statements_drops_the_tables_made_so_far(
     )
 
     assert result.error == f"cancelled: the test stopped the job (undone: dropped the unfinished {db}.a of try 1)"
-    assert result.output["cleaned_up"] is True
+    assert result.output.cleaned_up is True
     assert tables(spark, db) == [] and os.listdir(db_folder(spark, db)) == []
 
 
@@ -348,11 +348,11 @@ def test_a_retry_undoes_what_a_lost_try_left_and_sweeps_other_tasks_before_the_f
     )
 
     assert result.succeeded, result.error
-    assert result.output["undone_before"] == [
+    assert result.output.undone_before == [
         f"dropped the unfinished {db}.a of try 1",
         f"dropped the unfinished {db}.b of try 1",
     ]
-    assert [swept["undone"] for swept in result.output["swept"]] == [[f"dropped the unfinished {db}.other of try 1"]]
+    assert [swept.undone for swept in result.output.swept] == [[f"dropped the unfinished {db}.other of try 1"]]
     for table in ("a", "b"):
         assert rows(spark, f"{db}.{table}") == [(i,) for i in range(5)]
         assert marks(spark, f"{db}.{table}") == owner(2).properties(COMPLETE)
@@ -371,7 +371,7 @@ def test_a_cleanup_job_puts_back_the_table_a_lost_try_s_replace_had_moved_aside(
 
     result = run(spark, CtasCleanupJob(tables=[str(target), f"{db}.u"], owner=owner()))
 
-    assert result.output["undone"] == [
+    assert result.output.undone == [
         f"dropped the unfinished {target} of try 1",
         f"restored the replaced table {target}",
         f"dropped the unfinished {db}.u of try 1",

@@ -58,7 +58,7 @@ def _run(
         checkpoint=str(checkpoint),
         options=PlanOptions(configuration=configuration, connections={sink.name: dict(PG)}),
     )
-    return run_streaming_aggregation(spark, job, Cancellation(), FixedClock(at_ms))["query"]
+    return run_streaming_aggregation(spark, job, Cancellation(), FixedClock(at_ms)).query
 
 
 def test_buffered_and_unbuffered_tables_equal_sparks_own_aggregation(

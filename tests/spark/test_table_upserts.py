@@ -37,7 +37,7 @@ def _run(
     job = StreamingAggregationJob(
         query=VIEWS_PER_PAGE, sink=sink, checkpoint=str(checkpoint), options=PlanOptions(configuration=configuration)
     )
-    return run_streaming_aggregation(spark, job, Cancellation(), FixedClock(at_ms))["query"]
+    return run_streaming_aggregation(spark, job, Cancellation(), FixedClock(at_ms)).query
 
 
 def _rows(spark: SparkSession, name: str) -> list[tuple]:

@@ -124,10 +124,14 @@ def hooks_for(monkeypatch) -> list[tuple[Any, str]]:
     return calls
 
 
+#: The fields every ctas job's output has.
+_CTAS = {"table": "db.t", "atomicity": "table"}
+
+
 def _ctas_result(**output: Any) -> JobResult:
     return JobResult(
         kind="ctas",
-        output={"table": "db.t", "atomicity": "table", "swept": [], **output},
+        output={**_CTAS, "swept": [], **output},
         application_id="local-1",
         spark_version="4.2.0",
         session_seconds=1.5,
@@ -418,6 +422,8 @@ class TestExecute:
         value = _operator(sql="CREATE TABLE db.t AS SELECT 1").execute(_context())
 
         assert value == {
+            "kind": "ctas",
+            "version": 1,
             "table": "db.t",
             "atomicity": "table",
             "swept": [],
@@ -444,7 +450,12 @@ class TestExecute:
 
     def test_a_job_that_failed_and_cleaned_up_is_reraised_without_a_cleanup_job(self, runs, hooks_for):
         error = SparkJobFailed("table db.t already exists\n(the rest of the trace)")
-        output = {"table": "db.t", "undone": ["dropped the unfinished db.t of try 1"], "cleaned_up": True}
+        output = {
+            "table": "db.t",
+            "atomicity": "table",
+            "undone": ["dropped the unfinished db.t of try 1"],
+            "cleaned_up": True,
+        }
         fake = runs(ctas=_Raised(error, JobResult(kind="ctas", error="x", output=output, application_id="local-9")))
         context = _context()
 
@@ -466,7 +477,11 @@ class TestExecute:
 
     @pytest.mark.parametrize(
         "result",
-        [None, JobResult(kind="ctas", error="x"), JobResult(kind="ctas", error="x", output={"cleaned_up": False})],
+        [
+            None,
+            JobResult(kind="ctas", error="x"),
+            JobResult(kind="ctas", error="x", output={"table": "db.t", "atomicity": "table", "cleaned_up": False}),
+        ],
         ids=["no-result", "no-cleanup-report", "cleanup-not-done"],
     )
     def test_a_job_that_did_not_report_its_cleanup_gets_a_cleanup_job(self, runs, hooks_for, result):
@@ -491,7 +506,7 @@ class TestExecute:
 
     def test_a_task_interrupted_while_its_job_cleaned_up_keeps_its_exception_and_releases_the_claim(self, runs):
         timeout = AirflowTaskTimeout("Timeout")  # raised in the task process: the hook stopped the job first
-        stopped = JobResult(kind="ctas", error="cancelled: ...", output={"cleaned_up": True, "swept": []})
+        stopped = JobResult(kind="ctas", error="cancelled: ...", output={**_CTAS, "cleaned_up": True, "swept": []})
         fake = runs(ctas=_Raised(timeout, stopped))
 
         with pytest.raises(AirflowTaskTimeout) as caught:
@@ -568,7 +583,7 @@ class TestExecute:
         done, not_done = _owner(task_id="a"), _owner(task_id="b")
         for owner in (done, not_done):
             write_claim(Claim(("db.other",), owner, _CATALOG))
-        output = {"swept": [_swept(done, []), _swept(not_done, None)], "cleaned_up": True}
+        output = {**_CTAS, "swept": [_swept(done, []), _swept(not_done, None)], "cleaned_up": True}
         runs(ctas=_Raised(SparkJobFailed("query failed"), JobResult(kind="ctas", error="query failed", output=output)))
 
         with pytest.raises(SparkJobFailed):

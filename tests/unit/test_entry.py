@@ -13,6 +13,7 @@ from spark_tables.core.errors import JobError
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import JOB_KINDS, JobSpec
 from spark_tables.core.sql.job import SqlJob
+from spark_tables.core.sql.result import SqlResult
 from spark_tables.jobs import entry
 from spark_tables.jobs.cancellation import Cancellation
 
@@ -30,7 +31,7 @@ def runs(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
 
     def run(spark, job, cancellation):
         calls.append((spark, job, cancellation))
-        return {"statements": len(job.statements)}
+        return SqlResult(statements_run=len(job.statements))
 
     monkeypatch.setitem(entry.JOB_RUNNERS, "sql", run)
     return calls
@@ -43,7 +44,7 @@ def test_run_job_passes_the_cancellation_to_the_runner(runs):
     result = entry.run_job(_SPARK, job, stop)
 
     assert result.succeeded
-    assert result.output == {"statements": 1}
+    assert result.output == SqlResult(statements_run=1)
     assert runs == [(_SPARK, job, stop)]
 
 
@@ -121,21 +122,21 @@ def test_any_other_failure_is_logged_with_its_traceback(monkeypatch, caplog):
 
 def test_a_failure_keeps_the_output_its_error_carries(monkeypatch):
     error = JobError("table t already exists")
-    error.output = {"table": "t", "undone": [], "cleaned_up": True}
+    error.output = SqlResult(undone=[], cleaned_up=True)
     _failing_with(monkeypatch, error)
 
     result = entry.run_job(_SPARK, SqlJob(statements=["SELECT 1"]))
 
     assert result.error == "table t already exists"
-    assert result.output == {"table": "t", "undone": [], "cleaned_up": True}
+    assert result.output == SqlResult(undone=[], cleaned_up=True)
 
 
-def test_a_failure_without_output_has_an_empty_output(monkeypatch):
+def test_a_failure_without_output_has_no_output(monkeypatch):
     _failing_with(monkeypatch, RuntimeError("lost executor"))
 
     result = entry.run_job(_SPARK, SqlJob(statements=["SELECT 1"]))
 
-    assert result.output == {}
+    assert result.output is None
     assert result.error == "RuntimeError: lost executor"
     assert result.kind == "sql"
     assert result.application_id == "local-1"

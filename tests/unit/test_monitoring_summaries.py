@@ -6,10 +6,15 @@ from typing import Any
 
 from spark_tables.core.cache.descriptor import CacheDescriptor, CachePartition
 from spark_tables.core.ctas.ownership import TableOwner
+from spark_tables.core.ctas.result import CtasCleanupResult, CtasResult
+from spark_tables.core.job_result import RESULT_KINDS, xcom_fields
+from spark_tables.core.lookup.result import LookupJoinResult, LookupReloadResult
+from spark_tables.core.plan.result import PlanResult
 from spark_tables.core.xcom_keys import FAILED_TRY, RELOAD_DUE
 from spark_tables.plugins.monitoring.summaries import (
     EVICTED,
     INVALIDATED,
+    KIND_SUMMARIES,
     LIVE,
     RELEASED,
     RecentResult,
@@ -291,3 +296,55 @@ def test_loading_the_plugin_imports_neither_the_app_nor_the_api_server() -> None
     code = f"import sys, spark_tables.plugins.monitoring.plugin; print(sorted(set({heavy!r}) & set(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_result_naming_its_kind_is_summarised_by_its_kind_not_by_its_keys(monkeypatch) -> None:
+    """Since results carry their kind, the kind chooses the summary; keys tell only results of earlier releases."""
+    seen: list[tuple[str, str]] = []
+
+    def summary_of(kind: str) -> Any:
+        def summarise(value: dict[str, Any], failure: dict[str, Any] | None) -> dict[str, Any]:
+            seen.append((kind, value["kind"]))
+            return {}
+
+        return summarise
+
+    for kind in RESULT_KINDS:
+        monkeypatch.setitem(KIND_SUMMARIES, kind, summary_of(kind))
+    cleanup = CtasCleanupResult(tables=["db.t"], undone=["dropped the unfinished db.t of try 1"])
+    full_join = LookupJoinResult(
+        lookup="customers", cache="FULL", rows=3, output=None, batches=1, metrics={}, snapshot="v-1"
+    )
+    for output in (cleanup, full_join, PlanResult(action="explain", plan_uri="file:///p.json")):
+        run_summary([result("t", **xcom_fields(output.kind, output), **JOB)])
+    # a cleanup's keys (undone, application_id) would have told a sql job's
+    assert {kind for kind, named in seen} == {"ctas_cleanup", "lookup_join", "plan"}
+    assert all(kind == named for kind, named in seen)
+
+
+def test_results_naming_their_kind_render_as_before() -> None:
+    ctas = CtasResult(table="orders", atomicity="table", created=True, replaced=False, rows=100, bytes=4500)
+    reload = LookupReloadResult(
+        lookup="customers",
+        snapshot={"version": "v-1"},
+        loads=1,
+        load_failures=0,
+        loaded=True,
+        attempts=1,
+        dropped=[],
+        metrics={"loadCount": 1},
+    )
+    full_join = LookupJoinResult(
+        lookup="customers", cache="FULL", rows=3, output=None, batches=1, metrics={"hitRate": 1.0}, snapshot="v-1"
+    )
+    entries = [
+        result(task, **xcom_fields(o.kind, o), **JOB) for task, o in (("c", ctas), ("r", reload), ("j", full_join))
+    ]
+    summary = run_summary(entries)
+    [table] = summary["ctas"]
+    assert (table["task_id"], table["steps"]) == ("c", ["created", "complete: 100 rows, 4,500 bytes"])
+    assert [(lookup["task_id"], lookup["kind"]) for lookup in summary["lookups"]] == [("r", "reload"), ("j", "join")]
+    assert [job["task_id"] for job in summary["jobs"]] == ["c", "r", "j"]
+    task = task_summary([entries[0]])
+    assert task["kind"] == "ctas" and task["job"] == JOB
+    assert "kind" not in task["output"] and "version" not in task["output"] and task["output"]["rows"] == 100

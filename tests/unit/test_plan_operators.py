@@ -109,7 +109,12 @@ def test_explain_logs_the_graph_and_its_warnings(
 
     monkeypatch.setattr(SparkExplainPlanOperator, "log", logging.getLogger("explain_test"))
     result = JobResult(
-        kind="plan", output={"explain": {"text": "== Compiled plan ==\n[1] ...", "warnings": ["node 4 keeps ..."]}}
+        kind="plan",
+        output={
+            "action": "explain",
+            "plan_uri": "/p.json",
+            "explain": {"text": "== Compiled plan ==\n[1] ...", "warnings": ["node 4 keeps ..."]},
+        },
     )
     operator = SparkExplainPlanOperator(task_id="x", plan_uri="/p.json")
     assert operator.statement() == "EXPLAIN PLAN '/p.json'"
@@ -172,7 +177,11 @@ def test_execute_logs_what_each_buffer_did(caplog: pytest.LogCaptureFixture, mon
     buffer = {"records_in": 900, "records_emitted": 12, "flushes": {"interval": 2, "idle": 0, "end": 1}}
     result = JobResult(
         kind="plan",
-        output={"execute": {"queries": [{"sink": "counts", "write_calls": 3, "buffer": buffer}, {"sink": "other"}]}},
+        output={
+            "action": "execute",
+            "plan_uri": "/p.json",
+            "execute": {"queries": [{"sink": "counts", "write_calls": 3, "buffer": buffer}, {"sink": "other"}]},
+        },
     )
     with caplog.at_level(logging.INFO, logger="execute_test"):
         SparkExecutePlanOperator(task_id="e", plan_uri="/p.json").xcom_value(result)

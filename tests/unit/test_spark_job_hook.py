@@ -15,6 +15,7 @@ from airflow.sdk import ObjectStoragePath
 from airflow.sdk.exceptions import AirflowTaskTimeout
 
 from spark_tables.core.catalog_config import EmbeddedCatalog, PostgresMetastore
+from spark_tables.core.ctas.result import CtasResult
 from spark_tables.core.errors import SpecError
 from spark_tables.core.job_spec import JobSpec
 from spark_tables.core.sql.job import SqlJob
@@ -299,8 +300,9 @@ result, marker = sys.argv[1], sys.argv[2]
 print("job running", flush=True)
 while not os.path.exists(marker):
     time.sleep(0.05)
+output = {"table": "db.t", "atomicity": "table", "cleaned_up": True}
 with open(result, "w") as handle:
-    json.dump({"kind": "ctas", "error": "cancelled: asked", "output": {"cleaned_up": True}}, handle)
+    json.dump({"version": 1, "kind": "ctas", "error": "cancelled: asked", "output": output}, handle)
 print("job undone and stopped", flush=True)
 sys.exit(143)
 """
@@ -335,7 +337,9 @@ def test_a_task_interrupted_while_its_job_runs_stops_the_job_in_order_first(cata
 
     assert hook.submit_process.returncode == 143, "the job ended before run() gave up"
     assert "job undone and stopped" in logged, "the job's log is still passed on while it stops"
-    assert hook.last_result is not None and hook.last_result.output == {"cleaned_up": True}
+    assert hook.last_result is not None and hook.last_result.output == CtasResult(
+        table="db.t", atomicity="table", cleaned_up=True
+    )
     assert not result.exists() and not marker.exists(), "the result is read and the marker removed"
 
 
@@ -347,7 +351,7 @@ def test_a_spec_too_long_for_a_command_line_goes_through_a_file_beside_the_resul
 
     def submit(application: str, **popen_kwargs: object) -> None:
         seen.append(Path(hook.application_args[0].removeprefix("@file://")).read_text())
-        (tmp_path / "r.json").write_text(json.dumps({"kind": "sql", "output": {}}))
+        (tmp_path / "r.json").write_text(json.dumps({"version": 1, "kind": "sql", "output": {}}))
 
     monkeypatch.setattr(hook, "submit", submit)
     hook.run()
@@ -377,7 +381,7 @@ def test_a_metastore_password_is_never_on_the_command_line_but_in_the_private_sp
     def submit(application: str, **popen_kwargs: object) -> None:
         spec_file = Path(hook.application_args[0].removeprefix("@file://"))
         seen.append((stat.S_IMODE(spec_file.stat().st_mode), spec_file.read_text()))
-        (tmp_path / "r.json").write_text(json.dumps({"kind": "sql", "output": {}}))
+        (tmp_path / "r.json").write_text(json.dumps({"version": 1, "kind": "sql", "output": {}}))
 
     monkeypatch.setattr(hook, "submit", submit)
     hook.run()

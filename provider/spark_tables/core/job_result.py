@@ -1,21 +1,51 @@
-"""The job result: what the Spark driver writes back for the Airflow side, as one JSON document."""
+"""The job result: what the Spark driver writes back for the Airflow side, as one JSON document.
+
+Its ``output`` is the job kind's typed output (``RESULT_KINDS``, beside the job kinds of ``core.job_spec``), and the
+document carries the kind and ``RESULT_VERSION``, as does the task's XCom (``xcom_fields``).
+"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
+
+from spark_tables.core.aggregation.result import StreamingAggregationResult
+from spark_tables.core.ctas.result import CtasCleanupResult, CtasResult
+from spark_tables.core.errors import SpecError
+from spark_tables.core.job_output import JobOutput
+from spark_tables.core.lookup.result import LookupJoinResult, LookupReloadResult
+from spark_tables.core.plan.result import PlanResult
+from spark_tables.core.sql.result import SqlResult
+
+RESULT_VERSION = 1
+
+#: The output of every job kind, by name: a kind is one entry here, one in ``core.job_spec.JOB_KINDS`` and its
+#: runner in ``jobs.entry.JOB_RUNNERS`` (a test holds the three in step).
+RESULT_KINDS: dict[str, type[JobOutput]] = {
+    kind.kind: kind
+    for kind in (
+        SqlResult,
+        CtasResult,
+        CtasCleanupResult,
+        LookupJoinResult,
+        LookupReloadResult,
+        PlanResult,
+        StreamingAggregationResult,
+    )
+}
 
 
 @dataclass(frozen=True)
 class JobResult:
-    """``output`` is the job kind's own small summary; ``error`` is one line when the job failed.
+    """``output`` is the job kind's own typed summary (None when a job failed before it had one; given as a dict, it
+    is read as one); ``error`` is one line when the job failed.
 
     ``caches`` reports, by name, how each cached table the job read was made ready (also when the job failed).
     """
 
     kind: str
-    output: dict[str, Any] = field(default_factory=dict)
+    output: JobOutput | None = None
     caches: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     application_id: str | None = None
@@ -24,13 +54,55 @@ class JobResult:
     session_seconds: float | None = None
     work_seconds: float | None = None
 
+    def __post_init__(self) -> None:
+        if self.kind not in RESULT_KINDS:
+            raise SpecError(f"unknown job kind {self.kind!r} in a job result: use one of {sorted(RESULT_KINDS)}")
+        if isinstance(self.output, dict):
+            object.__setattr__(
+                self, "output", RESULT_KINDS[self.kind].from_dict(self.output, f"{self.kind} job result")
+            )
+        if self.output is not None and not isinstance(self.output, RESULT_KINDS[self.kind]):
+            raise SpecError(
+                f"{self.kind} job result: its output is a {type(self.output).__name__}, "
+                f"not a {RESULT_KINDS[self.kind].__name__}"
+            )
+
     @property
     def succeeded(self) -> bool:
         return self.error is None
 
+    def output_fields(self) -> dict[str, Any]:
+        """The output as the task's XCom holds it: its fields, with the kind and version of the result."""
+        return xcom_fields(self.kind, self.output)
+
     def to_json(self) -> str:
-        return json.dumps(asdict(self), default=str)
+        return json.dumps(
+            {
+                "version": RESULT_VERSION,
+                "kind": self.kind,
+                "output": self.output.to_dict() if self.output is not None else None,
+                "caches": self.caches,
+                "error": self.error,
+                "application_id": self.application_id,
+                "spark_version": self.spark_version,
+                "session_seconds": self.session_seconds,
+                "work_seconds": self.work_seconds,
+            },
+            default=str,
+        )
 
     @classmethod
     def from_json(cls, text: str) -> JobResult:
-        return cls(**json.loads(text))
+        data = json.loads(text)
+        if not isinstance(data, dict) or data.get("version") != RESULT_VERSION:
+            version = data.get("version") if isinstance(data, dict) else None
+            raise SpecError(f"job result version {version!r} is not {RESULT_VERSION}: the driver is of another release")
+        kind = data.pop("kind", None)
+        data.pop("version")
+        output = data.pop("output", None)
+        return cls(kind=kind, output=output, **data)
+
+
+def xcom_fields(kind: str, output: JobOutput | None) -> dict[str, Any]:
+    """What a job's output puts in its task's XCom: ``kind``, ``version`` and the output's fields."""
+    return {"kind": kind, "version": RESULT_VERSION, **(output.to_dict() if output is not None else {})}

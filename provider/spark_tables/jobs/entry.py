@@ -19,6 +19,7 @@ from pyspark.sql import SparkSession
 
 from spark_tables.core.errors import JobError, one_line
 from spark_tables.core.exchange import cancel_uri
+from spark_tables.core.job_output import JobOutput
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse, Job, JobSpec
 from spark_tables.jobs.aggregation.runner import run_streaming_aggregation
@@ -34,7 +35,7 @@ from spark_tables.jobs.sql.runner import run_sql
 log = logging.getLogger("spark_tables")
 
 #: The function that runs each job kind, given the session, the validated job and its cancellation.
-JOB_RUNNERS: dict[str, Callable[[SparkSession, Any, Cancellation], dict[str, Any]]] = {
+JOB_RUNNERS: dict[str, Callable[[SparkSession, Any, Cancellation], JobOutput]] = {
     "sql": run_sql,
     "ctas": run_ctas,
     "ctas_cleanup": run_ctas_cleanup,
@@ -72,7 +73,7 @@ def run_job(
             log.exception("%s job failed", job.kind)
         if cancellation.requested and not error.startswith("cancelled"):
             error = f"cancelled: {cancellation.reason} ({error})"
-        return JobResult(error=error, output=getattr(err, "output", {}), caches=cache_reports, **common)
+        return JobResult(error=error, output=getattr(err, "output", None), caches=cache_reports, **common)
     return JobResult(output=output, caches=cache_reports, work_seconds=round(time.monotonic() - started, 3), **common)
 
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from spark_tables.core.aggregation.job import StreamingAggregationJob
+from spark_tables.core.aggregation.result import StreamingAggregationResult
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.plan.job import PlanOptions
 from spark_tables.core.plan.sinks import KeyedSink, PostgresUpsertSink, TableUpsertSink
@@ -69,5 +70,6 @@ class SparkStreamingAggregationOperator(StreamingJobOperator):
         return dataclasses.replace(job, options=dataclasses.replace(options, connections=connections))
 
     def xcom_value(self, result: JobResult) -> dict[str, Any]:
-        self.log_buffer(result.output.get("query", {}))
+        if isinstance(result.output, StreamingAggregationResult):
+            self.log_buffer(result.output.query)
         return super().xcom_value(result)

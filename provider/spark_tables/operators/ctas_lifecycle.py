@@ -7,9 +7,11 @@ from typing import Any
 
 from spark_tables.core.ctas.job import CtasCleanupJob, CtasJob
 from spark_tables.core.ctas.ownership import TableOwner
+from spark_tables.core.ctas.result import CtasCleanupResult, CtasResult
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse, Job
 from spark_tables.core.sql.job import SqlJob
+from spark_tables.core.sql.result import SqlResult
 from spark_tables.hooks.ctas import claims as ctas_claims
 from spark_tables.hooks.spark_job import SparkJobHook
 from spark_tables.operators.spark_job import SparkJobOperator
@@ -51,23 +53,21 @@ class CtasLifecycleOperator(SparkJobOperator):
         return [CtasCleanupJob(tables=claim.tables, owner=claim.owner) for claim in claims]
 
     def execute(self, context: Any) -> dict[str, Any]:
-        output: dict[str, Any] = {}
         self._claim = None
         try:
-            output = super().execute(context)
+            value = super().execute(context)
         except BaseException as err:
             result = self._hook.last_result if self._hook is not None else None
-            output = result.output if result is not None else {}
             if self._claim is not None:  # the job was to make tables, and has started
                 undone = self._settle_failed_claim(context, self._claim, result)
                 if undone is not None:
                     self.report_failed_try(context, err, cleanup=undone)
             raise
         finally:
-            _release_swept(output)
+            _release_swept(self._hook.last_result if self._hook is not None else None)
         if self._claim is not None:
             ctas_claims.release_claim(self._claim.owner)
-        return output
+        return value
 
     def _settle_failed_claim(
         self, context: Any, claim: ctas_claims.Claim, result: JobResult | None
@@ -114,20 +114,23 @@ def _run_cleanup(operator: SparkJobOperator, context: Any, claim: ctas_claims.Cl
     operator.log.info("cleanup job for %s, after %s", ", ".join(claim.tables), claim.owner.describe())
     cleanup = CtasCleanupJob(tables=claim.tables, owner=claim.owner)
     result = operator.run_hook(operator.hook_for(context, cleanup, purpose="cleanup"))
-    undone = list(result.output.get("undone", []))
+    undone = list(result.output.undone) if isinstance(result.output, CtasCleanupResult) else []
     operator.log.info("cleanup: %s", "; ".join(undone) or "nothing was left")
     ctas_claims.release_claim(claim.owner)
     return undone
 
 
-def _release_swept(output: dict[str, Any]) -> None:
-    for swept in output.get("swept", []):
-        if swept.get("undone") is not None:
-            ctas_claims.release_claim(TableOwner.from_dict(swept["owner"]))
+def _release_swept(result: JobResult | None) -> None:
+    """Release the claims of lost tries whose tables the job swept."""
+    if result is None or not isinstance(result.output, CtasResult | SqlResult):
+        return
+    for swept in result.output.swept:
+        if swept.undone is not None:
+            ctas_claims.release_claim(TableOwner.from_dict(swept.owner))
 
 
 def _cleaned_up(result: JobResult | None) -> bool:
-    return result is not None and result.output.get("cleaned_up") is True
+    return result is not None and isinstance(result.output, CtasResult | SqlResult) and result.output.cleaned_up is True
 
 
 def _as_list(callbacks: Any) -> list[Any]:

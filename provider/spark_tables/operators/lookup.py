@@ -12,6 +12,7 @@ from airflow.providers.common.compat.sdk import Stats
 from spark_tables.core.exchange import metrics_uri
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.lookup.job import AVAILABLE_NOW, LookupJoinJob, LookupReloadJob
+from spark_tables.core.lookup.result import LookupJoinResult, LookupReloadResult
 from spark_tables.core.lookup.table import LookupTable
 from spark_tables.hooks.lookup.tables import LookupTableHook
 from spark_tables.operators.spark_job import SparkJobOperator
@@ -40,12 +41,10 @@ class _LookupOperator(SparkJobOperator):
         return [self.lookup_hook.jdbc_driver_jar()]
 
     def xcom_value(self, result: JobResult) -> dict[str, Any]:
-        """The job's output, naming its lookup table (a reload's job does not), with the FLIP's metrics logged."""
-        value = {"lookup": self.lookup.name, **super().xcom_value(result)}
-        metrics = result.output.get("metrics")
-        if metrics:
-            self.report_metrics(metrics)
-        return value
+        """The job's output, with the FLIP's metrics logged."""
+        if isinstance(result.output, LookupJoinResult | LookupReloadResult) and result.output.metrics:
+            self.report_metrics(result.output.metrics)
+        return super().xcom_value(result)
 
     def report_metrics(self, metrics: Mapping[str, Any]) -> None:
         """Log the FLIP's metrics and emit them as Airflow metrics ``spark_tables.lookup.<table>.<metric>``."""
@@ -179,6 +178,6 @@ class SparkLookupReloadOperator(_LookupOperator):
             return super().run_hook(hook)
         except BaseException:
             result = hook.last_result
-            if result is not None and result.output.get("metrics"):
-                self.report_metrics(result.output["metrics"])  # the failed load counts too
+            if result is not None and isinstance(result.output, LookupReloadResult) and result.output.metrics:
+                self.report_metrics(result.output.metrics)  # the failed load counts too
             raise

@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.plan.job import FORCE_RECOMPILE_OPTION, PlanJob
+from spark_tables.core.plan.result import PlanResult
 from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.hooks.plan import CompiledPlanHook
 from spark_tables.operators.streaming import StreamingJobOperator, duration_text
@@ -122,7 +123,7 @@ class SparkExplainPlanOperator(_PlanOperator):
         return f"EXPLAIN PLAN {_quoted(self.plan_uri)}"
 
     def xcom_value(self, result: JobResult) -> dict[str, Any]:
-        explained = result.output.get("explain", {})
+        explained = (result.output.explain if isinstance(result.output, PlanResult) else None) or {}
         self.log.info("%s", explained.get("text", ""))
         for warning in explained.get("warnings", []):
             self.log.warning("%s", warning)
@@ -147,6 +148,7 @@ class SparkExecutePlanOperator(_PlanOperator):
         return f"EXECUTE PLAN{' IF EXISTS' if self.if_exists else ''} {_quoted(self.plan_uri)}"
 
     def xcom_value(self, result: JobResult) -> dict[str, Any]:
-        for query in result.output.get("execute", {}).get("queries", []):
+        executed = (result.output.execute if isinstance(result.output, PlanResult) else None) or {}
+        for query in executed.get("queries", []):
             self.log_buffer(query)
         return super().xcom_value(result)

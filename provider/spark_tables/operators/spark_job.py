@@ -131,7 +131,7 @@ class SparkJobOperator(BaseOperator):
             self._settle_caches(context, uses, failed=True)
             self.report_failed_try(context, err)
             raise
-        self.log.info("job output: %s", _abridged(result.output))
+        self.log.info("job output: %s", _abridged(result.output.to_dict() if result.output is not None else {}))
         return {**self.xcom_value(result), **self._settle_caches(context, uses)}
 
     def _settle_caches(self, context: Any, uses: tuple[CacheUse, ...], failed: bool = False) -> dict[str, Any]:
@@ -207,7 +207,7 @@ class SparkJobOperator(BaseOperator):
 
     def xcom_value(self, result: JobResult) -> dict[str, Any]:
         """What the task returns to XCom: the job's output and where it ran."""
-        return {**result.output, **self.job_fields(result)}
+        return {**result.output_fields(), **self.job_fields(result)}
 
     def job_fields(self, result: JobResult) -> dict[str, Any]:
         """Where and how long the job ran; its page in the history server too, when the Spark connection names one."""
@@ -226,7 +226,7 @@ class SparkJobOperator(BaseOperator):
         Called again after a cleanup, it replaces the report; it never raises over the job's error."""
         result = self._hook.last_result if self._hook is not None else None
         report = {
-            **(result.output if result is not None else {}),
+            **(result.output_fields() if result is not None else {}),
             **(self.job_fields(result) if result is not None else {}),
             "try_number": context["ti"].try_number,
             "error": (str(error) or type(error).__name__).splitlines()[0],

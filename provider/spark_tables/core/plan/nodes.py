@@ -59,10 +59,6 @@ class Node:
     def stateful(self) -> bool:
         return bool(self.STATE_NAMES)
 
-    def with_default_state(self, ttl: timedelta) -> Node:
-        """The node with one state entry per input at ``ttl``, if it is stateful."""
-        return dataclasses.replace(self, state=default_entries(self.STATE_NAMES, ttl)) if self.stateful else self
-
     def effective_state(self, job_ttl: timedelta) -> tuple[StateEntry, ...]:
         """The TTL of each input's state as execution applies it: the plan's entries, else the job's TTL."""
         return self.state if self.state is not None else default_entries(self.STATE_NAMES, job_ttl)

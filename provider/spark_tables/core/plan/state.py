@@ -17,7 +17,6 @@ from spark_tables.core.errors import SpecError
 
 #: The job-level option whose value is every stateful node's default TTL, as in Flink.
 STATE_TTL_OPTION = "table.exec.state.ttl"
-NO_EXPIRY = timedelta(0)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ time window (``GROUP BY window(ts, '1 minute')``) reaches the sink as two column
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
@@ -24,6 +23,7 @@ from pyspark.sql.types import ByteType
 
 from spark_tables.core.aggregation.idempotent import refuse_non_idempotent
 from spark_tables.core.aggregation.job import StreamingAggregationJob
+from spark_tables.core.aggregation.result import StreamingAggregationResult
 from spark_tables.core.errors import SpecError, one_line
 from spark_tables.core.plan.flush import MAX_INTERVAL_OPTION
 from spark_tables.jobs.aggregation.query_tokens import called_names, groups_rows
@@ -47,7 +47,7 @@ TIME_WINDOW = "spark.timeWindow"
 
 def run_streaming_aggregation(
     spark: SparkSession, job: StreamingAggregationJob, cancellation: Cancellation, clock: Clock | None = None
-) -> dict[str, Any]:
+) -> StreamingAggregationResult:
     """Run the aggregation available-now or for ``run_for``, from its checkpoint; ``clock`` fixes the buffer's
     processing time (default: each micro-batch's)."""
     options = job.options
@@ -57,7 +57,7 @@ def run_streaming_aggregation(
             run_for([query], options.run_for_ms, options.trigger_interval_ms, cancellation)
         else:
             run_available_now([query], cancellation)
-    return {"query": query.report()}
+    return StreamingAggregationResult(query=query.report())
 
 
 def aggregation_confs(spark: SparkSession, job: StreamingAggregationJob) -> dict[str, str]:

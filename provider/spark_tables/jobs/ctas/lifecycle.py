@@ -34,8 +34,10 @@ from spark_tables.core.ctas.ownership import (
     replaced_table,
     staging_table,
 )
+from spark_tables.core.ctas.result import CtasCleanupResult, CtasResult, SweptClaim
 from spark_tables.core.errors import JobError, one_line
 from spark_tables.core.identifiers import TableIdentifier, quote_part
+from spark_tables.core.job_output import JobOutput
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.ctas import catalog_tables
 from spark_tables.jobs.row_frames import rows
@@ -54,7 +56,7 @@ class NameTaken(JobError):
 class CtasFailed(JobError):
     """A job that makes CTAS tables failed, and left none of its own unfinished; ``output`` says what it undid."""
 
-    def __init__(self, message: str, output: dict[str, Any]) -> None:
+    def __init__(self, message: str, output: JobOutput) -> None:
         super().__init__(message)
         self.output = output
 
@@ -143,7 +145,7 @@ class CtasTable:
         return _finished(self.spark, self.job.identifier)
 
 
-def run_ctas(spark: SparkSession, job: CtasJob, cancellation: Cancellation) -> dict[str, Any]:
+def run_ctas(spark: SparkSession, job: CtasJob, cancellation: Cancellation) -> CtasResult:
     target, owner = job.identifier, job.owner
     log.info("%s, for %s", job.describe(), owner.describe())
     result: dict[str, Any] = {"table": str(target), "atomicity": job.atomicity, "swept": sweep(spark, job.sweep)}
@@ -158,35 +160,35 @@ def run_ctas(spark: SparkSession, job: CtasJob, cancellation: Cancellation) -> d
         else:
             cause = one_line(err)
         note = undone_note(undone) if table.created else ""
-        raise CtasFailed(cause + note, output={**result, "undone": undone, "cleaned_up": True}) from err
+        raise CtasFailed(cause + note, output=CtasResult(**result, undone=undone, cleaned_up=True)) from err
     if "skipped" in outcome:
-        return {**result, **outcome}
+        return CtasResult(**result, **outcome)
     finished = table.finished()
     if outcome["created"]:
         log.info("%s is complete: %s rows, %s bytes", target, finished["rows"], finished["bytes"])
-    return {**result, **finished, **outcome}
+    return CtasResult(**result, **finished, **outcome)
 
 
-def run_ctas_cleanup(spark: SparkSession, job: CtasCleanupJob, cancellation: Cancellation) -> dict[str, Any]:
+def run_ctas_cleanup(spark: SparkSession, job: CtasCleanupJob, cancellation: Cancellation) -> CtasCleanupResult:
     log.info("undoing what %s left unfinished of %s", job.owner.describe(), ", ".join(job.tables))
-    return {"tables": list(job.tables), "undone": _undo_claimed(spark, job), "cleaned_up": True}
+    return CtasCleanupResult(tables=list(job.tables), undone=_undo_claimed(spark, job))
 
 
-def sweep(spark: SparkSession, cleanups: tuple[CtasCleanupJob, ...]) -> list[dict[str, Any]]:
+def sweep(spark: SparkSession, cleanups: tuple[CtasCleanupJob, ...]) -> list[SweptClaim]:
     """Undo what lost tries of other tasks left (their claims); a failure is logged, and its claim kept for later."""
     return [_sweep(spark, cleanup) for cleanup in cleanups]
 
 
-def _sweep(spark: SparkSession, cleanup: CtasCleanupJob) -> dict[str, Any]:
+def _sweep(spark: SparkSession, cleanup: CtasCleanupJob) -> SweptClaim:
     swept = {"tables": list(cleanup.tables), "owner": dataclasses.asdict(cleanup.owner)}
     tables = ", ".join(cleanup.tables)
     try:
         undone = _undo_claimed(spark, cleanup)
     except Exception as err:
         log.warning("could not sweep %s of %s: %s", tables, cleanup.owner.describe(), one_line(err))
-        return {**swept, "undone": None}
+        return SweptClaim(**swept, undone=None)
     log.info("swept %s of %s: %s", tables, cleanup.owner.describe(), "; ".join(undone) or "nothing was left")
-    return {**swept, "undone": undone}
+    return SweptClaim(**swept, undone=undone)
 
 
 def _undo_claimed(spark: SparkSession, cleanup: CtasCleanupJob) -> list[str]:

@@ -24,6 +24,7 @@ from spark_tables.core.durations import parse_duration
 from spark_tables.core.errors import JobError
 from spark_tables.core.lookup.job import AVAILABLE_NOW, LookupJoinJob
 from spark_tables.core.lookup.options import CacheMode
+from spark_tables.core.lookup.result import LookupJoinResult
 from spark_tables.core.lookup.snapshot import Pointer, Snapshot
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.exchange_files import read_text
@@ -177,7 +178,7 @@ def _worker_metrics(folder: str) -> list[dict[str, Any]]:
     return [json.loads(read_text(f"{folder.rstrip('/')}/{name}")) for name in names]
 
 
-def run_lookup_join(spark: SparkSession, job: LookupJoinJob, cancellation: Cancellation) -> dict[str, Any]:
+def run_lookup_join(spark: SparkSession, job: LookupJoinJob, cancellation: Cancellation) -> LookupJoinResult:
     lookup_join = LookupJoin(spark, job, cancellation)
     log.info(
         "lookup join with %s (lookup.cache=%s) on %s = %s",
@@ -199,18 +200,17 @@ def run_lookup_join(spark: SparkSession, job: LookupJoinJob, cancellation: Cance
         metrics = lookup_join.metrics()
     finally:
         remove(job.metrics_uri)
-    output: dict[str, Any] = {
-        "lookup": job.lookup.name,
-        "cache": str(lookup_join.options.cache),
-        "rows": lookup_join.rows(),
-        "output": job.output,
-        "batches": batches,
-        "metrics": metrics,
-    }
-    if lookup_join.snapshot is not None:
-        output["snapshot"] = lookup_join.snapshot.version
-        output["loaded_snapshot"] = lookup_join.loaded_snapshot
-    return output
+    snapshot = lookup_join.snapshot
+    return LookupJoinResult(
+        lookup=job.lookup.name,
+        cache=str(lookup_join.options.cache),
+        rows=lookup_join.rows(),
+        output=job.output,
+        batches=batches,
+        metrics=metrics,
+        snapshot=snapshot.version if snapshot is not None else None,
+        loaded_snapshot=lookup_join.loaded_snapshot if snapshot is not None else None,
+    )
 
 
 def _run_stream(spark: SparkSession, job: LookupJoinJob, lookup_join: LookupJoin, cancellation: Cancellation) -> int:

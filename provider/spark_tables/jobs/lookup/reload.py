@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 
 from spark_tables.core.errors import JobError, one_line
 from spark_tables.core.lookup.job import LookupReloadJob
+from spark_tables.core.lookup.result import LookupReloadResult
 from spark_tables.core.lookup.snapshot import POINTER, FailedReloads, Pointer, Snapshot, is_version, new_version
 from spark_tables.core.lookup.table import LookupSpec
 from spark_tables.jobs.cancellation import Cancellation
@@ -67,7 +68,7 @@ def _now() -> datetime.datetime:
 class LoadFailed(JobError):
     """Every attempt to load a snapshot failed; the pointer has counted it and kept the snapshot it had."""
 
-    def __init__(self, message: str, output: dict[str, Any]) -> None:
+    def __init__(self, message: str, output: LookupReloadResult) -> None:
         super().__init__(message)
         self.output = output
 
@@ -82,17 +83,18 @@ class Load:
     attempts: int = 0
     dropped: tuple[str, ...] = ()
 
-    def output(self) -> dict[str, Any]:
-        """The task's XCom: the current snapshot, the table's counters, and this load's attempts and drops."""
-        return {
-            "snapshot": dataclasses.asdict(self.pointer.current) if self.pointer.current else None,
-            "loads": self.pointer.loads,
-            "load_failures": self.pointer.load_failures,
-            "loaded": self.loaded,
-            "attempts": self.attempts,
-            "dropped": list(self.dropped),
-            "metrics": full_cache_metrics(self.pointer),
-        }
+    def output(self, lookup: str) -> LookupReloadResult:
+        """The reload's result: the current snapshot, the table's counters, and this load's attempts and drops."""
+        return LookupReloadResult(
+            lookup=lookup,
+            snapshot=dataclasses.asdict(self.pointer.current) if self.pointer.current else None,
+            loads=self.pointer.loads,
+            load_failures=self.pointer.load_failures,
+            loaded=self.loaded,
+            attempts=self.attempts,
+            dropped=list(self.dropped),
+            metrics=full_cache_metrics(self.pointer),
+        )
 
 
 @contextlib.contextmanager
@@ -188,7 +190,7 @@ def _load(
         raise LoadFailed(
             f"load of lookup table {lookup.name} failed after {attempts} attempt(s) "
             f"({failed.failing.count} failed load(s) in a row): {one_line(err)}; {kept}",
-            Load(pointer=failed, loaded=False, attempts=attempts).output(),
+            Load(pointer=failed, loaded=False, attempts=attempts).output(lookup.name),
         ) from err
     finished = _now()
     snapshot = Snapshot(
@@ -225,7 +227,7 @@ def _failed(previous: Pointer, started: datetime.datetime, error: str, scheduled
     return dataclasses.replace(previous, load_failures=previous.load_failures + 1, failing=failing)
 
 
-def run_lookup_reload(spark: SparkSession, job: LookupReloadJob, cancellation: Cancellation) -> dict[str, Any]:
+def run_lookup_reload(spark: SparkSession, job: LookupReloadJob, cancellation: Cancellation) -> LookupReloadResult:
     """Load a new snapshot of the table and publish it; the old one stays in use if the load fails."""
     return load_snapshot(
         spark,
@@ -234,7 +236,7 @@ def run_lookup_reload(spark: SparkSession, job: LookupReloadJob, cancellation: C
         scheduled_for=job.scheduled_for,
         num_partitions=job.num_partitions,
         retained=job.retained,
-    ).output()
+    ).output(job.lookup.name)
 
 
 def full_cache_metrics(pointer: Pointer) -> dict[str, Any]:

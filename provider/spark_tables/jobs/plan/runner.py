@@ -23,6 +23,7 @@ from spark_tables.core.plan.explain import explain, explain_text
 from spark_tables.core.plan.idempotence import buffered_aggregation
 from spark_tables.core.plan.job import PlanJob, PlanOptions
 from spark_tables.core.plan.nodes import Sink
+from spark_tables.core.plan.result import PlanResult
 from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.core.plan.state import default_ttl
 from spark_tables.core.plan.statements import PlanStatement, parse_plan_statement
@@ -42,9 +43,7 @@ SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 PARALLELISM_OPTION = "table.exec.resource.default-parallelism"
 
 
-def run_plan(
-    spark: SparkSession, job: PlanJob, cancellation: Cancellation, clock: Clock | None = None
-) -> dict[str, Any]:
+def run_plan(spark: SparkSession, job: PlanJob, cancellation: Cancellation, clock: Clock | None = None) -> PlanResult:
     return run_plan_statement(spark, job.parsed, job.options, cancellation, clock)
 
 
@@ -54,7 +53,7 @@ def run_plan_statement(
     options: PlanOptions,
     cancellation: Cancellation,
     clock: Clock | None = None,
-) -> dict[str, Any]:
+) -> PlanResult:
     """Run one plan statement; ``clock`` fixes processing time (default: each micro-batch's)."""
     if isinstance(statement, str):
         statement = parse_plan_statement(statement)
@@ -70,7 +69,7 @@ def run_plan_statement(
         else:
             plan = read_plan(statement.uri)
             result["execute"] = execute(spark, plan, statement.uri, options, cancellation, clock or BatchClock())
-    return result
+    return PlanResult(**result)
 
 
 def compile_to_file(spark: SparkSession, statement: PlanStatement, options: PlanOptions) -> dict[str, Any]:

@@ -8,6 +8,7 @@ unfinished of those tables, and what lost tries of other tasks left (``sweep``).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import decimal
 import logging
@@ -17,10 +18,13 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_tables.core.ctas.job import CtasJob
+from spark_tables.core.ctas.result import CtasTableReport
 from spark_tables.core.errors import JobError, one_line
 from spark_tables.core.plan.job import PlanOptions
+from spark_tables.core.plan.result import PlanResult
 from spark_tables.core.plan.statements import is_plan_statement
 from spark_tables.core.sql.job import SqlJob
+from spark_tables.core.sql.result import SqlResult
 from spark_tables.core.statements import summary, written_table
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.ctas.lifecycle import CtasFailed, CtasTable, sweep, undo_unfinished, undone_note
@@ -37,7 +41,7 @@ class StatementFailed(JobError):
         return cls(f"statement {number}/{total} failed: {one_line(err)}")
 
 
-def run_sql(spark: SparkSession, job: SqlJob, cancellation: Cancellation) -> dict[str, Any]:
+def run_sql(spark: SparkSession, job: SqlJob, cancellation: Cancellation) -> SqlResult:
     result: dict[str, Any] = {"swept": sweep(spark, job.sweep)}
     made: list[CtasTable] = []
     try:
@@ -49,8 +53,8 @@ def run_sql(spark: SparkSession, job: SqlJob, cancellation: Cancellation) -> dic
     except Exception as err:
         undone = _undo_unfinished(spark, [table.job for table in made])
         note = undone_note(undone) if any(table.created for table in made) else ""
-        raise CtasFailed(one_line(err) + note, output={**result, "undone": undone, "cleaned_up": True}) from err
-    return {**result, **output}
+        raise CtasFailed(one_line(err) + note, output=SqlResult(**result, undone=undone, cleaned_up=True)) from err
+    return SqlResult(**result, **output)
 
 
 def _run_statements(
@@ -58,7 +62,7 @@ def _run_statements(
 ) -> dict[str, Any]:
     """Run the statements in order; the table of each CTAS statement goes to ``made`` as the statement starts."""
     reports: list[dict[str, Any]] = []  # what each CTAS statement did
-    plans: list[dict[str, Any]] = []  # what each plan statement did
+    plans: list[PlanResult] = []  # what each plan statement did
     tables_written: list[str] = []
     frame = table = None
     total = len(job.statements)
@@ -70,7 +74,7 @@ def _run_statements(
             if is_plan_statement(statement):
                 frame = None
                 outcome = run_plan_statement(spark, statement, job.plans or PlanOptions(), cancellation)
-                plans.append({"statement": number, **outcome})
+                plans.append(dataclasses.replace(outcome, statement=number))
             elif ctas is None:
                 frame = spark.sql(statement)  # commands run here; a query runs only if it is the last statement
             else:
@@ -98,14 +102,14 @@ def _run_statements(
     }
 
 
-def _ctas_report(spark: SparkSession, report: dict[str, Any], table: CtasTable) -> dict[str, Any]:
+def _ctas_report(spark: SparkSession, report: dict[str, Any], table: CtasTable) -> CtasTableReport:
     """What a CTAS statement did, with where its table is and what it holds, unless it was skipped or a later
     statement dropped it (a scratch table)."""
     if "skipped" in report:
-        return report
+        return CtasTableReport(**report)
     if not spark.catalog.tableExists(table.job.table):
-        return {**report, "dropped_later": True}
-    return {**report, **table.finished()}
+        return CtasTableReport(**report, dropped_later=True)
+    return CtasTableReport(**report, **table.finished())
 
 
 def _undo_unfinished(spark: SparkSession, jobs: Iterable[CtasJob]) -> list[str]:

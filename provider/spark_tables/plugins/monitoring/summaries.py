@@ -1,46 +1,58 @@
 """What the monitoring pages show, read from the XComs this provider's tasks leave: plain data in, plain data out.
 
-A task's ``return_value`` says what its Spark job did (``SparkJobOperator.xcom_value``: the job's output, its
-application and timings, and ``caches`` when it used cached tables); a failed try leaves the same shape under
-``FAILED_TRY``, with its error and cleanup; a registry XCom (``spark_tables.cache.<name>``) is a live copy of a
-cached table; the release and invalidation tasks say which copies they removed, each as it was; a reload sensor
-leaves when its table's next reload is due (``RELOAD_DUE``). Nothing here reads Airflow or Spark: the routes hand
-these functions the XComs, already checked against the user's access.
+A task's ``return_value`` says what its Spark job did (``SparkJobOperator.xcom_value``: the job's typed output with
+its ``kind`` and ``version``, its application and timings, and ``caches`` when it used cached tables); a failed try
+leaves the same shape under ``FAILED_TRY``, with its error and cleanup. What a page shows of a job's own output is
+its kind's summary, kept with its capability (``KIND_SUMMARIES``), chosen by the kind the XCom names. A registry
+XCom (``spark_tables.cache.<name>``) is a live copy of a cached table; the release and invalidation tasks say which
+copies they removed, each as it was; a reload sensor leaves when its table's next reload is due (``RELOAD_DUE``).
+Nothing here reads Airflow or Spark: the routes hand these functions the XComs, already checked against the user's
+access.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from spark_tables.core.cache.descriptor import CacheDescriptor, is_descriptor
 from spark_tables.core.cache.table import REGISTRY_KEY_PREFIX
+from spark_tables.core.ctas.monitoring import ctas_summary
+from spark_tables.core.job_result import RESULT_KINDS, RESULT_VERSION
+from spark_tables.core.lookup.monitoring import lookup_join_summary, lookup_reload_summary
+from spark_tables.core.sql.monitoring import sql_summary
 from spark_tables.core.xcom_keys import FAILED_TRY, RELOAD_DUE
 
 #: The XCom key of a task's result.
 RETURN_VALUE = "return_value"
 #: A cached table copy's states, as the run tab shows them.
 LIVE, INVALIDATED, EVICTED, RELEASED = "live", "invalidated", "evicted", "released"
-#: What the run tab shows of each CTAS table, with its default; an earlier try's leftovers that a job undid come
-#: as rows with ``undone_before`` only.
-CTAS_FIELDS: dict[str, Any] = {
-    "table": None,
-    "created": None,
-    "replaced": False,
-    "reused_from_try": None,
-    "skipped": None,
-    "dropped_later": False,
-    "rows": None,
-    "bytes": None,
-    "location": None,
-    "undone": None,
-    "undone_before": None,
-}
 #: The keys of a job's output that say where and how long it ran.
 JOB_KEYS = ("application_id", "application_url", "master", "spark_version", "session_seconds", "work_seconds")
 #: The keys a failed try's report adds to the job's output.
 FAILURE_KEYS = ("try_number", "error", "cleanup")
+#: The keys that name a job result's kind and version.
+RESULT_KEYS = ("kind", "version")
+
+
+def _no_summary(value: dict[str, Any], failure: dict[str, Any] | None) -> dict[str, Any]:
+    """A kind whose pages show its job line and output only."""
+    return {}
+
+
+#: What the pages show of each job kind's output (its CTAS tables, lookup, what it undid before its work), by kind:
+#: each kind's summary, kept with its capability, given the XCom's value and a failed try's failure; a test holds
+#: this in step with the result kinds.
+KIND_SUMMARIES: dict[str, Callable[[dict[str, Any], dict[str, Any] | None], dict[str, Any]]] = {
+    "sql": sql_summary,
+    "ctas": ctas_summary,
+    "ctas_cleanup": _no_summary,
+    "lookup_join": lookup_join_summary,
+    "lookup_reload": lookup_reload_summary,
+    "plan": _no_summary,
+    "streaming_aggregation": _no_summary,
+}
 
 
 @dataclass(frozen=True)
@@ -64,19 +76,20 @@ def run_summary(entries: Iterable[XComEntry]) -> dict[str, Any]:
         "jobs": [
             {"task_id": entry.task_id, "map_index": entry.map_index, **job_of(entry.value), **failure_of(entry)}
             for entry in results
-            if "application_id" in entry.value or entry.key == FAILED_TRY
+            if is_job_result(entry.value) or entry.key == FAILED_TRY
         ],
     }
 
 
 def task_summary(entries: Iterable[XComEntry]) -> dict[str, Any]:
-    """One task instance's Spark job, CTAS steps, cache uses and lookup metrics, from its XComs."""
+    """One task instance's job kind, Spark job, CTAS steps, cache uses and lookup metrics, from its XComs."""
     entries = list(entries)
     ranked = [e for e in entries if e.key == RETURN_VALUE and isinstance(e.value, dict)]
     ranked += [e for e in entries if e.key == FAILED_TRY] + [e for e in entries if e.key == RETURN_VALUE]
     result = next(iter(ranked), None)  # a result, else a failed try's report, else what the task returned
     if result is None or not isinstance(result.value, dict):
         return {
+            "kind": None,
             "job": None,
             "failure": None,
             "output": None if result is None else result.value,
@@ -84,9 +97,10 @@ def task_summary(entries: Iterable[XComEntry]) -> dict[str, Any]:
             "caches": [],
             "lookup": None,
         }
-    hidden = (*JOB_KEYS, *FAILURE_KEYS, "caches")
+    hidden = (*JOB_KEYS, *FAILURE_KEYS, *RESULT_KEYS, "caches")
     return {
-        "job": job_of(result.value) if "application_id" in result.value else None,
+        "kind": result_kind(result.value),
+        "job": job_of(result.value) if is_job_result(result.value) else None,
         "failure": failure_of(result).get("failure"),
         "output": {key: value for key, value in result.value.items() if key not in hidden},
         "ctas": ctas_tables(result),
@@ -97,6 +111,52 @@ def task_summary(entries: Iterable[XComEntry]) -> dict[str, Any]:
 
 def job_of(value: dict[str, Any]) -> dict[str, Any]:
     return {key: value.get(key) for key in JOB_KEYS}
+
+
+def is_job_result(value: Any) -> bool:
+    """Whether ``value`` is a job's result (or a failed try's report that has one): it names its kind and version,
+    or, written by an earlier release, where its job ran."""
+    return isinstance(value, dict) and (_kind_named(value) is not None or "application_id" in value)
+
+
+def result_kind(value: Any) -> str | None:
+    """The kind of job whose output ``value`` holds, as it names it; for a result of an earlier release, which does
+    not, the kind its keys tell; None for a value that is no job's."""
+    if not isinstance(value, dict):
+        return None
+    return _kind_named(value) or _legacy_kind(value)
+
+
+def _kind_named(value: dict[str, Any]) -> str | None:
+    if value.get("version") == RESULT_VERSION and value.get("kind") in RESULT_KINDS:
+        return value["kind"]
+    return None
+
+
+def _legacy_kind(value: dict[str, Any]) -> str | None:
+    """The kind of an output written before outputs named theirs, from the keys its kind always wrote: the only
+    place a kind is told by keys, so that the pages of earlier runs still render. A value no other kind's keys
+    tell, with ``application_id`` or ``undone``, was a ``sql`` job's (or a failed try's that had no output)."""
+    if "table" in value and ("created" in value or "cleaned_up" in value):
+        return "ctas"
+    if "lookup" in value and "metrics" in value:
+        return "lookup_reload" if "loads" in value else "lookup_join"
+    if "action" in value and "plan_uri" in value:
+        return "plan"
+    if "query" in value:
+        return "streaming_aggregation"
+    if any(key in value for key in ("application_id", "ctas", "undone", "undone_before", "swept")):
+        return "sql"
+    return None
+
+
+def kind_summary(entry: XComEntry) -> dict[str, Any]:
+    """What the pages show of the job's output in a task's result or a failed try's report: its kind's summary
+    (``ctas``, ``lookup``, ``undone_before``, ``undone``); empty for a value that is no job's."""
+    kind = result_kind(entry.value)
+    if kind is None:
+        return {}
+    return KIND_SUMMARIES[kind](entry.value, failure_of(entry).get("failure"))
 
 
 def failure_of(entry: XComEntry) -> dict[str, Any]:
@@ -180,70 +240,13 @@ def cached_tables(entries: list[XComEntry]) -> list[dict[str, Any]]:
 def ctas_tables(entry: XComEntry) -> list[dict[str, Any]]:
     """The CTAS tables a task's job made or undid, each with its ``steps``: a CTAS task's one table, or a SQL job's
     CTAS statements; in a failed try's report, with the error and what was undone after it."""
-    value = entry.value
-    is_ctas = "table" in value and ("created" in value or "cleaned_up" in value)
-    made = [value] if is_ctas else list(value.get("ctas") or [])
-    failure = failure_of(entry).get("failure")
-    tables = [{field: table.get(field, default) for field, default in CTAS_FIELDS.items()} for table in made]
-    rows = [{**table, "steps": ctas_steps(table, failure)} for table in tables]
-    if not is_ctas:  # a SQL job's: before its statements, not one table's
-        rows += [
-            {**CTAS_FIELDS, "undone_before": step, "steps": [f"an earlier try's leftovers dropped: {step}"]}
-            for step in value.get("undone_before") or []
-        ]
-    return [{"task_id": entry.task_id, **row} for row in rows]
-
-
-def ctas_steps(table: dict[str, Any], failure: dict[str, Any] | None = None) -> list[str]:
-    """A CTAS table's lifecycle in one try, step by step, as people read it."""
-    steps = [f"an earlier try's leftovers dropped: {step}" for step in table.get("undone_before") or []]
-    if table["reused_from_try"]:
-        steps.append(f"reused: try {table['reused_from_try']} had completed it")
-    elif table["skipped"]:
-        steps.append(f"not run: {table['skipped']}")
-    elif table["created"]:
-        steps.append("created, replacing the table before" if table["replaced"] else "created")
-        complete = ", ".join(f"{table[k]:,} {k}" for k in ("rows", "bytes") if table[k] is not None)
-        steps.append(f"complete{': ' + complete if complete else ''}")
-        if table["dropped_later"]:
-            steps.append("dropped later by the same job")
-    if failure is None:
-        return steps
-    steps.append(f"try {failure['try_number']} failed: {failure['error']}")
-    if table["undone"] is not None:
-        steps += [f"undone by the job: {step}" for step in table["undone"]] or ["undone by the job: nothing was left"]
-    elif failure["cleanup"] is not None:
-        steps += [f"undone by the cleanup job: {step}" for step in failure["cleanup"]] or [
-            "cleanup job: nothing was left"
-        ]
-    else:
-        steps.append("not cleaned up yet: the next try, the failure callback or the next CTAS on this catalog will")
-    return steps
+    return [{"task_id": entry.task_id, **row} for row in kind_summary(entry).get("ctas", [])]
 
 
 def lookup_join(entry: XComEntry) -> dict[str, Any] | None:
     """A lookup join's or reload's table, cache mode and metrics; None for any other task."""
-    value = entry.value
-    if "lookup" not in value or "metrics" not in value:
-        return None
-    if "loads" in value:  # a reload (a FULL join names the snapshot it read too)
-        return {
-            "task_id": entry.task_id,
-            "kind": "reload",
-            "lookup": value["lookup"],
-            "snapshot": value["snapshot"],
-            "loaded": value.get("loaded"),
-            "load_failures": value.get("load_failures"),
-            "metrics": value["metrics"],
-        }
-    return {
-        "task_id": entry.task_id,
-        "kind": "join",
-        "lookup": value["lookup"],
-        "cache": value.get("cache"),
-        "rows": value.get("rows"),
-        "metrics": value["metrics"],
-    }
+    lookup = kind_summary(entry).get("lookup")
+    return None if lookup is None else {"task_id": entry.task_id, **lookup}
 
 
 @dataclass(frozen=True)
@@ -279,12 +282,11 @@ def overview(results: Iterable[RecentResult]) -> dict[str, Any]:
         if result.entry.key == RELOAD_DUE:
             lookup_table(value["lookup"])["next_reload"] = {**where, "due": value["due"], "failing": value["failing"]}
             continue
+        summary = kind_summary(result.entry)
         if result.entry.key == FAILED_TRY:
             failure = failure_of(result.entry)["failure"]
             failed.append({**where, **failure})
-            undone += [
-                {**where, "undone": step} for step in [*(value.get("undone") or []), *(failure["cleanup"] or [])]
-            ]
+            undone += [{**where, "undone": step} for step in [*summary.get("undone", []), *(failure["cleanup"] or [])]]
         lookup = lookup_join(result.entry)
         if lookup is not None:
             table = lookup_table(lookup["lookup"])
@@ -314,8 +316,7 @@ def overview(results: Iterable[RecentResult]) -> dict[str, Any]:
             table = caches.setdefault(name, {"name": name, "reads": [], "recomputes": []})
             kind = "recomputes" if use.get("status") == "miss" else "reads"
             table[kind].append({**where, "seconds": use.get("seconds"), "status": use.get("status")})
-        undone += [{**where, "undone": step} for step in value.get("undone_before") or []]
-        undone += [{**where, "undone": step} for step in value.get("swept") or []]
+        undone += [{**where, "undone": step} for step in summary.get("undone_before", [])]
     for table in lookups.values():  # a due time the reload has met since is no longer the next one
         due, last = table["next_reload"], table["last_reload"]
         if due is not None:

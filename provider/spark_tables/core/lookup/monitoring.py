@@ -1,0 +1,24 @@
+"""What the monitoring pages show of a lookup join or reload: its table, cache mode, snapshot and FLIP-221's metrics,
+from its output as its XCom holds it (``core.lookup.result``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def lookup_join_summary(value: dict[str, Any], failure: dict[str, Any] | None) -> dict[str, Any]:
+    lookup = {"kind": "join", "lookup": value.get("lookup"), "cache": value.get("cache"), "rows": value.get("rows")}
+    return {"lookup": {**lookup, "metrics": value.get("metrics")}}
+
+
+def lookup_reload_summary(value: dict[str, Any], failure: dict[str, Any] | None) -> dict[str, Any]:
+    return {
+        "lookup": {
+            "kind": "reload",
+            "lookup": value.get("lookup"),
+            "snapshot": value.get("snapshot"),
+            "loaded": value.get("loaded"),
+            "load_failures": value.get("load_failures"),
+            "metrics": value.get("metrics"),
+        }
+    }

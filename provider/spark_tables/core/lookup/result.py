@@ -1,0 +1,44 @@
+"""What the ``lookup_join`` and ``lookup_reload`` jobs report: the lookup table, its cache and FLIP-221's metrics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from spark_tables.core.job_output import JobOutput
+
+
+@dataclass(frozen=True)
+class LookupJoinResult(JobOutput):
+    """A join's lookup table and cache mode, the rows it enriched into ``output`` (None: counted, not kept) in
+    ``batches``, the FLIP's ``metrics``, and with a FULL cache the ``snapshot`` it read and whether it
+    ``loaded_snapshot`` itself."""
+
+    kind: ClassVar[str] = "lookup_join"
+    KEPT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"output"})
+    lookup: str
+    cache: str
+    rows: int
+    output: str | None
+    batches: int
+    metrics: dict[str, Any]
+    snapshot: str | None = None
+    loaded_snapshot: bool | None = None
+
+
+@dataclass(frozen=True)
+class LookupReloadResult(JobOutput):
+    """A reload's lookup table, the ``snapshot`` in use after it (None before any load succeeded), the table's
+    ``loads`` and ``load_failures`` so far, whether this reload ``loaded`` one itself (False: a concurrent load
+    published it), in how many ``attempts``, the old snapshots it ``dropped``, and the full cache's metrics."""
+
+    kind: ClassVar[str] = "lookup_reload"
+    KEPT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"snapshot"})
+    lookup: str
+    snapshot: dict[str, Any] | None
+    loads: int
+    load_failures: int
+    loaded: bool
+    attempts: int
+    dropped: list[str]
+    metrics: dict[str, Any]

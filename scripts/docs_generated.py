@@ -1,0 +1,199 @@
+"""The parts of docs/ made from the code, so that they cannot drift from it: the job kinds table and the package
+layout in docs/architecture.md, and each capability page's modules on each layer.
+
+    python scripts/docs_generated.py           # say which generated parts are out of date (exit 1 if any)
+    python scripts/docs_generated.py --write   # rewrite them
+
+Each part stands between ``<!-- generated: NAME -->`` and ``<!-- end generated -->`` in its page;
+tests/unit/test_docs_generated.py fails when one is out of date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import inspect
+import pkgutil
+import re
+import sys
+import typing
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "provider" / "spark_tables"
+DOCS = ROOT / "docs"
+
+#: The layers, in the order the pages list them, with the folders (or modules) that make each.
+LAYERS = {
+    "core": ("core",),
+    "jobs": ("jobs",),
+    "hooks": ("hooks",),
+    "operators and sensors": ("operators", "sensors"),
+    "xcom": ("xcom",),
+    "utils": ("utils",),
+    "plugins": ("plugins",),
+}
+#: Each capability's page, and the name its modules carry: a module is the capability's when a folder on its path,
+#: or its own name, is that name or starts with it and ``_`` (``core/lookup/``, ``sensors/lookup_reload.py``).
+CAPABILITIES = {
+    "sql": "sql-jobs.md",
+    "ctas": "ctas.md",
+    "cache": "cached-tables.md",
+    "lookup": "lookup-joins.md",
+    "plan": "compiled-plans.md",
+    "aggregation": "buffered-output.md",
+    "monitoring": "monitoring.md",
+}
+#: Modules whose names do not say which capabilities they serve.
+ALSO = {
+    "utils/reload_schedule.py": ("lookup",),
+    "hooks/postgres.py": ("lookup", "plan", "aggregation"),
+    "operators/streaming.py": ("plan", "aggregation"),
+    "jobs/plan/runner.py": ("plan", "sql"),
+    "jobs/plan/sink_queries.py": ("plan", "aggregation"),
+    "jobs/plan/sinks.py": ("plan", "aggregation"),
+    "jobs/plan/flushing.py": ("plan", "aggregation"),
+    "jobs/plan/memory_buffer.py": ("plan", "aggregation"),
+    "jobs/plan/buffer.py": ("plan", "aggregation"),
+    "core/plan/flush.py": ("plan", "aggregation"),
+    "core/plan/sinks.py": ("plan", "aggregation"),
+    "utils/monitoring_urls.py": ("monitoring",),
+    "operators/links.py": ("monitoring",),
+    "core/xcom_keys.py": ("monitoring",),
+    "operators/ctas_lifecycle.py": ("ctas", "sql"),
+    "hooks/ctas/claims.py": ("ctas", "sql"),
+}
+#: The longest description a module gets in the layout: its docstring's first sentence, cut there.
+WIDTH = 96
+
+
+def modules() -> list[str]:
+    """Every module of the package, as paths under it (``core/job_spec.py``), sorted."""
+    found = [path.relative_to(PACKAGE) for path in PACKAGE.rglob("*.py") if path.name != "__init__.py"]
+    return [str(path) for path in sorted(found, key=lambda path: (path.parent.parts, path.name))]
+
+
+def summary(module: str) -> str:
+    """The first sentence of a module's docstring, cut to ``WIDTH``."""
+    docstring = ast.get_docstring(ast.parse((PACKAGE / module).read_text())) or ""
+    first = " ".join(docstring.split("\n\n")[0].split())
+    sentence = re.split(r"(?<=[a-z)`'])[.:;] ", first + " ", maxsplit=1)[0].rstrip(". ")
+    return sentence if len(sentence) <= WIDTH else sentence[: WIDTH - 1].rstrip() + "…"
+
+
+def layer(module: str) -> str:
+    top = module.split("/")[0]
+    return next((name for name, folders in LAYERS.items() if top in folders), "provider metadata")
+
+
+def capabilities(module: str) -> tuple[str, ...]:
+    parts = [part.removesuffix(".py") for part in module.split("/")[1:]]
+    named = tuple(name for name in CAPABILITIES if any(part == name or part.startswith(name + "_") for part in parts))
+    return tuple(dict.fromkeys((*named, *ALSO.get(module, ()))))
+
+
+def layout() -> str:
+    """The package's folders, each module with its docstring's first sentence."""
+    lines = ["```", "provider/spark_tables/"]
+    folder = None
+    for module in modules():
+        parent, _, name = module.rpartition("/")
+        if parent != folder:
+            folder = parent
+            if parent:
+                lines.append(f"  {parent}/")
+        indent = "    " if parent else "  "
+        lines.append(f"{indent}{name:<24} {summary(module)}".rstrip())
+    lines.append("```")
+    return "\n".join(lines)
+
+
+def job_kinds() -> str:
+    """Each job kind with its job, its typed result, its runner and the operators that build it."""
+    from spark_tables.core.job_result import RESULT_KINDS
+    from spark_tables.core.job_spec import JOB_KINDS
+    from spark_tables.jobs.entry import JOB_RUNNERS
+    from spark_tables.operators.spark_job import SparkJobOperator
+
+    builders: dict[str, list[str]] = {}
+    for info in pkgutil.iter_modules([str(PACKAGE / "operators")]):
+        module = importlib.import_module(f"spark_tables.operators.{info.name}")
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ != module.__name__ or not issubclass(cls, SparkJobOperator) or name.startswith("_"):
+                continue
+            built = typing.get_type_hints(cls.build_job).get("return")
+            kind = getattr(built, "kind", None)
+            if kind in JOB_KINDS and name not in builders.setdefault(kind, []):
+                builders[kind].append(name)
+
+    def where(thing: object) -> str:
+        path = inspect.getmodule(thing).__name__.removeprefix("spark_tables.").replace(".", "/")  # type: ignore[union-attr]
+        return f"`{path}.py` `{thing.__name__}`"  # type: ignore[attr-defined]
+
+    rows = [
+        "| kind | job | result | runner | operators |",
+        "|---|---|---|---|---|",
+    ]
+    for kind in sorted(JOB_KINDS):
+        operators = ", ".join(f"`{name}`" for name in builders.get(kind, [])) or (
+            "none of its own: `CtasLifecycleOperator` (the base of `SparkCtasOperator` and `SparkSqlJobOperator`) "
+            "runs it after a failed or lost try"
+        )
+        rows.append(
+            f"| `{kind}` | {where(JOB_KINDS[kind])} | {where(RESULT_KINDS[kind])} | {where(JOB_RUNNERS[kind])} "
+            f"| {operators} |"
+        )
+    return "\n".join(rows)
+
+
+def capability_modules(capability: str) -> str:
+    """A capability's modules on each layer."""
+    mine = [module for module in modules() if capability in capabilities(module)]
+    lines = ["| layer | modules |", "|---|---|"]
+    for name in (*LAYERS, "provider metadata"):
+        listed = [f"`{module}`" for module in mine if layer(module) == name]
+        if listed:
+            lines.append(f"| {name} | {', '.join(listed)} |")
+    return "\n".join(lines)
+
+
+def parts() -> dict[Path, dict[str, str]]:
+    """Each page's generated parts, by name."""
+    pages: dict[Path, dict[str, str]] = {DOCS / "architecture.md": {"job-kinds": job_kinds(), "layout": layout()}}
+    for capability, page in CAPABILITIES.items():
+        pages[DOCS / page] = {"modules": capability_modules(capability)}
+    return pages
+
+
+def render(text: str, generated: dict[str, str], page: Path) -> str:
+    for name, body in generated.items():
+        pattern = re.compile(rf"(<!-- generated: {name} -->\n)(?:.*?\n)??(<!-- end generated -->)", re.DOTALL)
+        if not pattern.search(text):
+            raise SystemExit(f"{page}: no '<!-- generated: {name} -->' ... '<!-- end generated -->' block")
+        text = pattern.sub(lambda match, body=body: match.group(1) + body + "\n" + match.group(2), text)
+    return text
+
+
+def stale() -> list[Path]:
+    """The pages whose generated parts differ from the code."""
+    return [
+        page for page, generated in parts().items() if render(page.read_text(), generated, page) != page.read_text()
+    ]
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description="Rewrite or check the generated parts of docs/.")
+    parser.add_argument("--write", action="store_true", help="rewrite the pages' generated parts")
+    if parser.parse_args(argv).write:
+        for page, generated in parts().items():
+            page.write_text(render(page.read_text(), generated, page))
+        return 0
+    out_of_date = stale()
+    for page in out_of_date:
+        print(f"{page.relative_to(ROOT)}: out of date; run python scripts/docs_generated.py --write")
+    return 1 if out_of_date else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
