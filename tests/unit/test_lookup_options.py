@@ -1,4 +1,4 @@
-"""Durations and the lookup join cache options (FLIP-221): parsing, defaults, cross-field rules, round trips."""
+"""The lookup join cache options (FLIP-221): parsing, defaults, cross-field rules, round trips."""
 
 from __future__ import annotations
 
@@ -8,11 +8,9 @@ from datetime import timedelta
 
 import pytest
 
-from spark_tables.core.durations import format_duration, parse_duration
 from spark_tables.core.errors import SpecError
 from spark_tables.core.lookup.options import CacheMode, LookupOptions, ReloadStrategy, ReloadTime, ScheduleMode
 
-WHAT = "lookup.partial-cache.expire-after-access"
 PARTIAL = {"lookup.cache": "PARTIAL", "lookup.partial-cache.max-rows": "1000"}
 PERIODIC = {"lookup.cache": "FULL", "lookup.full-cache.periodic-reload.interval": "1 h"}
 TIMED = {
@@ -20,110 +18,6 @@ TIMED = {
     "lookup.full-cache.reload-strategy": "TIMED",
     "lookup.full-cache.timed-reload.iso-time": "10:15",
 }
-
-
-class TestParseDuration:
-    @pytest.mark.parametrize(
-        ("text", "expected"),
-        [
-            *((f"2{unit}", timedelta(days=2)) for unit in ("d", "day", "days")),
-            *((f"2 {unit}", timedelta(hours=2)) for unit in ("h", "hour", "hours")),
-            *((f"10 {unit}", timedelta(minutes=10)) for unit in ("min", "m", "minute", "minutes")),
-            *((f"30 {unit}", timedelta(seconds=30)) for unit in ("s", "sec", "secs", "second", "seconds")),
-            *((f"1500 {unit}", timedelta(seconds=1.5)) for unit in ("ms", "milli", "millis", "millisecond")),
-            ("1500 milliseconds", timedelta(seconds=1.5)),
-            *(
-                (f"250 {unit}", timedelta(microseconds=250))
-                for unit in ("us", "µs", "micro", "micros", "microsecond", "microseconds")
-            ),
-            *((f"3000{unit}", timedelta(microseconds=3)) for unit in ("ns", "nano", "nanos", "nanosecond")),
-            ("3000 nanoseconds", timedelta(microseconds=3)),
-        ],
-    )
-    def test_every_flink_unit_spelling(self, text, expected):
-        assert parse_duration(text, WHAT) == expected
-
-    @pytest.mark.parametrize("text", ["10 MIN", "10Min", " 10   min ", "10 Minutes", "10m", "10 M"])
-    def test_units_ignore_case_and_spaces(self, text):
-        assert parse_duration(text, WHAT) == timedelta(minutes=10)
-
-    @pytest.mark.parametrize("value", ["600000", " 600000 ", 600_000])
-    def test_a_number_without_a_unit_is_milliseconds(self, value):
-        assert parse_duration(value, WHAT) == timedelta(minutes=10)
-
-    @pytest.mark.parametrize(
-        ("text", "expected"),
-        [
-            ("PT10M", timedelta(minutes=10)),
-            ("pt10m", timedelta(minutes=10)),
-            ("PT1H30M", timedelta(hours=1, minutes=30)),
-            ("P1DT2H", timedelta(days=1, hours=2)),
-            ("P1D", timedelta(days=1)),
-            ("P2W", timedelta(weeks=2)),
-            ("PT0.5S", timedelta(milliseconds=500)),
-            ("PT0,25S", timedelta(milliseconds=250)),
-            ("PT1.5H", timedelta(minutes=90)),
-            ("P1DT2H3M4.000005S", timedelta(days=1, hours=2, minutes=3, seconds=4, microseconds=5)),
-            ("PT0S", timedelta(0)),
-        ],
-    )
-    def test_iso_8601_durations(self, text, expected):
-        assert parse_duration(text, WHAT) == expected
-
-    def test_a_timedelta_is_taken_as_is_and_zero_is_allowed(self):
-        assert parse_duration(timedelta(seconds=7), WHAT) == timedelta(seconds=7)
-        assert parse_duration("0 ms", WHAT) == timedelta(0)
-
-    @pytest.mark.parametrize(
-        ("value", "message"),
-        [
-            ("P1M", "counts years or months, whose length is not fixed: write days"),
-            ("P1Y", "counts years or months, whose length is not fixed: write days"),
-            ("P1Y2DT3H", "counts years or months"),
-            ("-5 s", "is negative: write a duration of zero or more"),
-            ("-PT5S", "is negative"),
-            (-1, "is negative"),
-            (timedelta(seconds=-1), "is negative"),
-            ("ten minutes", 'is not a duration: write a number with a unit ("10 min", "3600000 ms", "1 h")'),
-            ("5 parsecs", "has an unknown unit 'parsecs'"),
-            ("", "is not a duration"),
-            ("P", "is not a duration"),
-            ("PT", "is not a duration"),
-            ("P1DT", "is not a duration"),
-            ("1.5 h", "is not a duration"),
-            ("PT1.5H30M", "has a fraction before its last part"),
-            ("1500 ns", "is finer than a microsecond"),
-            ("999999999999 d", "is too long"),
-            (True, "is not a duration"),
-            (1.5, "is not a duration"),
-            (None, "is not a duration"),
-        ],
-    )
-    def test_rejects_name_the_option(self, value, message):
-        with pytest.raises(SpecError, match=rf"^{WHAT}=.* {re.escape(message)}") as raised:
-            parse_duration(value, WHAT)
-        assert "\n" not in str(raised.value)
-
-    def test_the_message_of_an_unreadable_duration(self):
-        with pytest.raises(SpecError) as raised:
-            parse_duration("ten minutes", WHAT)
-        assert str(raised.value) == (
-            "lookup.partial-cache.expire-after-access='ten minutes' is not a duration: write a number with a unit "
-            '("10 min", "3600000 ms", "1 h") or ISO-8601 ("PT10M")'
-        )
-
-    @pytest.mark.parametrize(
-        ("delta", "text"),
-        [
-            (timedelta(minutes=10), "600000 ms"),
-            (timedelta(microseconds=1500), "1500 us"),
-            (timedelta(0), "0 ms"),
-            (timedelta(days=3, microseconds=1), "259200000001 us"),
-        ],
-    )
-    def test_format_duration_reads_back_exactly(self, delta, text):
-        assert format_duration(delta) == text
-        assert parse_duration(text, WHAT) == delta
 
 
 class TestReloadTime:

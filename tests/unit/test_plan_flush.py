@@ -119,6 +119,14 @@ def test_a_plan_runs_available_now_unless_given_a_time() -> None:
     assert PlanOptions.from_dict(timed.to_dict()) == timed
 
 
+def test_times_finer_than_a_millisecond_round_up_never_to_zero() -> None:
+    short = PlanOptions(run_for="1 ns", trigger_interval="1500 us")
+    assert (short.run_for_ms, short.trigger_interval_ms) == (1, 2)  # run_for 0 would mean available-now
+    flush = FlushOptions.from_configuration({"execution.flush.max-interval": "1 ns"})
+    assert flush.max_interval == timedelta(microseconds=1) and flush.max_interval_ms == 1
+    assert FlushOptions.from_configuration(flush.to_configuration()) == flush
+
+
 @pytest.mark.parametrize(
     ("fields", "message"),
     [

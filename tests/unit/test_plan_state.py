@@ -65,3 +65,11 @@ def test_bad_entries_fail_with_one_line_naming_the_node(state: list, message: st
 def test_a_bad_job_ttl_fails_with_the_options_name() -> None:
     with pytest.raises(SpecError, match=r"table\.exec\.state\.ttl='1 fortnight' has an unknown unit"):
         default_ttl({"table.exec.state.ttl": "1 fortnight"})
+
+
+@pytest.mark.parametrize(("ttl", "ttl_ms", "written"), [("1 ns", 1, "1 us"), ("1500 us", 2, "1500 us")])
+def test_a_ttl_finer_than_a_millisecond_rounds_up_and_still_expires(ttl: str, ttl_ms: int, written: str) -> None:
+    (entry,) = default_entries(("state",), default_ttl({"table.exec.state.ttl": ttl}))
+    assert entry.ttl_ms == ttl_ms  # never 0, which would mean no expiry
+    assert entry.to_dict()["ttl"] == written
+    assert parse_entries([entry.to_dict()], ("state",), "node 2") == (entry,)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from spark_tables.core.durations import format_duration, parse_duration
+from spark_tables.core.durations import format_duration, parse_duration, whole_milliseconds
 from spark_tables.core.errors import SpecError
 
 MAX_INTERVAL_OPTION = "execution.flush.max-interval"
@@ -38,7 +38,7 @@ class FlushOptions:
     def max_interval_ms(self) -> int:
         if self.max_interval is None:
             raise SpecError(f"{MAX_INTERVAL_OPTION} is not set: buffering is off")
-        return self.max_interval // timedelta(milliseconds=1)
+        return whole_milliseconds(self.max_interval)
 
     @classmethod
     def from_configuration(cls, configuration: dict[str, Any]) -> FlushOptions:
@@ -52,7 +52,7 @@ class FlushOptions:
                 raise SpecError(f"{given} applies to buffered output: set {MAX_INTERVAL_OPTION} too, or leave it out")
             return cls()
         max_interval = parse_duration(interval, MAX_INTERVAL_OPTION)
-        if max_interval < timedelta(milliseconds=1):
+        if not whole_milliseconds(max_interval):
             raise SpecError(
                 f"{MAX_INTERVAL_OPTION}={interval!r} is too short: give at least 1 ms, or leave it unset for no "
                 "buffering"

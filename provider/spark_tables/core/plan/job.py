@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any, ClassVar
 
-from spark_tables.core.durations import parse_duration
+from spark_tables.core.durations import parse_duration, whole_milliseconds
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.flush import FlushOptions
 from spark_tables.core.plan.sinks import PostgresUpsertSink, sink_from_dict
@@ -67,11 +66,11 @@ class PlanOptions:
     @property
     def run_for_ms(self) -> int:
         """How long an execution runs, in milliseconds; 0: available-now."""
-        return parse_duration(self.run_for, "run_for") // timedelta(milliseconds=1) if self.run_for else 0
+        return whole_milliseconds(parse_duration(self.run_for, "run_for")) if self.run_for else 0
 
     @property
     def trigger_interval_ms(self) -> int:
-        return parse_duration(self.trigger_interval, "trigger_interval") // timedelta(milliseconds=1)
+        return whole_milliseconds(parse_duration(self.trigger_interval, "trigger_interval"))
 
     @property
     def force_recompile(self) -> bool:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from spark_tables.core.durations import format_duration, parse_duration
+from spark_tables.core.durations import format_duration, parse_duration, whole_milliseconds
 from spark_tables.core.errors import SpecError
 
 #: The job-level option whose value is every stateful node's default TTL, as in Flink.
@@ -29,7 +29,7 @@ class StateEntry:
 
     @property
     def ttl_ms(self) -> int:
-        return self.ttl // timedelta(milliseconds=1)
+        return whole_milliseconds(self.ttl)
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "ttl": format_duration(self.ttl), "name": self.name}

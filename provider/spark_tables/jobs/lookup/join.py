@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
-from spark_tables.core.durations import parse_duration
+from spark_tables.core.durations import parse_duration, whole_milliseconds
 from spark_tables.core.errors import JobError
 from spark_tables.core.lookup.job import AVAILABLE_NOW, LookupJoinJob
 from spark_tables.core.lookup.options import CacheMode
@@ -232,7 +232,8 @@ def _run_stream(spark: SparkSession, job: LookupJoinJob, lookup_join: LookupJoin
     if job.trigger == AVAILABLE_NOW:
         writer = writer.trigger(availableNow=True)
     else:
-        writer = writer.trigger(processingTime=f"{parse_duration(job.trigger, 'trigger').total_seconds()} seconds")
+        interval_ms = whole_milliseconds(parse_duration(job.trigger, "trigger"))  # Spark counts milliseconds
+        writer = writer.trigger(processingTime=f"{interval_ms} milliseconds")
     query = writer.start()
     try:
         while not query.awaitTermination(0.5):

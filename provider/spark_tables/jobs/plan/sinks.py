@@ -51,7 +51,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from spark_tables.core.durations import parse_duration
+from spark_tables.core.durations import parse_duration, whole_milliseconds
 from spark_tables.core.errors import JobError, SpecError, one_line
 from spark_tables.core.identifiers import TableIdentifier
 from spark_tables.core.plan.sinks import PlanSink, PostgresUpsertSink, TableSink, TableUpsertSink
@@ -128,7 +128,8 @@ class SinkWriter(ABC):
         if available_now:
             writer = writer.trigger(availableNow=True)
         else:
-            writer = writer.trigger(processingTime=f"{parse_duration(interval, 'interval').total_seconds()} seconds")
+            interval_ms = whole_milliseconds(parse_duration(interval, "interval"))  # Spark counts milliseconds
+            writer = writer.trigger(processingTime=f"{interval_ms} milliseconds")
         return writer.start()
 
     def report(self) -> dict[str, Any]:
