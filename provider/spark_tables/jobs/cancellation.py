@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from spark_tables.core.errors import JobError
-from spark_tables.core.exchange import local_path
+from spark_tables.jobs import files
 
 log = logging.getLogger(__name__)
 
@@ -88,13 +88,7 @@ def _alive(pid: int) -> bool:
 
 
 def _marker_exists(uri: str) -> bool:
-    path = local_path(uri)
-    if path is not None:
-        return os.path.exists(path)
-    import fsspec  # remote exchange: the driver needs fsspec and the file system's package, as for its result
-
-    file_system, remote_path = fsspec.core.url_to_fs(uri)
-    return bool(file_system.exists(remote_path))
+    return files.exists(uri)
 
 
 def watch(

@@ -22,11 +22,11 @@ from spark_tables.core.exchange import cancel_uri
 from spark_tables.core.job_output import JobOutput
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse, Job, JobSpec
+from spark_tables.jobs import files
 from spark_tables.jobs.aggregation.runner import run_streaming_aggregation
 from spark_tables.jobs.cache.views import prepare_cached_views
 from spark_tables.jobs.cancellation import Cancellation, watch
 from spark_tables.jobs.ctas.lifecycle import run_ctas, run_ctas_cleanup
-from spark_tables.jobs.exchange_files import read_text, write_result
 from spark_tables.jobs.lookup.join import run_lookup_join
 from spark_tables.jobs.lookup.reload import run_lookup_reload
 from spark_tables.jobs.plan.runner import run_plan
@@ -96,7 +96,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         log.error("usage: entry.py '<job spec JSON>' | @<job spec URI>")
         return 2
-    spec = JobSpec.from_json(read_text(argv[1][1:]) if argv[1].startswith("@") else argv[1])
+    spec = JobSpec.from_json(files.read_text(argv[1][1:]) if argv[1].startswith("@") else argv[1])
     cancellation = Cancellation()
     watch(cancellation, parent_pid=spec.watch_pid, marker_uri=cancel_uri(spec.result_uri))
     started = time.monotonic()
@@ -104,7 +104,7 @@ def main(argv: list[str]) -> int:
     cancellation.interrupt_with(spark.interruptAll)
     session_seconds = round(time.monotonic() - started, 3)
     result = run_job(spark, spec.job, cancellation, spec.caches)
-    write_result(spec.result_uri, dataclasses.replace(result, session_seconds=session_seconds).to_json())
+    files.write_text(spec.result_uri, dataclasses.replace(result, session_seconds=session_seconds).to_json())
     spark.stop()
     return 0 if result.succeeded else 1
 

@@ -23,9 +23,9 @@ from pyspark.sql.types import StructType
 from spark_tables.core.cache.descriptor import COPY_FORMAT, CacheDescriptor, CachePartition
 from spark_tables.core.errors import JobError, one_line
 from spark_tables.core.job_spec import CacheUse
+from spark_tables.jobs import files
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.row_frames import rows
-from spark_tables.jobs.storage_files import file_crc32, file_sizes
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ def damage(spark: SparkSession, descriptor: CacheDescriptor) -> str | None:
         # does, refuses to read it). Anything else proves nothing.
         folder = descriptor.location.rstrip("/")
         with contextlib.suppress(Exception):
-            problem = _missing_or_resized(descriptor) or _changed(descriptor, lambda f: file_crc32(f"{folder}/{f}"))
+            problem = _missing_or_resized(descriptor) or _changed(descriptor, lambda f: files.crc32(f"{folder}/{f}"))
         if problem is not None:
             return problem
         raise CopyNotChecked(f"its files could not be read: {one_line(err)}") from err
@@ -178,7 +178,7 @@ def _changed(descriptor: CacheDescriptor, crc_of: Callable[[str], int | None]) -
 
 def _missing_or_resized(descriptor: CacheDescriptor) -> str | None:
     """The first partition file that is not there with its registered size, from a listing of the copy's folder."""
-    sizes = file_sizes(descriptor.location)
+    sizes = files.file_sizes(descriptor.location)
     if sizes is None:
         return "its folder is gone"
     for partition in descriptor.partitions:

@@ -1,4 +1,4 @@
-"""Catalog operations on tables, through Spark SQL, and their files, through fsspec: what CTAS builds on."""
+"""Catalog operations on tables, through Spark SQL, and their files (``jobs.files``): what CTAS builds on."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
 from spark_tables.core.identifiers import TableIdentifier, quote_part
-from spark_tables.jobs.storage_files import fsspec_url, remove
+from spark_tables.jobs import files
 
 log = logging.getLogger(__name__)
 
@@ -61,16 +61,9 @@ def drop(spark: SparkSession, table: TableIdentifier) -> None:
             return
         raise
     if location:
-        remove(location)
+        files.remove(location)
     spark.sql(f"DROP TABLE IF EXISTS {table.quoted()}")
     log.info("dropped %s and its files%s", table, f" under {location}" if location else "")
-
-
-def is_empty_location(location: str) -> bool:
-    import fsspec
-
-    file_system, path = fsspec.core.url_to_fs(fsspec_url(location))
-    return not file_system.exists(path) or (file_system.isdir(path) and not file_system.ls(path))
 
 
 def property_list(values: dict[str, str]) -> str:

@@ -38,6 +38,7 @@ from spark_tables.core.ctas.result import CtasCleanupResult, CtasResult, SweptCl
 from spark_tables.core.errors import JobError, one_line
 from spark_tables.core.identifiers import TableIdentifier, quote_part
 from spark_tables.core.job_output import JobOutput
+from spark_tables.jobs import files
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.ctas import catalog_tables
 from spark_tables.jobs.row_frames import rows
@@ -250,7 +251,7 @@ def _check_before_creating(job: CtasJob, frame: DataFrame) -> None:
         raise JobError(f"partition column(s) {missing} are not in the query's columns {frame.columns}")
     if job.partitioned_by and len(job.partitioned_by) == len(columns):
         raise JobError("every column is a partition column: leave at least one column out of PARTITIONED BY")
-    if job.location is not None and not catalog_tables.is_empty_location(job.location):
+    if job.location is not None and not files.is_empty(job.location):
         raise JobError(
             f"location {job.location} is not empty: CTAS writes only to an empty location, so that a failure can "
             "remove what it wrote; choose another, or empty it"

@@ -26,14 +26,13 @@ from spark_tables.core.lookup.job import AVAILABLE_NOW, LookupJoinJob
 from spark_tables.core.lookup.options import CacheMode
 from spark_tables.core.lookup.result import LookupJoinResult
 from spark_tables.core.lookup.snapshot import Pointer, Snapshot
+from spark_tables.jobs import files
 from spark_tables.jobs.cancellation import Cancellation
-from spark_tables.jobs.exchange_files import read_text
 from spark_tables.jobs.lookup.arrow_types import arrow_type
 from spark_tables.jobs.lookup.metrics import aggregate
 from spark_tables.jobs.lookup.partition import PartitionLookup
 from spark_tables.jobs.lookup.reload import full_cache_metrics, load_snapshot, read_pointer
 from spark_tables.jobs.lookup.source import source_for
-from spark_tables.jobs.storage_files import list_names, remove
 
 log = logging.getLogger(__name__)
 
@@ -174,8 +173,8 @@ class LookupJoin:
 
 def _worker_metrics(folder: str) -> list[dict[str, Any]]:
     """The metrics each worker left, one file a worker."""
-    names = [name for name in list_names(folder) if name.endswith(".json")]
-    return [json.loads(read_text(f"{folder.rstrip('/')}/{name}")) for name in names]
+    names = [name for name in files.list_names(folder) if name.endswith(".json")]
+    return [json.loads(files.read_text(f"{folder.rstrip('/')}/{name}")) for name in names]
 
 
 def run_lookup_join(spark: SparkSession, job: LookupJoinJob, cancellation: Cancellation) -> LookupJoinResult:
@@ -199,7 +198,7 @@ def run_lookup_join(spark: SparkSession, job: LookupJoinJob, cancellation: Cance
             batches = _run_stream(spark, job, lookup_join, cancellation)
         metrics = lookup_join.metrics()
     finally:
-        remove(job.metrics_uri)
+        files.remove(job.metrics_uri)
     snapshot = lookup_join.snapshot
     return LookupJoinResult(
         lookup=job.lookup.name,

@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from spark_tables.core.lookup.options import CacheMode, LookupOptions
 from spark_tables.core.lookup.table import SourceTable
-from spark_tables.jobs.exchange_files import write_result
+from spark_tables.jobs import files
 from spark_tables.jobs.lookup.cache import DefaultLookupCache
 from spark_tables.jobs.lookup.caching_lookup import CachingLookup
 from spark_tables.jobs.lookup.distinct_keys import DistinctKeys
@@ -124,4 +124,4 @@ class PartitionLookup:
             counts = dict(counts)
         worker = f"{socket.gethostname()}-{os.getpid()}"
         snapshot = {"worker": worker, "lookup": self.name, **now, **counts}
-        write_result(f"{self.metrics_folder.rstrip('/')}/{self.name}-{worker}.json", json.dumps(snapshot))
+        files.write_text(f"{self.metrics_folder.rstrip('/')}/{self.name}-{worker}.json", json.dumps(snapshot))

@@ -14,9 +14,10 @@ from typing import Any
 import psycopg
 from psycopg import sql
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import IntegralType, StructType
+from pyspark.sql.types import StructType
 
 from spark_tables.core.lookup.table import SourceTable
+from spark_tables.jobs.data_types import INTEGRAL
 from spark_tables.jobs.lookup.source import LookupSource
 
 JDBC_DRIVER = "org.postgresql.Driver"
@@ -151,7 +152,7 @@ class PostgresLookupSource(LookupSource):
         table = self._select((), where_key=False).as_string(None).removeprefix("SELECT * FROM ")
         first_key = self.table.key[0]
         reader = self._jdbc(spark).option("dbtable", table)
-        if num_partitions > 1 and isinstance(self.schema(spark)[first_key].dataType, IntegralType):
+        if num_partitions > 1 and isinstance(self.schema(spark)[first_key].dataType, INTEGRAL):
             low, high = self._bounds(first_key)
             if low is not None and high > low:
                 reader = (

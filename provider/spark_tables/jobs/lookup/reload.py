@@ -25,12 +25,11 @@ from spark_tables.core.lookup.job import LookupReloadJob
 from spark_tables.core.lookup.result import LookupReloadResult
 from spark_tables.core.lookup.snapshot import POINTER, FailedReloads, Pointer, Snapshot, is_version, new_version
 from spark_tables.core.lookup.table import LookupSpec
+from spark_tables.jobs import files
 from spark_tables.jobs.cancellation import Cancellation
-from spark_tables.jobs.exchange_files import read_text, write_result
 from spark_tables.jobs.lookup.metrics import UNINITIALIZED
 from spark_tables.jobs.lookup.retries import retrying
 from spark_tables.jobs.lookup.source import LookupSource, source_for
-from spark_tables.jobs.storage_files import folder_bytes, list_names, remove
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +44,7 @@ def _join(root: str, name: str) -> str:
 def read_pointer(root: str) -> Pointer:
     """The pointer of the lookup table at ``root``; one with no snapshot and no loads before anything was written."""
     try:
-        text = read_text(_join(root, POINTER))
+        text = files.read_text(_join(root, POINTER))
     except FileNotFoundError:
         return Pointer(current=None)
     return Pointer.from_dict(json.loads(text))
@@ -53,12 +52,12 @@ def read_pointer(root: str) -> Pointer:
 
 def publish(root: str, pointer: Pointer) -> None:
     """Replace the pointer in one atomic write."""
-    write_result(_join(root, POINTER), json.dumps(pointer.to_dict()))
+    files.write_text(_join(root, POINTER), json.dumps(pointer.to_dict()))
 
 
 def versions(root: str) -> list[str]:
     """The snapshot versions under ``root``, oldest first."""
-    return [name for name in list_names(root) if is_version(name)]
+    return [name for name in files.list_names(root) if is_version(name)]
 
 
 def _now() -> datetime.datetime:
@@ -174,7 +173,7 @@ def _load(
         nonlocal attempts, observation
         attempts += 1
         cancellation.check()
-        remove(location)  # what a failed attempt left
+        files.remove(location)  # what a failed attempt left
         observation = Observation(f"lookup_reload_{lookup.name}_{attempts}")
         frame = source.scan(spark, partitions).observe(observation, F.count(F.lit(1)).alias("rows"))
         frame.write.mode("overwrite").parquet(location)
@@ -183,7 +182,7 @@ def _load(
     try:
         retrying(attempt, max_retries=lookup.lookup_options.max_retries, what=f"load of lookup table {lookup.name}")
     except Exception as err:
-        remove(location)
+        files.remove(location)
         failed = _failed(previous, started, one_line(err), scheduled_for)
         publish(root, failed)
         kept = f"snapshot {previous.current.version} stays in use" if previous.current else "no snapshot yet"
@@ -197,7 +196,7 @@ def _load(
         version=version,
         location=location,
         rows=int(observation.get["rows"]),
-        bytes=folder_bytes(location),
+        bytes=files.folder_bytes(location),
         started=started.isoformat(),
         finished=finished.isoformat(),
         load_milliseconds=round((finished - started).total_seconds() * 1000),
@@ -207,7 +206,7 @@ def _load(
     publish(root, pointer)
     dropped = tuple(old for old in versions(root)[:-retained] if old != snapshot.version)
     for old in dropped:
-        remove(_join(root, old))
+        files.remove(_join(root, old))
     log.info(
         "published snapshot %s of %s: %d rows, %d bytes", snapshot.version, lookup.name, snapshot.rows, snapshot.bytes
     )

@@ -40,20 +40,18 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 from pyspark.sql.types import (
     ArrayType,
-    AtomicType,
     DataType,
     DecimalType,
     DoubleType,
-    FractionalType,
     IntegerType,
     LongType,
-    NumericType,
     StructField,
     StructType,
 )
 
 from spark_tables.core.errors import JobError, SpecError
 from spark_tables.core.plan.aggregates import AggregateCall
+from spark_tables.jobs.data_types import FRACTIONAL, NUMERIC, SIMPLE
 from spark_tables.jobs.plan.changelog import (
     DELETE,
     INSERT,
@@ -374,7 +372,7 @@ def group_aggregate(
     if isinstance(aggregates, AggregateCall) or not aggregates:
         raise SpecError("group_aggregate needs a non-empty list of AggregateCall")
     types = {one.name: one.dataType for one in fields}
-    nested = [name for name in key if not isinstance(types[name], AtomicType)]
+    nested = [name for name in key if not isinstance(types[name], SIMPLE)]
     if nested:
         raise SpecError(f"group_aggregate's key {', '.join(nested)} is not of a simple type: group by its fields")
     spark_types = frame.groupBy(*key).agg(*(_spark_call(call, types) for call in aggregates)).schema
@@ -446,9 +444,9 @@ def _spark_call(call: object, types: dict[str, DataType]) -> Any:
     if call.column not in types:
         raise SpecError(f"aggregate {call.describe()} reads {call.column!r}, not a column of the input")
     column_type = types[call.column]
-    if call.function in ("sum", "avg") and not isinstance(column_type, NumericType):
+    if call.function in ("sum", "avg") and not isinstance(column_type, NUMERIC):
         raise SpecError(f"aggregate {call.describe()} needs a numeric column, not {column_type.simpleString()}")
-    if (call.distinct or call.function in ("min", "max")) and not isinstance(column_type, AtomicType):
+    if (call.distinct or call.function in ("min", "max")) and not isinstance(column_type, SIMPLE):
         raise SpecError(f"aggregate {call.describe()} needs a column of a simple type, not {column_type.typeName()}")
     distinct = "DISTINCT " if call.distinct else ""
     return F.expr(f"{call.function}({distinct}`{call.column.replace('`', '``')}`)").alias(call.output)
@@ -469,7 +467,7 @@ def _total_type(column_type: DataType) -> DataType:
     """What Spark sums a column of this type as: a decimal gets ten more digits, any integral column bigint."""
     if isinstance(column_type, DecimalType):
         return DecimalType(min(38, column_type.precision + 10), column_type.scale)
-    return DoubleType() if isinstance(column_type, FractionalType) else LongType()
+    return DoubleType() if isinstance(column_type, FRACTIONAL) else LongType()
 
 
 def _arrow_type(total_type: DataType) -> pa.DataType:
@@ -507,7 +505,7 @@ def _average_total_type(average_type: DataType) -> DataType:
 def _zero_of(total_type: DataType) -> Any:
     if isinstance(total_type, DecimalType):
         return Decimal(0)
-    return 0.0 if isinstance(total_type, FractionalType) else 0
+    return 0.0 if isinstance(total_type, FRACTIONAL) else 0
 
 
 def _add(total: Any, value: Any) -> Any:

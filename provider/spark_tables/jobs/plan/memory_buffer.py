@@ -37,9 +37,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQuery
 
 from spark_tables.core.plan.flush import MAX_ENTRIES_OPTION, FlushOptions
+from spark_tables.jobs import files
 from spark_tables.jobs.plan.buffer import CAUSES, WATERMARK_DELAY, event_time_column, window_end
 from spark_tables.jobs.plan.clock import Clock
-from spark_tables.jobs.plan.sinks import HadoopFiles, PostgresSinkWriter, SinkWriter
+from spark_tables.jobs.plan.sinks import PostgresSinkWriter, SinkWriter
 
 log = logging.getLogger(__name__)
 
@@ -86,12 +87,11 @@ class MemoryBuffer(SinkWriter):
 
     def prepare(self, frame: DataFrame, checkpoint: str) -> None:
         self.writer.prepare(frame, checkpoint)
-        self.files = HadoopFiles(frame.sparkSession)
         columns = [field for field in frame.schema.fields if field.name in self.writer.columns]
         at = event_time_column(columns)
         self.event_time_at = None if at is None else self.writer.columns.index(columns[at].name)
         self.delay_ms = None if at is None else int(columns[at].metadata[WATERMARK_DELAY])
-        left = self.files.data_file_names(self.marker_folder) if self.files.exists(self.marker_folder) else []
+        left = files.data_file_names(self.marker_folder)
         if left:
             log.warning(
                 "memory buffer of sink %s: the run that ended before this one did not flush its buffer (its driver "
@@ -102,7 +102,7 @@ class MemoryBuffer(SinkWriter):
                 left[0].removeprefix(MARKER_PREFIX),
                 self.sink.table,
             )
-            self.files.remove(self.marker_folder)
+            files.remove(self.marker_folder)
 
     def _write_batch(self, batch: DataFrame, batch_id: int) -> None:
         self.counts.batches += 1
@@ -115,7 +115,7 @@ class MemoryBuffer(SinkWriter):
                 return
             if not self.entries:
                 self.since_ms = now
-                self.files.create_empty(f"{self.marker_folder}/{MARKER_PREFIX}{batch_id}")
+                files.write_bytes(f"{self.marker_folder}/{MARKER_PREFIX}{batch_id}", b"")
             self.entries.update(changes)
             if self.ending:
                 self._flush("end")
@@ -152,7 +152,7 @@ class MemoryBuffer(SinkWriter):
         self.flushes[cause] += 1
         self.entries.clear()
         self.since_ms = None
-        self.files.remove(self.marker_folder)
+        files.remove(self.marker_folder)
 
     def _watermark_ms(self) -> int | None:
         """The query's current watermark: the one its next micro-batch would take, from its last progress (that

@@ -55,6 +55,7 @@ from spark_tables.core.durations import parse_duration, whole_milliseconds
 from spark_tables.core.errors import JobError, SpecError, one_line
 from spark_tables.core.identifiers import TableIdentifier
 from spark_tables.core.plan.sinks import PlanSink, PostgresUpsertSink, TableSink, TableUpsertSink
+from spark_tables.jobs import files
 from spark_tables.jobs.plan.changelog import DELETE, EMIT_ORDER, ROW_KIND, UPDATE_BEFORE, quoted
 
 log = logging.getLogger(__name__)
@@ -180,12 +181,10 @@ class TableSinkWriter(SinkWriter):
         self._options = table.options
         self._location = table.location
         self._marks = f"{checkpoint.rstrip('/')}/{TABLE_MARKS}"
-        self._files = HadoopFiles(spark)
         self._spark = spark
 
     def _write_batch(self, batch: DataFrame, batch_id: int) -> None:
         self.counts.batches += 1
-        files = self._files
         mark = f"{self._marks}/{batch_id}"
         if files.exists(mark):
             self._skip(batch, batch_id)
@@ -207,10 +206,10 @@ class TableSinkWriter(SinkWriter):
         appended = observation.get["rows"]
         if appended:
             for name in files.data_file_names(staging):
-                files.rename(f"{staging}/{name}", f"{self._location}/{moved_prefix}{name.removeprefix('part-')}")
+                files.move(f"{staging}/{name}", f"{self._location}/{moved_prefix}{name.removeprefix('part-')}")
             self.counts.write_calls += 1
             self.counts.rows_appended += appended
-        files.create_empty(mark)
+        files.write_bytes(mark, b"")
         files.remove(f"{self._marks}/{batch_id - 1}")  # Spark replays its last batch only
         files.remove(staging)
         # The session that started the query lists the table's files again (the batch's is a clone of it).
@@ -230,7 +229,6 @@ class TableUpsertSinkWriter(SinkWriter):
             raise SpecError(f"catalog sink {self.sink.name}: the query gives no key column {', '.join(missing_key)}")
         self.columns, self._format, self._options = table.columns, table.format, table.options
         self._quoted = TableIdentifier.parse(self.sink.name).quoted()
-        self._files = HadoopFiles(spark)
         self._spark = spark
 
     def _write_batch(self, batch: DataFrame, batch_id: int) -> None:
@@ -285,9 +283,9 @@ class TableUpsertSinkWriter(SinkWriter):
 
     def _remove_older(self, versions: str, keep: set[str]) -> None:
         """Delete the versions this sink wrote into ``versions`` but those in ``keep``."""
-        for name in self._files.folder_names(versions):
+        for name in files.folder_names(versions):
             if f"{versions}/{name}" not in keep:
-                self._files.remove(f"{versions}/{name}")
+                files.remove(f"{versions}/{name}")
 
 
 @dataclass(frozen=True)
@@ -345,57 +343,6 @@ def _describe(spark: SparkSession, name: str) -> dict[str, Any]:
     except AnalysisException as err:
         raise SpecError(f"catalog sink {name}: {one_line(err)}") from None
     return json.loads(row[0])
-
-
-class HadoopFiles:
-    """Files named by Hadoop paths, through the JVM's file systems: a table's location is wherever Spark writes
-    it (hdfs, s3a, abfs, local), read and written with Spark's own settings."""
-
-    def __init__(self, spark: SparkSession) -> None:
-        self._jvm = spark.sparkContext._jvm
-        self._conf = spark.sparkContext._jsc.hadoopConfiguration()
-
-    def _resolved(self, location: str) -> tuple[Any, Any]:
-        path = self._jvm.org.apache.hadoop.fs.Path(location)
-        return path.getFileSystem(self._conf), path
-
-    def exists(self, location: str) -> bool:
-        fs, path = self._resolved(location)
-        return fs.exists(path)
-
-    def data_file_names(self, folder: str) -> list[str]:
-        """Names of the files directly in ``folder``, but Spark's ``_SUCCESS`` and hidden files (checksums)."""
-        fs, path = self._resolved(folder)
-        names = [status.getPath().getName() for status in fs.listStatus(path) if status.isFile()]
-        return sorted(name for name in names if not name.startswith(("_", ".")))
-
-    def folder_names(self, folder: str) -> list[str]:
-        """Names of the folders directly in ``folder`` (none when it does not exist)."""
-        fs, path = self._resolved(folder)
-        if not fs.exists(path):
-            return []
-        return sorted(status.getPath().getName() for status in fs.listStatus(path) if status.isDirectory())
-
-    def remove_named(self, folder: str, prefix: str) -> int:
-        """Delete the files in ``folder`` whose names start with ``prefix``; returns how many."""
-        fs, path = self._resolved(folder)
-        paths = [status.getPath() for status in fs.listStatus(path) if status.getPath().getName().startswith(prefix)]
-        for file_path in paths:
-            fs.delete(file_path, False)
-        return len(paths)
-
-    def rename(self, source: str, target: str) -> None:
-        fs, source_path = self._resolved(source)
-        if not fs.rename(source_path, self._resolved(target)[1]):
-            raise JobError(f"could not move {source} to {target}")
-
-    def create_empty(self, location: str) -> None:
-        fs, path = self._resolved(location)
-        fs.create(path, True).close()
-
-    def remove(self, location: str) -> None:
-        fs, path = self._resolved(location)
-        fs.delete(path, True)
 
 
 class PostgresSinkWriter(SinkWriter):

@@ -1,0 +1,178 @@
+"""Files on the Spark side, through fsspec: the exchange, plan files, cache copies, lookup snapshots, sink folders.
+
+A location is a local path, a ``file:`` URI, or any URI fsspec reaches (``s3://``, ``gs://``, ``abfs://``,
+``hdfs://``, ... with the file system's package installed where the job runs); Hadoop's ``s3a://`` and ``s3n://``,
+as Spark names table locations and checkpoints, are read as ``s3://``. Every function takes a location and
+resolves its file system, so callers never branch on the kind of storage.
+
+``write_text`` and ``write_bytes`` replace a file whole: locally through a temporary file in the same folder, then
+renamed over the target; on other storage (object stores) one put, which is atomic there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import posixpath
+import re
+import uuid
+import zlib
+from typing import Any
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+
+from spark_tables.core.errors import JobError
+from spark_tables.core.exchange import local_path
+
+
+class StorageUnreachable(JobError):
+    """No file system for a location: fsspec knows no such scheme, or its package is not installed."""
+
+
+def filesystem(location: str) -> tuple[Any, str]:
+    """The fsspec file system of ``location``, and its path there."""
+    path = local_path(location)
+    url = path if path is not None else re.sub(r"^s3[an]://", "s3://", location)
+    try:
+        return fsspec.core.url_to_fs(url)
+    except (ImportError, ValueError) as err:
+        raise StorageUnreachable(
+            f"cannot reach {location} ({err}): install the file system's package where the job runs "
+            "(s3fs for s3:// and s3a://)"
+        ) from None
+
+
+def _name(entry: dict[str, Any]) -> str:
+    return entry["name"].rstrip("/").rsplit("/", 1)[-1]
+
+
+def _is_data(name: str) -> bool:
+    """Spark's ``_SUCCESS``, checksums, staging folders and temporary files are not data."""
+    return not name.startswith((".", "_"))
+
+
+def _entries(folder: str) -> list[dict[str, Any]] | None:
+    """The entries directly in ``folder`` (fsspec's details: name, type, size); None when it does not exist."""
+    fs, path = filesystem(folder)
+    fs.invalidate_cache(path)  # others (Spark) write here: a listing cached by an earlier call may be stale
+    try:
+        return fs.ls(path, detail=True)
+    except FileNotFoundError:
+        return None
+
+
+def exists(location: str) -> bool:
+    fs, path = filesystem(location)
+    fs.invalidate_cache(path)
+    return bool(fs.exists(path))
+
+
+def is_file(location: str) -> bool:
+    fs, path = filesystem(location)
+    fs.invalidate_cache(path)
+    return bool(fs.isfile(path))
+
+
+def is_empty(location: str) -> bool:
+    """Whether nothing is at ``location``, or an empty folder."""
+    if not exists(location):
+        return True
+    fs, path = filesystem(location)
+    return bool(fs.isdir(path)) and not _entries(location)
+
+
+def list_names(folder: str) -> list[str]:
+    """The names of the entries directly in ``folder``, sorted; none when it does not exist."""
+    return sorted(_name(entry) for entry in _entries(folder) or [])
+
+
+def folder_names(folder: str) -> list[str]:
+    """The names of the folders directly in ``folder``, sorted; none when it does not exist."""
+    return sorted(_name(entry) for entry in _entries(folder) or [] if entry["type"] == "directory")
+
+
+def data_file_names(folder: str) -> list[str]:
+    """The names of the data files directly in ``folder`` (not Spark's ``_SUCCESS``, checksums or hidden files),
+    sorted; none when it does not exist."""
+    entries = _entries(folder) or []
+    return sorted(_name(entry) for entry in entries if entry["type"] == "file" and _is_data(_name(entry)))
+
+
+def file_sizes(folder: str) -> dict[str, int] | None:
+    """Size of each file directly in ``folder``, by name; None when the folder does not exist."""
+    entries = _entries(folder)
+    if entries is None:
+        return None
+    return {_name(entry): entry["size"] for entry in entries if entry["type"] == "file"}
+
+
+def folder_bytes(folder: str) -> int:
+    """Bytes of the data files under a folder, at any depth."""
+    fs, path = filesystem(folder)
+    fs.invalidate_cache(path)
+    return sum(size for name, size in fs.du(path, total=False).items() if _is_data(name.rsplit("/", 1)[-1]))
+
+
+def crc32(location: str) -> int:
+    """CRC-32 of a file's bytes, read here (as ``crc32`` of Spark's ``binaryFile`` content gives it)."""
+    fs, path = filesystem(location)
+    crc = 0
+    with fs.open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            crc = zlib.crc32(chunk, crc)
+    return crc
+
+
+def read_text(location: str) -> str:
+    """The file's text (UTF-8); ``FileNotFoundError`` when there is none."""
+    fs, path = filesystem(location)
+    with fs.open(path, "r", encoding="utf-8") as handle:
+        return handle.read()
+
+
+def write_text(location: str, text: str) -> None:
+    """Replace the file with ``text`` (UTF-8) whole: a reader sees the file before or after, never a part."""
+    write_bytes(location, text.encode("utf-8"))
+
+
+def write_bytes(location: str, data: bytes) -> None:
+    """Replace the file with ``data`` whole, its folder created if need be."""
+    fs, path = filesystem(location)
+    if not isinstance(fs, LocalFileSystem):
+        fs.pipe_file(path, data)
+        return
+    folder, name = posixpath.split(path)
+    fs.makedirs(folder, exist_ok=True)
+    temporary = posixpath.join(folder, f".{name}.{uuid.uuid4().hex}.tmp")
+    try:
+        fs.pipe_file(temporary, data)
+        fs.mv(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            fs.rm_file(temporary)
+        raise
+
+
+def move(source: str, target: str) -> None:
+    """Move a file to ``target``, on the same storage."""
+    fs, source_path = filesystem(source)
+    fs.mv(source_path, filesystem(target)[1])
+
+
+def remove(location: str) -> None:
+    """Delete a file, or a folder and what it holds, if it exists; any other failure to delete is raised."""
+    fs, path = filesystem(location)
+    with contextlib.suppress(FileNotFoundError):
+        fs.rm(path, recursive=True)
+    fs.invalidate_cache(path)
+
+
+def remove_named(folder: str, prefix: str) -> int:
+    """Delete the entries directly in ``folder`` whose names start with ``prefix``; returns how many."""
+    named = [entry["name"] for entry in _entries(folder) or [] if _name(entry).startswith(prefix)]
+    fs, path = filesystem(folder)
+    for entry in named:
+        with contextlib.suppress(FileNotFoundError):
+            fs.rm(entry, recursive=True)
+    fs.invalidate_cache(path)
+    return len(named)
