@@ -113,7 +113,7 @@ def job_kinds() -> str:
     """Each job kind with its job, its typed result, its runner and the operators that build it."""
     from spark_tables.core.job_result import RESULT_KINDS
     from spark_tables.core.job_spec import JOB_KINDS
-    from spark_tables.jobs.entry import JOB_RUNNERS
+    from spark_tables.jobs.entry import runner
     from spark_tables.operators.spark_job import SparkJobOperator
 
     builders: dict[str, list[str]] = {}
@@ -141,7 +141,7 @@ def job_kinds() -> str:
             "runs it after a failed or lost try"
         )
         rows.append(
-            f"| `{kind}` | {where(JOB_KINDS[kind])} | {where(RESULT_KINDS[kind])} | {where(JOB_RUNNERS[kind])} "
+            f"| `{kind}` | {where(JOB_KINDS[kind])} | {where(RESULT_KINDS[kind])} | {where(runner(kind))} "
             f"| {operators} |"
         )
     return "\n".join(rows)

@@ -22,6 +22,27 @@ _SPARK = SimpleNamespace(sparkContext=SimpleNamespace(applicationId="local-1"), 
 
 def test_every_job_kind_has_a_runner():
     assert set(entry.JOB_RUNNERS) == set(JOB_KINDS)
+    assert all(callable(entry.runner(kind)) for kind in JOB_KINDS)
+
+
+def test_the_driver_imports_only_its_own_jobs_runner():
+    """A SQL job's driver does not pay for the plan compiler's and the lookups' imports before its session."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, spark_tables.jobs.entry as entry; entry.runner('sql'); "
+        "print(sorted(m for m in ('sqlglot', 'pyarrow', 'psycopg', 'spark_tables.jobs.plan.runner', "
+        "'spark_tables.jobs.lookup.join', 'spark_tables.jobs.aggregation.runner') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def _runs_sql_with(monkeypatch: pytest.MonkeyPatch, run: Any) -> None:
+    """The sql job kind runs ``run`` instead of its runner."""
+    real = entry.runner
+    monkeypatch.setattr(entry, "runner", lambda kind: run if kind == "sql" else real(kind))
 
 
 @pytest.fixture
@@ -33,7 +54,7 @@ def runs(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
         calls.append((spark, job, cancellation))
         return SqlResult(statements_run=len(job.statements))
 
-    monkeypatch.setitem(entry.JOB_RUNNERS, "sql", run)
+    _runs_sql_with(monkeypatch, run)
     return calls
 
 
@@ -71,7 +92,7 @@ def test_a_failure_after_a_request_is_reported_as_cancelled(monkeypatch):
         cancellation.request("the task timed out")
         raise JobError("statement 1 failed: job interrupted")
 
-    monkeypatch.setitem(entry.JOB_RUNNERS, "sql", interrupted)
+    _runs_sql_with(monkeypatch, interrupted)
 
     result = entry.run_job(_SPARK, SqlJob(statements=["SELECT 1"]), stop)
 
@@ -82,7 +103,7 @@ def _failing_with(monkeypatch, error):
     def fail(spark, job, cancellation):
         raise error
 
-    monkeypatch.setitem(entry.JOB_RUNNERS, "sql", fail)
+    _runs_sql_with(monkeypatch, fail)
 
 
 @pytest.mark.parametrize(

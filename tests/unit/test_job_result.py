@@ -16,7 +16,7 @@ from spark_tables.core.job_spec import JOB_KINDS
 from spark_tables.core.lookup.result import LookupJoinResult, LookupReloadResult
 from spark_tables.core.plan.result import PlanResult
 from spark_tables.core.sql.result import SqlResult
-from spark_tables.jobs.entry import JOB_RUNNERS
+from spark_tables.jobs.entry import JOB_RUNNERS, runner
 from spark_tables.plugins.monitoring.summaries import KIND_SUMMARIES
 
 #: One output of each kind, with every field a run can fill.
@@ -53,8 +53,8 @@ OUTPUTS = [
 
 def test_the_job_kinds_the_runners_the_results_and_the_summaries_are_in_step():
     assert set(RESULT_KINDS) == set(JOB_KINDS) == set(JOB_RUNNERS) == set(KIND_SUMMARIES)
-    for kind, runner in JOB_RUNNERS.items():
-        assert typing.get_type_hints(runner)["return"] is RESULT_KINDS[kind], kind
+    for kind in JOB_RUNNERS:
+        assert typing.get_type_hints(runner(kind))["return"] is RESULT_KINDS[kind], kind
     assert {type(output) for output in OUTPUTS} == set(RESULT_KINDS.values())
 
 

@@ -8,6 +8,7 @@ the job fails, so that the task fails with the job's own one-line error.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import logging
 import sys
 import time
@@ -23,27 +24,29 @@ from spark_tables.core.job_output import JobOutput
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse, Job, JobSpec
 from spark_tables.jobs import files
-from spark_tables.jobs.aggregation.runner import run_streaming_aggregation
 from spark_tables.jobs.cache.views import prepare_cached_views
 from spark_tables.jobs.cancellation import Cancellation, watch
-from spark_tables.jobs.ctas.lifecycle import run_ctas, run_ctas_cleanup
-from spark_tables.jobs.lookup.join import run_lookup_join
-from spark_tables.jobs.lookup.reload import run_lookup_reload
-from spark_tables.jobs.plan.runner import run_plan
-from spark_tables.jobs.sql.runner import run_sql
 
 log = logging.getLogger("spark_tables")
 
-#: The function that runs each job kind, given the session, the validated job and its cancellation.
-JOB_RUNNERS: dict[str, Callable[[SparkSession, Any, Cancellation], JobOutput]] = {
-    "sql": run_sql,
-    "ctas": run_ctas,
-    "ctas_cleanup": run_ctas_cleanup,
-    "lookup_join": run_lookup_join,
-    "lookup_reload": run_lookup_reload,
-    "plan": run_plan,
-    "streaming_aggregation": run_streaming_aggregation,
+#: The function that runs each job kind, given the session, the validated job and its cancellation, as
+#: ``module:function``: the driver imports only the runner of its own job (``runner``), since the others' modules
+#: cost a driver's start up to a second (a plan's sqlglot, pyarrow and psycopg, before its session starts).
+JOB_RUNNERS: dict[str, str] = {
+    "sql": "spark_tables.jobs.sql.runner:run_sql",
+    "ctas": "spark_tables.jobs.ctas.lifecycle:run_ctas",
+    "ctas_cleanup": "spark_tables.jobs.ctas.lifecycle:run_ctas_cleanup",
+    "lookup_join": "spark_tables.jobs.lookup.join:run_lookup_join",
+    "lookup_reload": "spark_tables.jobs.lookup.reload:run_lookup_reload",
+    "plan": "spark_tables.jobs.plan.runner:run_plan",
+    "streaming_aggregation": "spark_tables.jobs.aggregation.runner:run_streaming_aggregation",
 }
+
+
+def runner(kind: str) -> Callable[[SparkSession, Any, Cancellation], JobOutput]:
+    """The runner of job kind ``kind``, its module imported now."""
+    module, _, function = JOB_RUNNERS[kind].partition(":")
+    return getattr(importlib.import_module(module), function)
 
 
 def run_job(
@@ -64,7 +67,7 @@ def run_job(
     try:
         cancellation.check()
         prepare_cached_views(spark, caches, cancellation, cache_reports)
-        output = JOB_RUNNERS[job.kind](spark, job, cancellation)
+        output = runner(job.kind)(spark, job, cancellation)
     except Exception as err:
         error = one_line(err)
         if isinstance(err, JobError | PySparkException):  # their first line says it; Java stacks would flood the log

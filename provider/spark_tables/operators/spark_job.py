@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
 from airflow.providers.common.compat.openlineage.utils.spark import (
@@ -20,12 +21,21 @@ from spark_tables.core.exchange import result_uri
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse, Job, JobSpec
 from spark_tables.core.xcom_keys import FAILED_TRY
-from spark_tables.hooks.cache import uses as cache_uses
+from spark_tables.hooks.cache.uses import TaskCaches
 from spark_tables.hooks.catalog import SparkTablesCatalogHook
 from spark_tables.hooks.spark_job import SparkJobHook
 from spark_tables.operators.links import SparkApplicationLink, SparkJobTabLink
 from spark_tables.utils import settings
 from spark_tables.utils.metastore_schema import ensure_metastore_schema
+
+
+@contextlib.contextmanager
+def _bad_input_fails_the_task() -> Iterator[None]:
+    """Bad input (``SpecError``) fails the task at once, without retries, with its one line."""
+    try:
+        yield
+    except SpecError as err:
+        raise AirflowFailException(str(err)) from None
 
 
 def _abridged(output: dict[str, Any], width: int = 2000) -> str:
@@ -116,37 +126,18 @@ class SparkJobOperator(BaseOperator):
         )
 
     def execute(self, context: Any) -> dict[str, Any]:
-        uses: tuple[CacheUse, ...] = ()
-        try:
+        with _bad_input_fails_the_task():
             job = self.build_job(context)
             tables = self.cached_tables(context, job)
-            if tables:
-                uses = cache_uses.cache_uses(context["ti"], tables, cache_writers(context))
-            self._hook = self.hook_for(context, job, uses)
-        except SpecError as err:
-            raise AirflowFailException(str(err)) from None
+            caches = TaskCaches.prepare(context["ti"], tables, cache_writers(context) if tables else ())
+            self._hook = self.hook_for(context, job, caches.uses)
         try:
             result = self.run_hook(self._hook)
         except BaseException as err:
-            self._settle_caches(context, uses, failed=True)
+            caches.settle_after_failure(self._hook.last_result)
             self.report_failed_try(context, err)
             raise
-        self.log.info("job output: %s", _abridged(result.output.to_dict() if result.output is not None else {}))
-        return {**self.xcom_value(result), **self._settle_caches(context, uses)}
-
-    def _settle_caches(self, context: Any, uses: tuple[CacheUse, ...], failed: bool = False) -> dict[str, Any]:
-        """Register what the job did with its cached tables; after a failed job, never raise over its error."""
-        if not uses:
-            return {}
-        reports = self._hook.last_result.caches if self._hook and self._hook.last_result else {}
-        try:
-            summary = cache_uses.settle(context["ti"], uses, reports, cache_writers(context))
-            return {"caches": summary, "cache_evictions": cache_uses.evict_over_quota(summary)}
-        except Exception:
-            if not failed:
-                raise
-            self.log.exception("could not register what the failed job did with its cached tables")
-            return {}
+        return {**self.xcom_value(result), **caches.settle(result)}
 
     def job_jars(self, job: Job) -> list[str]:
         """Jars the job needs besides ``jars`` (a JDBC driver, say)."""
@@ -160,6 +151,7 @@ class SparkJobOperator(BaseOperator):
             result.session_seconds or 0.0,
             result.work_seconds or 0.0,
         )
+        self.log.info("job output: %s", _abridged(result.output.to_dict() if result.output is not None else {}))
         return result
 
     def hook_for(self, context: Any, job: Job, caches: tuple[CacheUse, ...] = (), purpose: str = "") -> SparkJobHook:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import pendulum
@@ -20,6 +21,7 @@ from spark_tables.core.cache.descriptor import descriptor_of_copy
 from spark_tables.core.cache.layout import copy_folder, run_folder
 from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.ctas.ownership import TableOwner
+from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse
 from spark_tables.hooks.cache import registry, storage
 from spark_tables.utils import settings
@@ -30,6 +32,36 @@ log = logging.getLogger(__name__)
 _COUNTERS = {"hit": "hits", "miss": "misses", "fallback": "fallbacks"}
 #: The numbers of a task's cache summary that add up over tasks (and are emitted as metrics).
 COUNTS = (*_COUNTERS.values(), "bytes_read", "bytes_written")
+
+
+@dataclass(frozen=True)
+class TaskCaches:
+    """A task's cached tables in its run, around its job: ``prepare`` finds the copies before, ``settle`` records
+    what the job did with them after. ``writers`` are the tasks of the DAG that can register a copy."""
+
+    ti: Any
+    writers: tuple[str, ...] = ()
+    uses: tuple[CacheUse, ...] = ()
+
+    @classmethod
+    def prepare(cls, ti: Any, tables: Iterable[CachedTable], writers: Iterable[str]) -> TaskCaches:
+        writers = tuple(writers)
+        return cls(ti, writers, cache_uses(ti, tables, list(writers)))
+
+    def settle(self, result: JobResult | None) -> dict[str, Any]:
+        """What the task's XCom says of its cached tables (``caches``, ``cache_evictions``); nothing when it read
+        none."""
+        if not self.uses:
+            return {}
+        summary = settle(self.ti, self.uses, result.caches if result is not None else {}, list(self.writers))
+        return {"caches": summary, "cache_evictions": evict_over_quota(summary)}
+
+    def settle_after_failure(self, result: JobResult | None) -> None:
+        """``settle`` after a failed job: what it registers is kept, but it never raises over the job's error."""
+        try:
+            self.settle(result)
+        except Exception:
+            log.exception("could not register what the failed job did with its cached tables")
 
 
 def cache_uses(ti: Any, tables: Iterable[CachedTable], task_ids: list[str]) -> tuple[CacheUse, ...]:

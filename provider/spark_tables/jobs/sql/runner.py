@@ -28,7 +28,6 @@ from spark_tables.core.sql.result import SqlResult
 from spark_tables.core.statements import summary, written_table
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.ctas.lifecycle import CtasFailed, CtasTable, sweep, undo_unfinished, undone_note
-from spark_tables.jobs.plan.runner import run_plan_statement
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +72,8 @@ def _run_statements(
         try:
             if is_plan_statement(statement):
                 frame = None
+                from spark_tables.jobs.plan.runner import run_plan_statement  # a plan's modules: only when needed
+
                 outcome = run_plan_statement(spark, statement, job.plans or PlanOptions(), cancellation)
                 plans.append(dataclasses.replace(outcome, statement=number))
             elif ctas is None:
