@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import sys
@@ -30,12 +31,14 @@ def postgres_jdbc_driver(jar: str, setting: str) -> str:
 
 
 def spark_home() -> str:
-    """``$SPARK_HOME``, or the Spark distribution inside the installed pyspark package."""
+    """``$SPARK_HOME``, or the Spark distribution inside the installed pyspark package, found without importing it
+    (an import of pyspark costs a task process half a second or more)."""
     if os.environ.get("SPARK_HOME"):
         return os.environ["SPARK_HOME"]
-    import pyspark
-
-    return os.path.dirname(pyspark.__file__)
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise SpecError("pyspark is not installed in Airflow's environment: pip install pyspark, or set SPARK_HOME")
+    return next(iter(spec.submodule_search_locations))
 
 
 def spark_jars_dir() -> str:
