@@ -11,11 +11,11 @@ from pyspark.sql import DataFrame, Row, SparkSession
 
 from spark_tables.core.plan.aggregates import AggregateCall
 from spark_tables.jobs.plan.buffer import FLUSH_CAUSE, buffered
-from spark_tables.jobs.plan.changelog import SHORT_NAMES, UPDATE_BEFORE
+from spark_tables.jobs.plan.changelog import UPDATE_BEFORE
 from spark_tables.jobs.plan.clock import FixedClock
 from spark_tables.jobs.plan.flush_requests import flush_requests, prepare_requests, request_flush
 from spark_tables.jobs.plan.group_aggregate import group_aggregate
-from tests.spark.plan_streams import JsonSource, run, stream_session
+from tests.spark.plan_streams import SHORT_NAMES, JsonSource, run, stream_session
 
 pytestmark = pytest.mark.spark
 

@@ -21,7 +21,6 @@ from tests.unit.test_plan_document import example_2
 def test_buffering_is_off_unless_the_interval_is_set() -> None:
     assert FlushOptions.from_configuration({}) == FlushOptions()
     assert not FlushOptions().enabled
-    assert FlushOptions().to_configuration() == {}
 
 
 def test_the_options_read_flinks_names_and_spellings() -> None:
@@ -34,7 +33,6 @@ def test_the_options_read_flinks_names_and_spellings() -> None:
     )
     assert options == FlushOptions(timedelta(minutes=2), True, 500)
     assert options.enabled and options.max_interval_ms == 120_000
-    assert FlushOptions.from_configuration(options.to_configuration()) == options
     iso = FlushOptions.from_configuration({"execution.flush.max-interval": "PT30S"})
     assert iso == FlushOptions(timedelta(seconds=30), False, DEFAULT_MAX_ENTRIES)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from spark_tables.core.durations import format_duration, parse_duration, whole_milliseconds
+from spark_tables.core.durations import parse_duration, whole_milliseconds
 from spark_tables.core.errors import SpecError
 
 MAX_INTERVAL_OPTION = "execution.flush.max-interval"
@@ -58,16 +58,6 @@ class FlushOptions:
                 "buffering"
             )
         return cls(max_interval, memory_only, max_entries)
-
-    def to_configuration(self) -> dict[str, str]:
-        """The configuration entries that give these options back (none when buffering is off)."""
-        if self.max_interval is None:
-            return {}
-        return {
-            MAX_INTERVAL_OPTION: format_duration(self.max_interval),
-            MEMORY_BUFFER_ONLY_OPTION: str(self.memory_buffer_only).lower(),
-            MAX_ENTRIES_OPTION: str(self.max_entries),
-        }
 
 
 def _boolean(value: Any, name: str) -> bool:

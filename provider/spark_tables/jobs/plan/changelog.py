@@ -22,8 +22,6 @@ INSERT = 0
 UPDATE_BEFORE = 1
 UPDATE_AFTER = 2
 DELETE = 3
-#: How Flink prints each kind.
-SHORT_NAMES = {INSERT: "+I", UPDATE_BEFORE: "-U", UPDATE_AFTER: "+U", DELETE: "-D"}
 #: A column by which a sink applies a batch's rows in order, when the batch carries it (the buffer's flushes: rows at
 #: or below the watermark first, FLIP-365); a sink never writes it.
 EMIT_ORDER = "__emit_order"
