@@ -25,7 +25,7 @@ TOTALS = "id INT, name STRING, amount BIGINT, __row_kind TINYINT"
 
 
 def _connect() -> psycopg.Connection:
-    return psycopg.connect(host=PG["host"], port=PG["port"], dbname=PG["database"], user=PG["user"], autocommit=True)
+    return psycopg.connect(host=PG["host"], port=PG["port"], dbname=PG["dbname"], user=PG["user"], autocommit=True)
 
 
 def _execute(*statements: str) -> None:
