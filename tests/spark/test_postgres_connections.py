@@ -26,7 +26,7 @@ from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.hooks.postgres import connect_args
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.lookup.join import run_lookup_join
-from spark_tables.jobs.lookup.postgres import PostgresLookupSource
+from spark_tables.jobs.lookup.postgres import ASYNC_CONNECTIONS, PostgresLookupSource
 from spark_tables.jobs.lookup.reload import run_lookup_reload
 from spark_tables.jobs.plan.sinks import SinkWriter
 from tests.spark.postgres import PG
@@ -153,6 +153,32 @@ def test_without_the_options_extra_the_unqualified_table_is_not_found(
             source.schema(spark)  # through Spark's JDBC reader
     finally:
         source.close()
+
+
+def test_concurrent_async_lookups_share_one_pool_of_connections_named_by_the_extra(
+    search_path: dict[str, Any],
+) -> None:
+    view = "customers_with_backend"  # each row says which server process (so which connection) read it
+    _execute(search_path, f"CREATE OR REPLACE VIEW {view} AS SELECT id, name, pg_backend_pid() AS pid FROM {DIMENSION}")
+    args = {**search_path, "application_name": "spark_tables_pool_test"}
+    source = PostgresLookupSource(SourceTable(kind="postgres", connection=args, table=view, key=("id",)))
+    keys = [(key,) for key in [1, 2, 3] * 8]
+
+    async def at_once() -> tuple[list, list[tuple]]:
+        found = await asyncio.gather(*(source.lookup_async(key) for key in keys))
+        named = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'spark_tables_pool_test'"
+        return found, _execute(search_path, named)
+
+    try:
+        found, opened = asyncio.run(at_once())
+    finally:
+        source.close()
+
+    names = dict(CUSTOMERS)
+    assert [[(key, name) for key, name, _ in rows] for rows in found] == [[(key, names[key])] for (key,) in keys]
+    # more lookups than connections: they waited for a free one of the pool's
+    assert len({pid for rows in found for *_, pid in rows}) <= ASYNC_CONNECTIONS
+    assert opened == [(ASYNC_CONNECTIONS,)]
 
 
 def test_the_postgres_sink_writes_its_table_through_the_connections_extras(

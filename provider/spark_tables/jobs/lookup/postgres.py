@@ -36,8 +36,8 @@ class PostgresLookupSource(LookupSource):
     def __init__(self, table: SourceTable) -> None:
         super().__init__(table)
         self._connection: psycopg.Connection | None = None
-        #: The async lookups' pool and the event loop it was opened in (its connections belong to that loop).
-        self._pool: tuple[AsyncConnectionPool, asyncio.AbstractEventLoop] | None = None
+        #: The opening of the async lookups' pool, and the event loop it is opened in (its connections belong there).
+        self._pool: tuple[asyncio.Task[AsyncConnectionPool], asyncio.AbstractEventLoop] | None = None
         self._table_name = sql.Identifier(*self.table.table.split("."))
         self._query = self._select(self.table.columns, where_key=True)
         self._many_query: sql.Composed | None = None
@@ -117,13 +117,15 @@ class PostgresLookupSource(LookupSource):
             return await cursor.fetchall()
 
     async def _opened_pool(self) -> AsyncConnectionPool:
+        """The running loop's pool, opened once however many lookups ask for it at once (again after a failed
+        opening, which each of them saw fail)."""
         loop = asyncio.get_running_loop()
-        if self._pool is None or self._pool[1] is not loop:
-            pool = await postgres.open_async_pool(
+        if self._pool is None or self._pool[1] is not loop or _failed(self._pool[0]):
+            opening = postgres.open_async_pool(
                 self.table.connection, size=ASYNC_CONNECTIONS, timeout=ASYNC_WAIT_SECONDS
             )
-            self._pool = (pool, loop)
-        return self._pool[0]
+            self._pool = (loop.create_task(opening), loop)
+        return await self._pool[0]
 
     def _jdbc(self, spark: SparkSession) -> Any:
         reader = postgres.jdbc_reader(spark, self.table.connection)
@@ -180,8 +182,12 @@ class PostgresLookupSource(LookupSource):
             self._connection.close()
             self._connection = None
         if self._pool is not None:
-            pool, loop = self._pool
+            opening, loop = self._pool
             self._pool = None
-            if not loop.is_closed() and not loop.is_running():
-                loop.run_until_complete(pool.close())
+            if opening.done() and not _failed(opening) and not loop.is_closed() and not loop.is_running():
+                loop.run_until_complete(opening.result().close())
             # else its connections close with their event loop's process
+
+
+def _failed(task: asyncio.Task) -> bool:
+    return task.done() and (task.cancelled() or task.exception() is not None)
