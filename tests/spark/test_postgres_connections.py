@@ -181,6 +181,15 @@ def test_concurrent_async_lookups_share_one_pool_of_connections_named_by_the_ext
     assert opened == [(ASYNC_CONNECTIONS,)]
 
 
+def test_an_async_lookup_whose_connection_cannot_be_made_fails_with_its_error(search_path: dict[str, Any]) -> None:
+    unreachable = {**search_path, "port": 1, "password": "s3cret-password"}
+    source = PostgresLookupSource(SourceTable(kind="postgres", connection=unreachable, table=DIMENSION, key=("id",)))
+
+    with pytest.raises(psycopg.OperationalError, match="port 1 failed"):  # not the pool's timeout
+        asyncio.run(source.lookup_async((1,)))
+    source.close()
+
+
 def test_the_postgres_sink_writes_its_table_through_the_connections_extras(
     spark: SparkSession, connection: dict[str, Any], tmp_path: Path
 ) -> None:

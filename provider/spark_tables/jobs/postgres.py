@@ -30,15 +30,14 @@ def connect(
 async def open_async_pool(args: Mapping[str, Any], *, size: int, timeout: float) -> AsyncConnectionPool:
     """An open pool of ``size`` autocommitted async connections in the running event loop (its connections belong
     to that loop), all connected before it returns; a broken one is replaced, and a caller waits up to ``timeout``
-    seconds for a free one. The pool never grows nor shrinks, so no connection attempt is left pending between
-    lookups: one would hold up the shutdown of an event loop that ``asyncio.run`` ends."""
-    pool = AsyncConnectionPool(
-        kwargs={**_libpq(args, None), "autocommit": True, "prepare_threshold": 0},
-        min_size=size,
-        max_size=size,
-        timeout=timeout,
-        open=False,
-    )
+    seconds for a free one.
+
+    One connection is made first, outside the pool: a connection that cannot be made fails at once with its own
+    error, where the pool would retry it in the background until ``timeout``. The pool never grows nor shrinks, so
+    no connection attempt is left pending between lookups: one would hold up the end of ``asyncio.run``'s loop."""
+    kwargs = {**_libpq(args, None), "autocommit": True, "prepare_threshold": 0}
+    await (await psycopg.AsyncConnection.connect(**kwargs)).close()
+    pool = AsyncConnectionPool(kwargs=kwargs, min_size=size, max_size=size, timeout=timeout, open=False)
     await pool.open(wait=True, timeout=timeout)
     return pool
 
