@@ -10,7 +10,7 @@ import psycopg
 PG = {
     "host": os.environ.get("SPARK_TABLES_TEST_PG_HOST", "127.0.0.1"),
     "port": int(os.environ.get("SPARK_TABLES_TEST_PG_PORT", "5432")),
-    "database": "spark_tables_test",
+    "dbname": "spark_tables_test",
     "user": os.environ.get("SPARK_TABLES_TEST_PG_USER", "postgres"),
 }
 
@@ -18,7 +18,7 @@ PG = {
 def run_sql(*statements: str) -> list[tuple]:
     """Run ``statements`` in the test database, autocommitted; the rows of the last one that returns any."""
     with psycopg.connect(
-        host=PG["host"], port=PG["port"], dbname=PG["database"], user=PG["user"], autocommit=True
+        host=PG["host"], port=PG["port"], dbname=PG["dbname"], user=PG["user"], autocommit=True
     ) as connection:
         rows: list[tuple] = []
         for statement in statements:

@@ -40,7 +40,7 @@ HOURLY = {"lookup.full-cache.periodic-reload.interval": "1 h"}
 
 def _execute(*statements: str) -> None:
     with psycopg.connect(
-        host=PG["host"], port=PG["port"], dbname=PG["database"], user=PG["user"], autocommit=True
+        host=PG["host"], port=PG["port"], dbname=PG["dbname"], user=PG["user"], autocommit=True
     ) as connection:
         for statement in statements:
             connection.execute(statement)
@@ -55,7 +55,7 @@ def dimension() -> Iterator[str]:
         f"CREATE INDEX ON {SCHEMA}.customers (id)",
     )
     with (
-        psycopg.connect(host=PG["host"], port=PG["port"], dbname=PG["database"], user=PG["user"]) as connection,
+        psycopg.connect(host=PG["host"], port=PG["port"], dbname=PG["dbname"], user=PG["user"]) as connection,
         connection.cursor() as cursor,
     ):
         cursor.executemany(f"INSERT INTO {SCHEMA}.customers VALUES (%s, %s, %s)", DIMENSION)
@@ -316,7 +316,7 @@ class _Waiting(logging.Handler):
 def _holding_the_load_lock(spec: LookupSpec) -> Iterator[None]:
     """The table's load lock, held from another PostgreSQL session, as a load running elsewhere would hold it."""
     with psycopg.connect(
-        host=PG["host"], port=PG["port"], dbname=PG["database"], user=PG["user"], autocommit=True
+        host=PG["host"], port=PG["port"], dbname=PG["dbname"], user=PG["user"], autocommit=True
     ) as connection:
         resource = f"spark_tables.lookup:{spec.snapshots}"
         assert connection.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (resource,)).fetchone()[0]

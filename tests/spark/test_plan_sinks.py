@@ -25,7 +25,7 @@ TOTALS = "id INT, name STRING, amount BIGINT, __row_kind TINYINT"
 
 
 def _connect() -> psycopg.Connection:
-    return psycopg.connect(host=PG["host"], port=PG["port"], dbname=PG["database"], user=PG["user"], autocommit=True)
+    return psycopg.connect(host=PG["host"], port=PG["port"], dbname=PG["dbname"], user=PG["user"], autocommit=True)
 
 
 def _execute(*statements: str) -> None:
@@ -175,7 +175,7 @@ def test_postgres_sink_applies_the_last_change_of_each_key_once_per_batch_across
             "has no primary key or unique index on exactly",
         ),
         ("(id integer PRIMARY KEY, name text)", TOTALS, "id", "has no column amount"),
-        (None, TOTALS, "id", "does not exist in 127.0.0.1:5432 database spark_tables_test"),
+        (None, TOTALS, "id", f"does not exist in {PG['host']}:{PG['port']} database spark_tables_test"),
         ("(id integer PRIMARY KEY, name text)", "name STRING, __row_kind TINYINT", "id", "gives no key column id"),
     ],
     ids=["no-unique-index", "index-on-other-columns", "missing-column", "missing-table", "key-not-in-query"],

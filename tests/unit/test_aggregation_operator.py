@@ -35,7 +35,7 @@ def test_the_job_has_the_sinks_connection_the_flush_options_and_a_checkpoint_per
     )
     job = operator.build_job(task_context())
     assert job.options.connections == {
-        "page_counts": {"host": "db", "port": 6432, "database": "srv", "user": "w", "password": "pw"}
+        "page_counts": {"host": "db", "port": 6432, "dbname": "srv", "user": "w", "password": "pw"}
     }
     assert job.options.configuration == {"execution.flush.max-interval": "120000 ms"}
     assert (job.options.flush.max_interval, job.options.run_for_ms) == (timedelta(minutes=2), 600_000)

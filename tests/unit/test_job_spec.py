@@ -174,7 +174,7 @@ def test_session_conf_must_map_names_to_strings(session_conf):
     ("job", "session_conf"),
     [
         (SqlJob(statements=("SELECT 1",)), METASTORE_PASSWORD),  # the metastore's password
-        (_lookup_join({"host": "db", "database": "crm", "user": "u", "password": "s3cret"}), {}),  # a lookup table's
+        (_lookup_join({"host": "db", "dbname": "crm", "user": "u", "password": "s3cret"}), {}),  # a lookup table's
         (SqlJob(statements=("SELECT 1",)), {"spark.hadoop.fs.s3a.secret.key": "k"}),
         (SqlJob(statements=("SELECT 1",)), {"spark.hadoop.fs.s3a.access.key": "k"}),
         (SqlJob(statements=("SELECT 1",)), {"spark.some.Token": "t"}),
@@ -191,12 +191,19 @@ def test_a_spec_holding_a_secret_anywhere_carries_credentials(job, session_conf)
         (SqlJob(statements=("SELECT 'password'",)), {}),  # a value, not a setting named like a secret
         (SqlJob(statements=("SELECT 1",)), {"spark.sql.shuffle.partitions": "4"}),
         (SqlJob(statements=("SELECT 1",)), {"spark.hadoop.javax.jdo.option.ConnectionPassword": ""}),
-        (_lookup_join({"host": "db", "database": "crm", "user": "u"}), {}),
+        (_lookup_join({"host": "db", "dbname": "crm", "user": "u"}), {}),
     ],
     ids=["sql", "plain-session-conf", "empty-password", "lookup-without-password"],
 )
 def test_a_spec_without_a_secret_carries_no_credentials(job, session_conf):
     assert not JobSpec(job=job, result_uri="file:///r.json", session_conf=session_conf).carries_credentials
+
+
+def test_a_spec_holding_a_connection_says_so_password_or_not():
+    """Connection arguments go to the driver in the spec file, never on a command line (issue 25)."""
+    lookup = _lookup_join({"host": "db", "dbname": "crm", "user": "u"})
+    assert JobSpec(job=lookup, result_uri="file:///r.json").holds_connections
+    assert not JobSpec(job=SqlJob(statements=("SELECT 1",)), result_uri="file:///r.json").holds_connections
 
 
 @dataclass(frozen=True)
@@ -222,7 +229,7 @@ def test_a_plan_job_survives_a_json_round_trip_and_its_sink_password_marks_the_s
         options=PlanOptions(
             configuration={"table.exec.state.ttl": "1 h"},
             postgres_sinks=(sink,),
-            connections={"counts": {"host": "db", "port": 5432, "database": "d", "user": "u", "password": "s3cret"}},
+            connections={"counts": {"host": "db", "port": 5432, "dbname": "d", "user": "u", "password": "s3cret"}},
             checkpoints="file:///checkpoints",
         ),
     )

@@ -67,7 +67,7 @@ class TestLookupTableHook:
         assert source.connection == {
             "host": "db.internal",
             "port": 6432,
-            "database": "crm",
+            "dbname": "crm",
             "user": "reader",
             "password": "s3cret",
         }

@@ -74,8 +74,8 @@ def test_executing_resolves_the_connections_of_the_declared_sinks_and_of_the_pla
 
     assert job.statement == f"EXECUTE PLAN '{plan_file}'"
     assert job.options.connections == {
-        "other": {"host": "db", "port": 6432, "database": "srv", "user": "w", "password": "pw"},
-        "counts": {"host": "other", "port": 5432, "database": "o", "user": "x"},
+        "other": {"host": "db", "port": 6432, "dbname": "srv", "user": "w", "password": "pw"},
+        "counts": {"host": "other", "port": 5432, "dbname": "o", "user": "x"},
     }
     assert "pw" not in repr(job)
     compile_and_execute = SparkCompilePlanOperator(

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import quote
 
 from spark_tables.core.errors import SpecError
+from spark_tables.core.postgres import jdbc_url
 
 DEFAULT_JDBC_DRIVER_JAR = "/usr/share/java/postgresql.jar"
 #: The metastore property that holds the database password.
@@ -85,6 +87,9 @@ class PostgresMetastore:
     user: str = "postgres"
     password: str = field(default="", repr=False)  # no log line or error message shows it
     jdbc_driver_jar: str = DEFAULT_JDBC_DRIVER_JAR
+    #: libpq's other connection arguments: the catalog connection's extras that PostgresHook passes on (``sslmode``,
+    #: ``options``, ...); pgjdbc's counterparts of them go into ``jdbc_url``.
+    parameters: dict[str, Any] = field(default_factory=dict, repr=False)
     exclusive = False
 
     def __post_init__(self) -> None:
@@ -96,9 +101,17 @@ class PostgresMetastore:
                 "that every Spark application reaches"
             )
 
+    def connect_args(self) -> dict[str, Any]:
+        """The metastore database's libpq connection arguments, password included."""
+        args = {"host": self.host, "port": self.port, "dbname": self.database, "user": self.user, **self.parameters}
+        if self.password:
+            args["password"] = self.password
+        return args
+
     @property
     def jdbc_url(self) -> str:
-        return f"jdbc:postgresql://{self.host}:{self.port}/{self.database}"
+        """The metastore's JDBC URL, with the pgjdbc properties of ``parameters`` but no secret."""
+        return jdbc_url(self.connect_args(), with_properties=True)
 
     @property
     def driver_class_path(self) -> str:

@@ -95,6 +95,12 @@ class JobSpec:
         """Whether any part of the spec holds a secret (a password, a token), which must not go on a command line."""
         return holds_secret([self.job, self.session_conf, *self.caches])
 
+    @property
+    def holds_connections(self) -> bool:
+        """Whether the spec holds a database connection's arguments (a lookup table's, a sink's): they go to the
+        driver in the spec file, as ``PostgresHook`` builds them, never on a command line, password or not."""
+        return holds_connection(self.job)
+
     def to_json(self) -> str:
         document = {
             "version": SPEC_VERSION,
@@ -146,6 +152,17 @@ def holds_secret(part: Any) -> bool:
         return False
     return any(
         (isinstance(value, str) and value and SECRET_NAME.search(name)) or holds_secret(value) for name, value in named
+    )
+
+
+def holds_connection(part: Any) -> bool:
+    """Whether ``part`` holds a non-empty field ``connection`` or ``connections``, at any depth of its dataclasses."""
+    if not dataclasses.is_dataclass(part) or isinstance(part, type):
+        return isinstance(part, list | tuple) and any(holds_connection(item) for item in part)
+    return any(
+        bool(value) if field.name in ("connection", "connections") else holds_connection(value)
+        for field in dataclasses.fields(part)
+        if (value := getattr(part, field.name)) is not None
     )
 
 

@@ -8,6 +8,7 @@ from airflow.providers.common.compat.sdk import AirflowNotFoundException, BaseHo
 
 from spark_tables.core.catalog_config import DEFAULT_JDBC_DRIVER_JAR, Catalog, EmbeddedCatalog, PostgresMetastore
 from spark_tables.core.errors import SpecError
+from spark_tables.hooks.postgres import connect_args
 from spark_tables.utils import settings
 
 
@@ -15,8 +16,8 @@ class SparkTablesCatalogHook(BaseHook):
     """Resolves a ``spark_tables`` connection into a catalog.
 
     No connection, or one without a host: the embedded Derby catalog under ``home`` (extra) or
-    ``[spark_tables] home``. With a host: a PostgreSQL metastore database (schema = database name) and the
-    ``warehouse`` extra.
+    ``[spark_tables] home``. With a host: a PostgreSQL metastore database (schema = database name, the connection
+    arguments as ``PostgresHook`` builds them: ``hooks/postgres.py``) and the ``warehouse`` extra.
     """
 
     conn_name_attr = "catalog_conn_id"
@@ -44,12 +45,14 @@ class SparkTablesCatalogHook(BaseHook):
         extra = conn.extra_dejson
         if not conn.host:
             return EmbeddedCatalog(home=extra.get("home") or settings.home())
+        args = connect_args(conn, f"catalog connection {self.catalog_conn_id!r}")
         return PostgresMetastore(
-            host=conn.host,
-            port=conn.port or 5432,
-            database=conn.schema or "",
-            user=conn.login or "postgres",
-            password=conn.password or "",
+            host=args.pop("host"),
+            port=args.pop("port"),
+            database=args.pop("dbname", ""),
+            user=args.pop("user", "postgres"),
+            password=args.pop("password", ""),
             warehouse=extra.get("warehouse", ""),
             jdbc_driver_jar=extra.get("jdbc-driver-jar", DEFAULT_JDBC_DRIVER_JAR),
+            parameters=args,
         )

@@ -1,18 +1,31 @@
 """PostgreSQL connections as Spark jobs reach them: what lookup tables read, and plans and streaming aggregations
-write their sinks through."""
+write their sinks through.
+
+The connection arguments are the postgres provider's: ``connect_args`` gives what ``PostgresHook.get_conn`` hands
+psycopg (host, port, dbname, user, password, AWS or Azure IAM tokens, and every connection extra the hook passes
+on: ``sslmode``, ``sslrootcert``, ``options``, ``application_name``, ``keepalives_idle``, ...). They travel in the job
+spec, which goes to the driver in a file only its owner reads (``SparkJobHook``), never on a command line.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
+import psycopg
 from airflow.providers.common.compat.sdk import AirflowNotFoundException, BaseHook
+from airflow.providers.postgres.hooks.postgres import PostgresHook
+from psycopg.conninfo import make_conninfo
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.sinks import PostgresUpsertSink
+from spark_tables.core.postgres import DEFAULT_PORT
 
 #: Airflow connection types that name a PostgreSQL database.
 POSTGRES_TYPES = ("postgres", "postgresql")
+#: The extras this provider reads itself (the JDBC driver; a catalog connection's warehouse and home): never
+#: connection arguments.
+PROVIDER_EXTRAS = frozenset({"jdbc-driver-jar", "warehouse", "home"})
 
 
 def postgres_connection(conn_id: str, what: str) -> Any:
@@ -33,26 +46,46 @@ def postgres_connection(conn_id: str, what: str) -> Any:
     return conn
 
 
-def connection_settings(conn: Any) -> dict[str, Any]:
-    """``host``, ``port``, ``database``, ``user`` and, when set, ``password``: what the job's psycopg needs."""
-    settings: dict[str, Any] = {
-        "host": conn.host,
-        "port": conn.port or 5432,
-        "database": conn.schema,
-        "user": conn.login,
-    }
-    if conn.password:
-        settings["password"] = conn.password
-    return settings
+def connect_args(conn: Any, what: str) -> dict[str, Any]:
+    """The psycopg (libpq) arguments ``PostgresHook.get_conn`` builds for ``conn``, less its ``cursor`` (jobs read
+    plain rows) and this provider's own extras; ``port`` 5432 when the connection has none. Checked by libpq's own
+    parser: an extra it does not know is a ``SpecError`` naming it.
+
+    The hook has no public method giving these without connecting, so this is the one copy of its mapping, on its
+    public parts (``ignored_extra_options``, ``get_iam_token``); ``test_postgres_connections.py`` holds it to the
+    installed hook's ``get_conn``."""
+    hook = PostgresHook(connection=conn)
+    extra = conn.extra_dejson
+    login, password, port = conn.login, conn.password, conn.port
+    if extra.get("iam", False):
+        login, password, port = hook.get_iam_token(conn)
+    args: dict[str, Any] = {"host": conn.host, "user": login, "password": password, "dbname": conn.schema, "port": port}
+    args.update(
+        (name, value)
+        for name, value in extra.items()
+        if name not in hook.ignored_extra_options and name not in PROVIDER_EXTRAS
+    )
+    args = {name: value for name, value in args.items() if value is not None and value != ""}
+    args.setdefault("port", DEFAULT_PORT)
+    try:
+        make_conninfo("", **args)
+    except psycopg.ProgrammingError as err:
+        reason = str(err).strip().splitlines()[0]
+        raise SpecError(
+            f"{what}: connection {conn.conn_id!r} has an extra PostgreSQL does not take ({reason}): remove it, or "
+            "name a libpq connection parameter (sslmode, sslrootcert, options, ...)"
+        ) from None
+    return args
 
 
 class PostgresSinkHook(BaseHook):
     """Resolves the Airflow connections of PostgreSQL upsert sinks into what a job's sink writer needs."""
 
     def sink_connections(self, sinks: Sequence[PostgresUpsertSink]) -> dict[str, dict[str, Any]]:
-        """Each sink's connection settings, by sink name (with the password: the spec then goes to the driver in a
-        file, never on a command line); ``SpecError`` naming the first sink whose connection is missing or wrong."""
-        return {
-            sink.name: connection_settings(postgres_connection(sink.conn_id, f"postgres sink {sink.name}"))
-            for sink in sinks
-        }
+        """Each sink's connection arguments (``connect_args``), by sink name; ``SpecError`` naming the first sink
+        whose connection is missing or wrong."""
+        connections = {}
+        for sink in sinks:
+            what = f"postgres sink {sink.name}"
+            connections[sink.name] = connect_args(postgres_connection(sink.conn_id, what), what)
+        return connections

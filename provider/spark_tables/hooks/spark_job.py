@@ -38,9 +38,9 @@ CANCEL_GRACE_SECONDS = 60
 #: Seconds between SIGTERM and SIGKILL when the process group is ended.
 STOP_GRACE_SECONDS = 3
 #: Longest spec passed on the command line (Linux refuses an argument over 128 KiB); a longer one, with the
-#: descriptors of many cached partitions say, goes to a file in the exchange, as does one carrying a password (a
-#: lookup table's, the metastore's): a command line is visible to every user of the machine, the file only to its
-#: owner.
+#: descriptors of many cached partitions say, goes to a file in the exchange, as does one carrying a password (the
+#: metastore's) or a database connection's arguments (a lookup table's, a sink's): a command line is visible to every
+#: user of the machine, the file only to its owner.
 INLINE_SPEC_BYTES = 64 * 1024
 #: Derby's words for a database another JVM has booted (XSDB6), or the failure to start it that wraps them (XJ040).
 _DERBY_BUSY = ("ERROR XSDB6", "ERROR XJ040", "Another instance of Derby may have already booted the database")
@@ -99,7 +99,11 @@ class SparkJobHook(SparkSubmitAdapter):
         self._class_archive = ClassArchive(archive_folder, self.driver_class_path) if archive_folder else None
         spec_json = self._spec.to_json()
         self._spec_file: tuple[ObjectStoragePath, str] | None = None
-        if len(spec_json.encode()) > INLINE_SPEC_BYTES or self._spec.carries_credentials:
+        if (
+            len(spec_json.encode()) > INLINE_SPEC_BYTES
+            or self._spec.carries_credentials
+            or self._spec.holds_connections
+        ):
             self._spec_file = (ObjectStoragePath(spec_uri(self._spec.result_uri)), spec_json)
             self.application_args = [f"@{spec_uri(self._spec.result_uri)}"]
         else:

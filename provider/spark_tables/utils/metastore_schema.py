@@ -1,7 +1,9 @@
 """Creates the Hive metastore schema in PostgreSQL up front, once, with DataNucleus's own SchemaTool.
 
 Letting DataNucleus create it lazily (``datanucleus.schema.autoCreateAll``) deadlocked the first CTAS on
-PostgreSQL: one connection sat idle in transaction while another waited to add a foreign key.
+PostgreSQL: one connection sat idle in transaction while another waited to add a foreign key. The schema check
+connects with the catalog's connection arguments, which ``SparkTablesCatalogHook`` builds with ``PostgresHook``
+(its extras such as ``sslmode`` or ``options`` included).
 """
 
 from __future__ import annotations
@@ -31,15 +33,7 @@ class MetastoreUnavailable(RuntimeError):
 def ensure_metastore_schema(catalog: PostgresMetastore) -> None:
     postgres_jdbc_driver(catalog.jdbc_driver_jar, "the catalog connection's extra 'jdbc-driver-jar'")
     try:
-        with psycopg.connect(
-            host=catalog.host,
-            port=catalog.port,
-            dbname=catalog.database,
-            user=catalog.user,
-            password=catalog.password or None,
-            autocommit=True,
-            connect_timeout=10,
-        ) as conn:
+        with psycopg.connect(**{"connect_timeout": 10, **catalog.connect_args()}, autocommit=True) as conn:
             if _schema_exists(conn):
                 return
             conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK_KEY,))

@@ -12,7 +12,7 @@ from airflow.sdk import ObjectStoragePath
 from spark_tables.core.catalog_config import DEFAULT_JDBC_DRIVER_JAR
 from spark_tables.core.lookup.snapshot import POINTER, Pointer, snapshot_root
 from spark_tables.core.lookup.table import LookupSpec, LookupTable, SourceTable
-from spark_tables.hooks.postgres import connection_settings, postgres_connection
+from spark_tables.hooks.postgres import connect_args, postgres_connection
 from spark_tables.utils import settings
 from spark_tables.utils.local_spark import postgres_jdbc_driver
 
@@ -20,7 +20,8 @@ from spark_tables.utils.local_spark import postgres_jdbc_driver
 class LookupTableHook(BaseHook):
     """Resolves a lookup table's Airflow connection into what its Spark jobs need, and reads its snapshot pointer.
 
-    The connection (type postgres) gives host, port, database (schema), login and password; its extra
+    The connection (type postgres) gives the connection arguments as ``PostgresHook`` builds them (host, port,
+    database = schema, login, password and the extras it passes on: ``hooks/postgres.py``); its extra
     ``jdbc-driver-jar`` the JDBC driver full-cache reloads read with (default: Debian's libpostgresql-jdbc-java).
     """
 
@@ -38,7 +39,7 @@ class LookupTableHook(BaseHook):
     def source_table(self) -> SourceTable:
         return SourceTable(
             kind="postgres",
-            connection=connection_settings(self._connection),
+            connection=connect_args(self._connection, f"lookup table {self.lookup.name}"),
             table=self.lookup.table,
             key=self.lookup.key,
             columns=self.lookup.columns,

@@ -1,7 +1,9 @@
-"""PostgreSQL as a lookup source: per-key queries with psycopg (prepared, autocommit), scans with Spark's JDBC reader.
+"""PostgreSQL as a lookup source: per-key queries with psycopg (prepared, autocommit), async ones on a
+``psycopg_pool`` pool, scans with Spark's JDBC reader.
 
-``connection`` holds ``host``, ``port``, ``database``, ``user`` and optionally ``password``. The scan needs
-PostgreSQL's JDBC driver on the driver's and executors' class path (the Airflow side adds it to ``jars``).
+``connection`` holds the connection arguments the Airflow side built with ``PostgresHook``; every connection goes
+through ``jobs/postgres.py``. The scan needs PostgreSQL's JDBC driver on the driver's and executors' class path
+(the Airflow side adds it to ``jars``).
 """
 
 from __future__ import annotations
@@ -13,27 +15,30 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg_pool import AsyncConnectionPool
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from spark_tables.core.lookup.table import SourceTable
+from spark_tables.jobs import postgres
 from spark_tables.jobs.data_types import INTEGRAL
 from spark_tables.jobs.lookup.source import LookupSource
 
-JDBC_DRIVER = "org.postgresql.Driver"
 #: Rows the JDBC reader fetches per round trip (its default, 0, fetches the whole result at once).
 FETCH_SIZE = 10_000
 #: Connections the async lookups of one source share at most: a connection runs one query at a time, so this
 #: bounds how many of them PostgreSQL serves at once, whatever ``lookup.async.capacity`` lets wait.
 ASYNC_CONNECTIONS = 4
+#: How long an async lookup waits for a free connection before it fails (and is retried, ``lookup.max-retries``).
+ASYNC_WAIT_SECONDS = 600.0
 
 
 class PostgresLookupSource(LookupSource):
     def __init__(self, table: SourceTable) -> None:
         super().__init__(table)
         self._connection: psycopg.Connection | None = None
-        #: One slot per async connection: the connection, or None until a lookup opens it (again, once broken).
-        self._async_slots: asyncio.Queue[psycopg.AsyncConnection | None] | None = None
+        #: The opening of the async lookups' pool, and the event loop it is opened in (its connections belong there).
+        self._pool: tuple[asyncio.Task[AsyncConnectionPool], asyncio.AbstractEventLoop] | None = None
         self._table_name = sql.Identifier(*self.table.table.split("."))
         self._query = self._select(self.table.columns, where_key=True)
         self._many_query: sql.Composed | None = None
@@ -46,17 +51,12 @@ class PostgresLookupSource(LookupSource):
             query = sql.SQL("{} WHERE {}").format(query, condition)
         return query
 
-    def _connect_kwargs(self) -> dict[str, Any]:
-        settings = self.table.connection
-        kwargs = {"host": settings["host"], "port": settings.get("port", 5432), "dbname": settings["database"]}
-        kwargs["user"] = settings.get("user")
-        if settings.get("password"):
-            kwargs["password"] = settings["password"]
-        return {**kwargs, "autocommit": True, "prepare_threshold": 0}
+    def _connect(self) -> psycopg.Connection:
+        return postgres.connect(self.table.connection, autocommit=True, prepare_threshold=0)
 
     def _connected(self) -> psycopg.Connection:
         if self._connection is None or self._connection.closed:
-            self._connection = psycopg.connect(**self._connect_kwargs())
+            self._connection = self._connect()
         return self._connection
 
     def lookup(self, key: tuple) -> Sequence[Sequence]:
@@ -110,31 +110,26 @@ class PostgresLookupSource(LookupSource):
         )
 
     async def lookup_async(self, key: tuple) -> Sequence[Sequence]:
-        """``lookup`` on one of ``ASYNC_CONNECTIONS`` async connections, waiting for a free one."""
-        if self._async_slots is None:
-            self._async_slots = asyncio.Queue()
-            for _ in range(ASYNC_CONNECTIONS):
-                self._async_slots.put_nowait(None)
-        connection = await self._async_slots.get()
-        try:
-            if connection is None or connection.closed:
-                connection = await psycopg.AsyncConnection.connect(**self._connect_kwargs())
+        """``lookup`` on one of ``ASYNC_CONNECTIONS`` pooled async connections (opened by the first async lookup),
+        waiting for a free one; the pool replaces a connection that broke."""
+        pool = await self._opened_pool()
+        async with pool.connection() as connection:
             cursor = await connection.execute(self._query, key)
             return await cursor.fetchall()
-        except psycopg.OperationalError:
-            if connection is not None:
-                await connection.close()  # a broken connection: the slot's next user opens a new one
-            raise
-        finally:
-            self._async_slots.put_nowait(connection)
+
+    async def _opened_pool(self) -> AsyncConnectionPool:
+        """The running loop's pool, opened once however many lookups ask for it at once (again after a failed
+        opening, which each of them saw fail)."""
+        loop = asyncio.get_running_loop()
+        if self._pool is None or self._pool[1] is not loop or _failed(self._pool[0]):
+            opening = postgres.open_async_pool(
+                self.table.connection, size=ASYNC_CONNECTIONS, timeout=ASYNC_WAIT_SECONDS
+            )
+            self._pool = (loop.create_task(opening), loop)
+        return await self._pool[0]
 
     def _jdbc(self, spark: SparkSession) -> Any:
-        settings = self.table.connection
-        url = f"jdbc:postgresql://{settings['host']}:{settings.get('port', 5432)}/{settings['database']}"
-        reader = spark.read.format("jdbc").option("url", url).option("driver", JDBC_DRIVER)
-        reader = reader.option("user", settings.get("user") or "")
-        if settings.get("password"):
-            reader = reader.option("password", settings["password"])
+        reader = postgres.jdbc_reader(spark, self.table.connection)
         # A ``timestamp`` column holds wall-clock times: TIMESTAMP_NTZ keeps them as they are on both paths, where
         # Spark's TIMESTAMP would read them as instants in the JVM's zone (JDBC) but in UTC (per key, through Arrow).
         return reader.option("fetchsize", FETCH_SIZE).option("preferTimestampNTZ", "true")
@@ -165,7 +160,7 @@ class PostgresLookupSource(LookupSource):
 
     def _bounds(self, column: str) -> tuple[Any, Any]:
         query = sql.SQL("SELECT min({0}), max({0}) FROM {1}").format(sql.Identifier(column), self._table_name)
-        with psycopg.connect(**self._connect_kwargs()) as connection:
+        with self._connect() as connection:
             return connection.execute(query).fetchone()
 
     @contextlib.contextmanager
@@ -173,7 +168,7 @@ class PostgresLookupSource(LookupSource):
         """A session-level advisory lock on a connection of its own, released when the block ends or the
         connection drops."""
         key = "hashtextextended(%s, 0)"
-        with psycopg.connect(**self._connect_kwargs()) as connection:
+        with self._connect() as connection:
             waited = False
             while not connection.execute(f"SELECT pg_try_advisory_lock({key})", (resource,)).fetchone()[0]:
                 waited = True
@@ -187,4 +182,13 @@ class PostgresLookupSource(LookupSource):
         if self._connection is not None:
             self._connection.close()
             self._connection = None
-        self._async_slots = None  # async connections close with their event loop's process
+        if self._pool is not None:
+            opening, loop = self._pool
+            self._pool = None
+            if opening.done() and not _failed(opening) and not loop.is_closed() and not loop.is_running():
+                loop.run_until_complete(opening.result().close())
+            # else its connections close with their event loop's process
+
+
+def _failed(task: asyncio.Task) -> bool:
+    return task.done() and (task.cancelled() or task.exception() is not None)

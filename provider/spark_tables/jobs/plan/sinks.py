@@ -55,7 +55,8 @@ from spark_tables.core.durations import parse_duration, whole_milliseconds
 from spark_tables.core.errors import JobError, SpecError, one_line
 from spark_tables.core.identifiers import TableIdentifier
 from spark_tables.core.plan.sinks import PlanSink, PostgresUpsertSink, TableSink, TableUpsertSink
-from spark_tables.jobs import files
+from spark_tables.core.postgres import describe
+from spark_tables.jobs import files, postgres
 from spark_tables.jobs.plan.changelog import DELETE, EMIT_ORDER, ROW_KIND, UPDATE_BEFORE, quoted
 
 log = logging.getLogger(__name__)
@@ -99,8 +100,8 @@ class SinkWriter(ABC):
 
     @staticmethod
     def for_sink(sink: PlanSink, *, connection: dict | None) -> SinkWriter:
-        """The writer of ``sink``; ``connection`` holds a PostgreSQL sink's settings (host, port, database, user,
-        optionally password) and is ignored for a catalog table."""
+        """The writer of ``sink``; ``connection`` holds a PostgreSQL sink's connection arguments (``PostgresHook``'s,
+        ``jobs/postgres.py``) and is ignored for a catalog table."""
         if isinstance(sink, PostgresUpsertSink):
             return PostgresSinkWriter(sink, connection)
         if isinstance(sink, TableUpsertSink):
@@ -359,28 +360,19 @@ class PostgresSinkWriter(SinkWriter):
             raise SpecError(f"postgres sink {sink.name}: no settings for connection {sink.conn_id}")
         self._settings = connection
         self._table = sql.Identifier(*sink.table.split("."))
-        self._where = f"{connection.get('host')}:{connection.get('port', 5432)} database {connection.get('database')}"
+        self._where = describe(connection)
 
     def _connect(self) -> psycopg.Connection:
         """A connection whose changes wait for ``commit``: a batch is one transaction."""
-        settings = self._settings
-        kwargs = {"host": settings["host"], "port": settings.get("port", 5432), "dbname": settings["database"]}
-        if settings.get("user"):
-            kwargs["user"] = settings["user"]
-        if settings.get("password"):
-            kwargs["password"] = settings["password"]
         try:
-            return psycopg.connect(**kwargs, autocommit=False, connect_timeout=30)
+            return postgres.connect(self._settings, autocommit=False, connect_timeout=30)
         except psycopg.Error as err:
             raise JobError(
                 f"postgres sink {self.sink.name}: cannot connect to {self._where}: {self._safe(err)}"
             ) from None
 
     def _safe(self, error: BaseException) -> str:
-        """The error's line, the password masked should a server ever echo it."""
-        line = one_line(error)
-        password = self._settings.get("password")
-        return line.replace(password, "***") if password else line
+        return postgres.safe_line(error, self._settings)
 
     def prepare(self, frame: DataFrame, checkpoint: str) -> None:
         name, key = self.sink.name, list(self.sink.key)
