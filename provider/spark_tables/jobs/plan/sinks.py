@@ -153,22 +153,6 @@ class SinkWriter(ABC):
         """Write one micro-batch; foreachBatch calls it in the driver."""
 
 
-def start_sink(
-    frame: DataFrame,
-    sink: PlanSink,
-    *,
-    connection: dict | None,
-    checkpoint: str,
-    query_name: str,
-    available_now: bool = True,
-    interval: str = "1 second",
-) -> StreamingQuery:
-    """Start the query writing ``frame`` into ``sink``; to read what it wrote, use ``SinkWriter`` instead."""
-    return SinkWriter.for_sink(sink, connection=connection).start(
-        frame, checkpoint=checkpoint, query_name=query_name, available_now=available_now, interval=interval
-    )
-
-
 class TableSinkWriter(SinkWriter):
     """Appends an insert-only stream to an unpartitioned file table of the catalog, exactly once."""
 
