@@ -25,11 +25,11 @@ from spark_tables.core.ctas.ownership import (
     replaced_table,
     staging_table,
 )
-from spark_tables.core.ctas.statement import parse_ctas
 from spark_tables.core.identifiers import TableIdentifier
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.ctas import lifecycle as ctas_jobs
 from spark_tables.jobs.ctas.lifecycle import run_ctas_cleanup, undo_unfinished
+from spark_tables.utils.sql_reader import read_ctas
 from tests.spark.catalog_checks import (
     FAILING_QUERY,
     SLOW_QUERY,
@@ -52,6 +52,11 @@ from tests.spark.catalog_checks import (
 pytestmark = pytest.mark.spark
 
 ATOMICITIES = ("table", "staging")
+
+
+def parse_ctas(statement: str) -> dict[str, Any]:
+    """The CTAS job fields the SQL reader reads from a statement, as ``SparkCtasOperator`` takes them."""
+    return read_ctas(statement).job_fields()
 
 
 # --- helpers -------------------------------------------------------------------------------------------------

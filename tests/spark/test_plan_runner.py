@@ -19,6 +19,7 @@ from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.plan.clock import FixedClock
 from spark_tables.jobs.plan.runner import run_plan_statement
+from spark_tables.utils.sql_reader import read_plan_statement
 from tests.spark.postgres import PG, run_sql
 
 pytestmark = pytest.mark.spark
@@ -65,7 +66,7 @@ def _options(tmp_path: Path, ttl: str = "0 ms", **configuration: str) -> PlanOpt
 
 
 def _run(spark: SparkSession, statement: str, options: PlanOptions, at_ms: int = T0) -> PlanResult:
-    return run_plan_statement(spark, statement, options, Cancellation(), FixedClock(at_ms))
+    return run_plan_statement(spark, read_plan_statement(statement), options, Cancellation(), FixedClock(at_ms))
 
 
 def _add_orders(folder: Path, name: str, *orders: tuple[int, str, int]) -> None:

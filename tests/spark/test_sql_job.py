@@ -14,11 +14,12 @@ from pyspark.sql import SparkSession
 from spark_tables.core.ctas.job import CtasCleanupJob
 from spark_tables.core.ctas.ownership import COMPLETE, FILLING, REPLACED, TARGET, replaced_table
 from spark_tables.core.identifiers import TableIdentifier
-from spark_tables.core.sql.job import SqlJob
+from spark_tables.core.sql.job import SqlJob as ReadSqlJob
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.ctas.lifecycle import CtasFailed, CtasTable
 from spark_tables.jobs.entry import run_job
 from spark_tables.jobs.sql.runner import run_sql
+from spark_tables.utils.sql_reader import read_statements
 from tests.spark.catalog_checks import (
     SLOW_QUERY,
     db_folder,
@@ -35,6 +36,11 @@ from tests.spark.catalog_checks import (
 )
 
 pytestmark = pytest.mark.spark
+
+
+def SqlJob(statements: Any, **fields: Any) -> ReadSqlJob:
+    """The job, its statements read as the operator reads them."""
+    return ReadSqlJob(statements=read_statements(statements), **fields)
 
 
 def test_reports_written_tables_with_their_row_counts(spark: SparkSession) -> None:

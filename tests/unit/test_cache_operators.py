@@ -127,7 +127,7 @@ class TestJobOperatorsWithCaches:
         run_task(dag, "count_b")
 
         [spec] = jobs.specs
-        assert spec.job.statements == ("SELECT count(*) FROM b",)
+        assert [statement.text for statement in spec.job.statements] == ["SELECT count(*) FROM b"]
         assert [use.table.name for use in spec.caches] == ["b"]
 
     def test_a_copy_written_by_a_job_that_then_failed_is_still_registered(self, jobs):

@@ -14,12 +14,13 @@ from spark_tables.core.cache.descriptor import (
     is_descriptor,
 )
 from spark_tables.core.cache.layout import cache_folder_name, cache_name, copy_folder, run_folder
-from spark_tables.core.cache.table import REGISTRY_KEY_PREFIX, CachedTable, split_cached_views
+from spark_tables.core.cache.table import REGISTRY_KEY_PREFIX, CachedTable
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.errors import SpecError
 from spark_tables.core.job_spec import CacheUse, JobSpec
 from spark_tables.core.sizes import parse_size
 from spark_tables.core.sql.job import SqlJob
+from spark_tables.utils.sql_reader import check_cached_table, split_cached_views
 
 QUERY = "SELECT k, max(sha2(CAST(id AS STRING), 256)) AS h FROM a GROUP BY k"
 OWNER = TableOwner(dag_id="flip36", run_id="manual__2026-11-22T10:00:00+00:00", task_id="max_b", try_number=2)
@@ -55,13 +56,18 @@ class TestCachedTable:
         [
             ({}, "give exactly one of query"),
             ({"query": QUERY, "producer": "m:f"}, "give exactly one of query"),
-            ({"query": "DROP TABLE a"}, "query must be a query"),
             ({"producer": "not a function"}, "producer 'not a function' is invalid"),
         ],
     )
     def test_a_bad_definition_is_rejected_with_one_line(self, fields, named):
         with pytest.raises(SpecError, match=named) as caught:
             CachedTable("b", **fields)
+        assert "cached table b" in str(caught.value) and "\n" not in str(caught.value)
+
+    def test_a_command_for_a_query_is_rejected_by_the_reader_with_one_line(self):
+        # The operator given the table checks this as the DAG is parsed (core keeps no SQL lexer).
+        with pytest.raises(SpecError, match="query must be a query") as caught:
+            check_cached_table(CachedTable("b", query="DROP TABLE a"))
         assert "cached table b" in str(caught.value) and "\n" not in str(caught.value)
 
     def test_the_fingerprint_ignores_surrounding_white_space_and_a_final_semicolon(self):
@@ -87,7 +93,7 @@ class TestCachedTable:
         assert CachedTable.from_dict(json.loads(json.dumps(table.to_dict()))) == table
 
 
-class TestSplitCachedViews:
+class TestSplitCachedViews:  # the SQL reader's (utils.sql_reader)
     def test_cached_views_are_taken_out_and_declared(self):
         statements = (
             "CREATE TEMPORARY VIEW b CACHED AS " + QUERY,
@@ -126,6 +132,10 @@ class TestSplitCachedViews:
     def test_a_bad_cached_view_is_rejected_with_its_name(self):
         with pytest.raises(SpecError, match="cached table name 'my-b' is invalid"):
             split_cached_views(("CREATE TEMP VIEW my-b CACHED AS SELECT 1",))
+
+    def test_a_cached_view_of_a_command_is_rejected_with_its_name(self):
+        with pytest.raises(SpecError, match="cached table b: query must be a query"):
+            split_cached_views(("CREATE TEMP VIEW b CACHED AS DROP TABLE a",))
 
 
 class TestCacheDescriptor:

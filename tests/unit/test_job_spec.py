@@ -14,6 +14,7 @@ from spark_tables.core.lookup.table import LookupSpec, SourceTable
 from spark_tables.core.plan.job import PlanJob, PlanOptions
 from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.core.sql.job import SqlJob
+from spark_tables.utils.sql_reader import read_plan_statement
 
 
 def _spec_document(**overrides) -> str:
@@ -45,7 +46,8 @@ def test_spec_json_names_version_and_kind():
     assert document["version"] == SPEC_VERSION
     assert document["kind"] == "sql"
     assert document["job"] == {
-        "statements": ["SELECT 1"],
+        # each statement with what the Airflow side read it to be (utils.sql_reader)
+        "statements": [{"text": "SELECT 1", "summary": "SELECT 1", "writes": None, "ctas": None, "plan": None}],
         "max_result_rows": 100,
         "owner": None,
         "sweep": [],
@@ -225,7 +227,7 @@ def test_a_secret_is_found_at_any_depth():
 def test_a_plan_job_survives_a_json_round_trip_and_its_sink_password_marks_the_spec_secret():
     sink = PostgresUpsertSink(name="counts", conn_id="pg", table="public.counts", key=("shop",))
     job = PlanJob(
-        statement="EXECUTE PLAN 's3://plans/p.json'",
+        statement=read_plan_statement("EXECUTE PLAN 's3://plans/p.json'"),
         options=PlanOptions(
             configuration={"table.exec.state.ttl": "1 h"},
             postgres_sinks=(sink,),
@@ -242,6 +244,7 @@ def test_a_plan_job_survives_a_json_round_trip_and_its_sink_password_marks_the_s
 
 def test_a_plan_job_that_executes_needs_its_checkpoints():
     with pytest.raises(SpecError, match=r"executing a plan needs options\.checkpoints"):
-        PlanJob(statement="COMPILE AND EXECUTE PLAN '/p.json' FOR INSERT INTO t SELECT * FROM s")
+        PlanJob(statement=read_plan_statement("COMPILE AND EXECUTE PLAN '/p.json' FOR INSERT INTO t SELECT * FROM s"))
     with pytest.raises(SpecError, match=r"table\.exec\.state\.ttl='soon' is not a duration"):
-        PlanJob(statement="EXPLAIN PLAN '/p.json'", options={"configuration": {"table.exec.state.ttl": "soon"}})
+        explain = read_plan_statement("EXPLAIN PLAN '/p.json'")
+        PlanJob(statement=explain, options={"configuration": {"table.exec.state.ttl": "soon"}})

@@ -41,7 +41,7 @@ def test_compile_writes_flinks_statement(serving: None) -> None:
     job = operator.build_job(task_context())
 
     assert isinstance(job, PlanJob)
-    assert job.statement == f"COMPILE PLAN 's3://p/it''s.json' FOR {INSERT}"
+    assert job.statement.text == f"COMPILE PLAN 's3://p/it''s.json' FOR {INSERT}"
     assert job.options.postgres_sinks == (COUNTS,) and job.options.connections == {}  # compiling writes nowhere
     assert job.options.checkpoints.endswith("spark_tables_home/checkpoints")
 
@@ -52,11 +52,11 @@ def test_a_list_of_inserts_is_a_statement_set_and_overwrite_forces_the_recompile
     )
     job = operator.build_job(task_context())
 
-    assert job.statement.startswith("COMPILE PLAN '/p.json' FOR STATEMENT SET BEGIN\nINSERT INTO counts ")
-    assert job.statement.endswith(";\nEND")
+    assert job.statement.text.startswith("COMPILE PLAN '/p.json' FOR STATEMENT SET BEGIN\nINSERT INTO counts ")
+    assert job.statement.text.endswith(";\nEND")
     assert job.options.configuration == {"table.plan.force-recompile": "true"}
     kept = SparkCompilePlanOperator(task_id="c", plan_uri="/p.json", sql=INSERT, if_not_exists=True)
-    assert kept.build_job(task_context()).statement.startswith("COMPILE PLAN IF NOT EXISTS '/p.json' FOR INSERT")
+    assert kept.build_job(task_context()).statement.text.startswith("COMPILE PLAN IF NOT EXISTS '/p.json' FOR INSERT")
 
 
 def test_executing_resolves_the_connections_of_the_declared_sinks_and_of_the_plans(
@@ -72,7 +72,7 @@ def test_executing_resolves_the_connections_of_the_declared_sinks_and_of_the_pla
     )
     job = operator.build_job(task_context())
 
-    assert job.statement == f"EXECUTE PLAN '{plan_file}'"
+    assert job.statement.text == f"EXECUTE PLAN '{plan_file}'"
     assert job.options.connections == {
         "other": {"host": "db", "port": 6432, "dbname": "srv", "user": "w", "password": "pw"},
         "counts": {"host": "other", "port": 5432, "dbname": "o", "user": "x"},

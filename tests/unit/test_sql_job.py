@@ -8,7 +8,15 @@ from spark_tables.core.ctas.job import CtasCleanupJob, CtasJob
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.errors import SpecError
 from spark_tables.core.job_spec import JobSpec
-from spark_tables.core.sql.job import MAX_RESULT_ROWS_LIMIT, SqlJob
+from spark_tables.core.sql.job import MAX_RESULT_ROWS_LIMIT
+from spark_tables.core.sql.job import SqlJob as ReadSqlJob
+from spark_tables.core.sql.statement import SqlStatement
+from spark_tables.utils.sql_reader import read_statements
+
+
+def SqlJob(statements, **fields) -> ReadSqlJob:
+    """The job, its statements read as the operator reads them."""
+    return ReadSqlJob(statements=read_statements(statements), **fields)
 
 
 def _error_message(**fields) -> str:
@@ -20,7 +28,29 @@ def _error_message(**fields) -> str:
 def test_a_list_of_statements_is_kept_as_a_tuple():
     job = SqlJob(statements=["CREATE TABLE t (a INT)", "SELECT * FROM t"])
 
-    assert job.statements == ("CREATE TABLE t (a INT)", "SELECT * FROM t")
+    assert tuple(statement.text for statement in job.statements) == ("CREATE TABLE t (a INT)", "SELECT * FROM t")
+
+
+def test_each_statement_comes_with_what_it_is():
+    job = SqlJob(
+        statements=["-- the day\nINSERT INTO db.t SELECT 1", "EXPLAIN PLAN '/p.json'", "CREATE TABLE db.c AS SELECT 1"],
+        owner=_OWNER,
+    )
+
+    assert job.statements[0] == SqlStatement(
+        text="-- the day\nINSERT INTO db.t SELECT 1", summary="INSERT INTO db.t SELECT 1", writes="db.t"
+    )
+    assert (job.statements[1].plan.action, job.statements[1].writes) == ("explain", None)
+    assert (job.statements[2].ctas.table, job.statements[2].writes) == ("db.c", "db.c")
+
+
+def test_a_statement_not_read_is_a_plain_statement_and_a_malformed_one_is_rejected_by_number():
+    job = ReadSqlJob(statements=["CREATE TABLE db.t AS SELECT 1"])
+    assert job.statements == (SqlStatement("CREATE TABLE db.t AS SELECT 1"),) and job.ctas == {}
+
+    with pytest.raises(SpecError) as caught:
+        ReadSqlJob(statements=[SqlStatement("SELECT 1"), {"sql": "SELECT 2"}])
+    assert str(caught.value).startswith("sql job: statement 2 is not a read statement")
 
 
 def test_max_result_rows_defaults_to_100():

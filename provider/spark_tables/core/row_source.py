@@ -9,15 +9,14 @@ from __future__ import annotations
 import re
 
 from spark_tables.core.errors import SpecError
-from spark_tables.core.statements import strip_final_semicolon, strip_leading_comments
 
-#: How a query starts (a command cannot).
-QUERY_START = re.compile(r"(?:SELECT|WITH|FROM|VALUES|TABLE)\b|\(", re.IGNORECASE)
 _PRODUCER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
 
 
 def checked_query(query: str | None, producer: str | None, what: str) -> str | None:
-    """Validate a query/producer pair for ``what`` (for messages); return the query ready to nest, or None."""
+    """Validate a query/producer pair for ``what`` (for messages); return the query without a final ``;``, or None.
+
+    That the query is a query, not a command, the Airflow side checks as it reads it (``utils.sql_reader``)."""
     if (query is None) == (producer is None):
         raise SpecError(f"{what}: give exactly one of query (a SELECT) or producer ('module:function')")
     if producer is not None:
@@ -27,6 +26,6 @@ def checked_query(query: str | None, producer: str | None, what: str) -> str | N
                 "SparkSession that returns a DataFrame"
             )
         return None
-    if not (isinstance(query, str) and QUERY_START.match(strip_leading_comments(query))):
+    if not isinstance(query, str) or not query.strip():
         raise SpecError(f"{what}: query must be a query (SELECT, WITH, FROM, VALUES or TABLE ...), not a command")
-    return strip_final_semicolon(query)
+    return query.rstrip().removesuffix(";").rstrip()

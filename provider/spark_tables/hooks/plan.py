@@ -12,7 +12,7 @@ from airflow.sdk import ObjectStoragePath
 from spark_tables.core.plan.document import CompiledPlan
 from spark_tables.core.plan.job import PlanOptions
 from spark_tables.core.plan.sinks import PostgresUpsertSink
-from spark_tables.core.plan.statements import parse_plan_statement
+from spark_tables.core.plan.statements import PlanStatement
 from spark_tables.hooks.postgres import PostgresSinkHook
 from spark_tables.utils import settings
 
@@ -30,7 +30,7 @@ class CompiledPlanHook(BaseHook):
 
     def plan_options(
         self,
-        statements: Sequence[str],
+        statements: Sequence[PlanStatement],
         configuration: dict[str, Any] | None,
         postgres_sinks: Sequence[PostgresUpsertSink],
         checkpoints: str | None,
@@ -47,7 +47,7 @@ class CompiledPlanHook(BaseHook):
             run_for=run_for,
             trigger_interval=trigger_interval,
         )
-        executed = [parsed for parsed in map(parse_plan_statement, statements) if parsed.executes]
+        executed = [statement for statement in statements if statement.executes]
         if not executed:
             return options
         sinks = {sink.name: sink for sink in postgres_sinks}

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from spark_tables.core.ctas.job import CtasJob
-from spark_tables.core.ctas.statement import parse_ctas
 from spark_tables.core.errors import SpecError
 from spark_tables.operators.ctas_lifecycle import CtasLifecycleOperator
 from spark_tables.operators.spark_job import SparkJobOperator
+from spark_tables.utils.sql_reader import checked_query, read_ctas
 
 _STATEMENT_FIELDS = ("table", "query", "producer", "partitioned_by", "properties", "location", "comment")
 
@@ -81,9 +81,11 @@ class SparkCtasOperator(CtasLifecycleOperator):
         if self.sql is not None:
             if given:
                 raise SpecError(f"give sql or {sorted(given)}, not both: the statement already says them")
-            given = parse_ctas(self.sql)
+            given = read_ctas(self.sql).job_fields()
         elif "table" not in given:
             raise SpecError("nothing to create: give sql (CREATE TABLE ... AS SELECT ...) or table with query/producer")
+        elif "query" in given:
+            given["query"] = checked_query(given["query"], "ctas job")
         flags = {"if_not_exists": self.if_not_exists, "replace": self.replace}
         for flag, value in flags.items():
             given[flag] = given.get(flag, False) or value

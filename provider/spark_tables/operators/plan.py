@@ -11,6 +11,7 @@ from spark_tables.core.plan.result import PlanResult
 from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.hooks.plan import CompiledPlanHook
 from spark_tables.operators.streaming import StreamingJobOperator, duration_text
+from spark_tables.utils.sql_reader import read_plan_statement
 
 
 def _quoted(uri: str) -> str:
@@ -52,7 +53,7 @@ class _PlanOperator(StreamingJobOperator):
         raise NotImplementedError
 
     def build_job(self, context: Any) -> PlanJob:
-        statement = self.statement()
+        statement = read_plan_statement(self.statement())
         options = CompiledPlanHook().plan_options(
             [statement],
             self.job_configuration(),

@@ -27,6 +27,7 @@ from spark_tables.hooks.spark_job import SparkJobHook
 from spark_tables.operators.links import SparkApplicationLink, SparkJobTabLink
 from spark_tables.utils import settings
 from spark_tables.utils.metastore_schema import ensure_metastore_schema
+from spark_tables.utils.sql_reader import check_cached_table
 
 
 @contextlib.contextmanager
@@ -108,6 +109,7 @@ class SparkJobOperator(BaseOperator):
         for cache in self.caches:
             if not isinstance(cache, CachedTable):
                 raise TypeError(f"caches must hold CachedTable declarations, not {type(cache).__name__}")
+            check_cached_table(cache)  # a command given as its query fails as the DAG is parsed
         self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
         self.openlineage_inject_transport_info = openlineage_inject_transport_info
         self._hook: SparkJobHook | None = None

@@ -6,17 +6,14 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from airflow.providers.common.sql.hooks.sql import DbApiHook
-
-from spark_tables.core.cache.table import CachedTable, split_cached_views
+from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.sinks import PostgresUpsertSink
-from spark_tables.core.plan.statements import is_plan_statement, rejoin_statement_sets
 from spark_tables.core.sql.job import SqlJob
-from spark_tables.core.statements import written_table
 from spark_tables.hooks.plan import CompiledPlanHook
 from spark_tables.operators.ctas_lifecycle import CtasLifecycleOperator
 from spark_tables.operators.spark_job import SparkJobOperator
+from spark_tables.utils.sql_reader import join_statement_sets, read_statements, split_cached_views, split_script
 
 
 class SparkSqlJobOperator(CtasLifecycleOperator):
@@ -30,7 +27,8 @@ class SparkSqlJobOperator(CtasLifecycleOperator):
     marked as this try's and dropped with its files if the job fails or the task is stopped, never a table that
     existed before; it is marked complete once every statement has run. XCom's ``ctas`` says what each did.
 
-    :param sql: a list of statements, or one string (or ``.sql`` file) split on ``;``. (templated) A statement
+    :param sql: a list of statements, or one string (or ``.sql`` file) split on the ``;`` outside strings and
+        comments (``utils.sql_reader``). (templated) A statement
         ``CREATE TEMPORARY VIEW name CACHED AS query`` declares a cached table (as ``caches`` does) instead of
         running: the first task of the DAG run that declares it computes and writes it, later ones read it.
     :param max_result_rows: how many rows of the last query come back in XCom.
@@ -70,8 +68,8 @@ class SparkSqlJobOperator(CtasLifecycleOperator):
         self.checkpoints = checkpoints
 
     def build_job(self, context: Any) -> SqlJob:
-        statements, _ = split_cached_views(self._statements())
-        plan_statements = [statement for statement in statements if is_plan_statement(statement)]
+        statements = read_statements(split_cached_views(self._statements())[0])
+        plan_statements = [statement.plan for statement in statements if statement.plan is not None]
         plans = (
             CompiledPlanHook().plan_options(
                 plan_statements, self.plan_configuration, self.postgres_sinks, self.checkpoints
@@ -82,8 +80,6 @@ class SparkSqlJobOperator(CtasLifecycleOperator):
         job = SqlJob(
             statements=statements, max_result_rows=self.max_result_rows, owner=self.table_owner(context), plans=plans
         )
-        for statement in job.statements:
-            written_table(statement)  # rejects a written table whose name is not a valid identifier
         return dataclasses.replace(job, sweep=self.sweep(context)) if job.ctas else job
 
     def cached_tables(self, context: Any, job: Any) -> tuple[CachedTable, ...]:
@@ -91,9 +87,7 @@ class SparkSqlJobOperator(CtasLifecycleOperator):
         return (*super().cached_tables(context, job), *split_cached_views(self._statements())[1])
 
     def _statements(self) -> tuple[str, ...]:
-        statements = (
-            DbApiHook.split_sql_string(self.sql, strip_semicolon=True) if isinstance(self.sql, str) else self.sql
-        )
+        statements = split_script(self.sql) if isinstance(self.sql, str) else self.sql
         if not isinstance(statements, list | tuple):
             raise SpecError(f"sql must be a string or a list of strings, not {type(self.sql).__name__}")
-        return tuple(rejoin_statement_sets(statements))
+        return tuple(join_statement_sets(statements))

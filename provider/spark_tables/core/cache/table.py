@@ -3,7 +3,9 @@
 Declaring one runs nothing. The first task of a DAG run whose job uses it computes it and writes it to cache
 storage; later tasks of the run read that copy, registered in the run's XComs; the run's end releases it.
 A cached table is declared in Python (``CachedTable``, given to an operator's ``caches``) or in SQL
-(``CREATE TEMPORARY VIEW name CACHED AS query`` in a SQL job); either way, its job sees it as a temporary view.
+(``CREATE TEMPORARY VIEW name CACHED AS query`` in a SQL job, read by ``utils.sql_reader``); either way, its job
+sees it as a temporary view. That a query is a query, not a command, the operator given it checks as the DAG is
+parsed (``utils.sql_reader.check_cached_table``).
 """
 
 from __future__ import annotations
@@ -16,14 +18,8 @@ from typing import Any
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.row_source import checked_query
-from spark_tables.core.statements import strip_leading_comments
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-#: ``CREATE [OR REPLACE] TEMP[ORARY] VIEW name CACHED AS query``: the SQL form of a cached table.
-_CACHED_VIEW = re.compile(
-    r"CREATE\s+(?:OR\s+REPLACE\s+)?TEMP(?:ORARY)?\s+VIEW\s+(?P<name>\S+?)\s+CACHED\s+AS\s+(?P<query>.*)\Z",
-    re.IGNORECASE | re.DOTALL,
-)
 #: The XCom key under which a task registers the copy of a cached table it wrote.
 REGISTRY_KEY_PREFIX = "spark_tables.cache."
 
@@ -84,19 +80,3 @@ class CachedTable:
 def registry_key(name: str) -> str:
     """The XCom key under which a task registers the copy of cached table ``name`` it wrote."""
     return REGISTRY_KEY_PREFIX + name
-
-
-def split_cached_views(statements: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[CachedTable, ...]]:
-    """The statements that are not ``CREATE TEMPORARY VIEW ... CACHED AS``, and the cached tables those declare."""
-    rest: list[str] = []
-    declared: list[CachedTable] = []
-    for statement in statements:
-        match = _CACHED_VIEW.match(strip_leading_comments(statement).strip())
-        if match is None:
-            rest.append(statement)
-            continue
-        table = CachedTable(name=match.group("name"), query=match.group("query"))
-        if any(other.name == table.name for other in declared):
-            raise SpecError(f"cached view {table.name} is declared twice: declare it once")
-        declared.append(table)
-    return tuple(rest), tuple(declared)

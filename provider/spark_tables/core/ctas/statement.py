@@ -1,156 +1,53 @@
-"""Reads a ``CREATE TABLE ... AS SELECT`` statement into the fields of a CTAS job, without running anything."""
+"""A ``CREATE TABLE ... AS SELECT`` statement's parts, as the Airflow side read them (``utils.sql_reader``)."""
 
 from __future__ import annotations
 
-import re
+from dataclasses import dataclass, fields
 from typing import Any
 
 from spark_tables.core.errors import SpecError
-from spark_tables.core.identifiers import IDENTIFIER_PATTERN
-from spark_tables.core.row_source import QUERY_START
-from spark_tables.core.statements import strip_final_semicolon, strip_leading_comments
-
-#: A string literal; atomic, so that a doubled quote is never re-read as two literals (no runaway backtracking).
-_STRING = r"(?>'(?:[^'\\]|\\.|'')*')"
-_HEAD = re.compile(
-    rf"(?P<verb>CREATE\s+OR\s+REPLACE\s+TABLE|CREATE\s+TABLE|REPLACE\s+TABLE)\s+(?P<ine>IF\s+NOT\s+EXISTS\s+)?"
-    rf"(?P<name>{IDENTIFIER_PATTERN})(?=\s|\()",
-    re.IGNORECASE,
-)
-_CLAUSES = {
-    "format": re.compile(r"USING\s+(?P<value>[A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE),
-    "partitioned_by": re.compile(r"PARTITIONED\s+BY\s*\((?P<value>[^)]*)\)", re.IGNORECASE),
-    "location": re.compile(rf"LOCATION\s+(?P<value>{_STRING})", re.IGNORECASE),
-    "comment": re.compile(rf"COMMENT\s+(?P<value>{_STRING})", re.IGNORECASE),
-    "properties": re.compile(r"TBLPROPERTIES\s*\((?P<value>(?:[^)']|" + _STRING + r")*)\)", re.IGNORECASE),
-}
-_AS = re.compile(r"AS\s+", re.IGNORECASE)
-#: What ``is_ctas`` reads after the name: strings, quoted names and comments (skipped whole, whatever words they
-#: hold), parentheses (a column list, OPTIONS), and AS followed by a query.
-_TOKEN = re.compile(
-    rf"{_STRING}|\"(?:[^\"\\]|\\.)*\"|`(?:[^`]|``)*`|--[^\n]*|/\*.*?\*/|(?P<open>\()|(?P<close>\))"
-    rf"|(?P<query>\bAS\s*(?={QUERY_START.pattern}))",
-    re.IGNORECASE | re.DOTALL,
-)
-_COLUMN = re.compile(r"\s*(?P<name>`(?:[^`]|``)+`|[A-Za-z_][A-Za-z0-9_]*)\s*(?:,|\Z)")
-#: Spark's escapes in string literals (besides \uXXXX and octal \NNN); ``\%`` and ``\_`` keep their backslash
-#: (they are LIKE patterns' escapes); any other escaped character stands for itself.
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "0": "\0", "Z": "\x1a", "%": "\\%", "_": "\\_"}
-_ESCAPE = re.compile(r"''|\\(u[0-9a-fA-F]{4}|[0-3][0-7]{2}|.)", re.DOTALL)
-_PROPERTY = re.compile(
-    rf"\s*(?P<key>{_STRING}|[A-Za-z_][A-Za-z0-9_.]*)\s*=?\s*(?P<value>{_STRING})\s*(?:,|\Z)", re.DOTALL
-)
 
 
-def is_ctas(statement: str) -> bool:
-    """Whether a statement creates or replaces a table from a query (``CREATE [OR REPLACE] TABLE ... AS query``,
-    ``REPLACE TABLE ... AS query``), whatever its clauses: ``parse_ctas`` says whether it can read them."""
-    body = strip_leading_comments(statement)
-    head = _HEAD.match(body)
-    if head is None:
-        return False
-    depth = 0
-    for token in _TOKEN.finditer(body, head.end()):
-        if token.group("open"):
-            depth += 1
-        elif token.group("close"):
-            depth -= 1
-        elif token.group("query") and depth == 0:
-            return True
-    return False
+@dataclass(frozen=True)
+class CtasStatement:
+    """What a CTAS statement says: its table (as written), query, flags, and the clauses it gives (None: not given).
+    ``CREATE OR REPLACE`` and ``REPLACE`` both mean ``replace``. ``CtasJob`` checks the values."""
 
+    table: str
+    query: str
+    if_not_exists: bool = False
+    replace: bool = False
+    format: str | None = None
+    partitioned_by: tuple[str, ...] | None = None
+    properties: dict[str, str] | None = None
+    location: str | None = None
+    comment: str | None = None
 
-def parse_ctas(statement: str) -> dict[str, Any]:
-    """The CTAS job fields a statement gives: table, query, format, partitioned_by, properties, location,
-    comment, if_not_exists and replace. ``CREATE OR REPLACE`` and ``REPLACE`` both mean replace if it exists."""
-    if not isinstance(statement, str):
-        raise SpecError(f"sql must be one CREATE TABLE ... AS SELECT statement, not {type(statement).__name__}")
-    body = strip_final_semicolon(strip_leading_comments(statement))
-    head = _HEAD.match(body)
-    if head is None:
-        raise SpecError(
-            "sql is not a CTAS statement: write CREATE TABLE [IF NOT EXISTS] name [USING format] "
-            "[PARTITIONED BY (columns)] [LOCATION 'path'] [COMMENT '...'] [TBLPROPERTIES (...)] AS SELECT ..."
-        )
-    fields: dict[str, Any] = {
-        "table": head.group("name"),
-        "if_not_exists": head.group("ine") is not None,
-        "replace": "REPLACE" in head.group("verb").upper(),
-    }
-    rest = body[head.end() :].lstrip()
-    while not _AS.match(rest):
-        clause, match = _next_clause(rest)
-        if clause in fields:
-            raise SpecError(f"CTAS statement gives {clause.replace('_', ' ')} twice: give it once")
-        fields[clause] = _clause_value(clause, match.group("value"))
-        rest = rest[match.end() :].lstrip()
-    fields["query"] = rest[_AS.match(rest).end() :]
-    return fields
+    def __post_init__(self) -> None:
+        if not isinstance(self.table, str) or not isinstance(self.query, str):
+            raise SpecError("CTAS statement: table and query must be strings")
+        if not isinstance(self.if_not_exists, bool) or not isinstance(self.replace, bool):
+            raise SpecError("CTAS statement: if_not_exists and replace must be true or false")
+        if self.partitioned_by is not None:
+            if isinstance(self.partitioned_by, str) or not isinstance(self.partitioned_by, list | tuple):
+                raise SpecError("CTAS statement: partitioned_by must be a list of column names")
+            object.__setattr__(self, "partitioned_by", tuple(self.partitioned_by))
 
+    def job_fields(self) -> dict[str, Any]:
+        """The ``CtasJob`` fields the statement gives: table, query, the flags, and each clause it names."""
+        given = {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+        if "partitioned_by" in given:
+            given["partitioned_by"] = list(given["partitioned_by"])
+        return given
 
-def _next_clause(rest: str) -> tuple[str, re.Match[str]]:
-    for clause, pattern in _CLAUSES.items():
-        match = pattern.match(rest)
-        if match:
-            return clause, match
-    shown = " ".join(rest.split()[:3]) or "the end of the statement"
-    raise SpecError(
-        f"CTAS statement: unexpected {shown!r} before AS: use only USING, PARTITIONED BY (columns), LOCATION, "
-        "COMMENT and TBLPROPERTIES, then AS followed by the query"
-    )
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
-
-def _clause_value(clause: str, text: str) -> Any:
-    if clause == "partitioned_by":
-        return partition_columns(text)
-    if clause == "properties":
-        return _properties(text)
-    if clause in ("location", "comment"):
-        return _unquote(text)
-    return text
-
-
-def partition_columns(text: str) -> list[str]:
-    if text.strip().endswith(","):
-        raise SpecError(f"CTAS statement: PARTITIONED BY ({text.strip()}) is invalid: list column names")
-    columns: list[str] = []
-    position = 0
-    while position < len(text.rstrip()):
-        match = _COLUMN.match(text, position)
-        if match is None:
-            raise SpecError(f"CTAS statement: PARTITIONED BY ({text.strip()}) is invalid: list column names")
-        name = match.group("name")
-        columns.append(name[1:-1].replace("``", "`") if name.startswith("`") else name)
-        position = match.end()
-    if not columns:
-        raise SpecError("CTAS statement: PARTITIONED BY () names no column: list the columns")
-    return columns
-
-
-def _properties(text: str) -> dict[str, str]:
-    if text.strip().endswith(","):
-        raise SpecError(f"CTAS statement: TBLPROPERTIES ({text.strip()}) is invalid: write ('key' = 'value', ...)")
-    properties: dict[str, str] = {}
-    position = 0
-    while position < len(text.strip()):
-        match = _PROPERTY.match(text, position)
-        if match is None:
-            raise SpecError(f"CTAS statement: TBLPROPERTIES ({text.strip()}) is invalid: write ('key' = 'value', ...)")
-        key = match.group("key")
-        properties[_unquote(key) if key.startswith("'") else key] = _unquote(match.group("value"))
-        position = match.end()
-    return properties
-
-
-def _unquote(literal: str) -> str:
-    def unescape(match: re.Match[str]) -> str:
-        escaped = match.group(1)
-        if escaped is None:
-            return "'"
-        if len(escaped) == 5:
-            return chr(int(escaped[1:], 16))
-        if len(escaped) == 3:
-            return chr(int(escaped, 8))
-        return _ESCAPES.get(escaped, escaped)
-
-    return _ESCAPE.sub(unescape, literal[1:-1])
+    @classmethod
+    def from_dict(cls, data: Any) -> CtasStatement:
+        if isinstance(data, CtasStatement):
+            return data
+        known = {f.name for f in fields(cls)}
+        if not isinstance(data, dict) or not {"table", "query"} <= set(data) <= known:
+            raise SpecError(f"CTAS statement: expected an object with table and query, and only {sorted(known)}")
+        return cls(**data)

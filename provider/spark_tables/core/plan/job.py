@@ -10,7 +10,7 @@ from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.flush import FlushOptions
 from spark_tables.core.plan.sinks import PostgresUpsertSink, sink_from_dict
 from spark_tables.core.plan.state import default_ttl
-from spark_tables.core.plan.statements import PlanStatement, parse_plan_statement
+from spark_tables.core.plan.statements import PlanStatement
 
 #: Flink's option that lets COMPILE PLAN replace an existing plan file.
 FORCE_RECOMPILE_OPTION = "table.plan.force-recompile"
@@ -97,18 +97,15 @@ class PlanOptions:
 
 @dataclass(frozen=True)
 class PlanJob:
-    """Runs one plan statement: ``COMPILE [AND EXECUTE] PLAN``, ``EXECUTE PLAN`` or ``EXPLAIN PLAN``."""
+    """Runs one plan statement: ``COMPILE [AND EXECUTE] PLAN``, ``EXECUTE PLAN`` or ``EXPLAIN PLAN``, read on the
+    Airflow side (``utils.sql_reader.read_plan_statement``)."""
 
     kind: ClassVar[str] = "plan"
-    statement: str
+    statement: PlanStatement
     options: PlanOptions = field(default_factory=PlanOptions)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "statement", PlanStatement.from_dict(self.statement))
         object.__setattr__(self, "options", PlanOptions.from_dict(self.options))
-        self.parsed  # noqa: B018 (a statement that cannot be read fails here, before the job is submitted)
-        if self.parsed.executes and not self.options.checkpoints:
+        if self.statement.executes and not self.options.checkpoints:
             raise SpecError("plan job: executing a plan needs options.checkpoints, the root of its checkpoints")
-
-    @property
-    def parsed(self) -> PlanStatement:
-        return parse_plan_statement(self.statement)

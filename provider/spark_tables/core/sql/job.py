@@ -4,22 +4,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from spark_tables.core.ctas.job import CtasCleanupJob, CtasJob, sweep_entries
 from spark_tables.core.ctas.ownership import TableOwner
-from spark_tables.core.ctas.statement import is_ctas, parse_ctas
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.job import PlanOptions
-from spark_tables.core.plan.statements import is_plan_statement, parse_plan_statement
-from spark_tables.core.statements import strip_leading_comments
+from spark_tables.core.sql.statement import SqlStatement
 
 MAX_RESULT_ROWS_LIMIT = 10_000
+
+
+def statement_list(statements: Any) -> tuple[Any, ...]:
+    """``statements`` as a non-empty tuple; ``SpecError`` when it is not a list (one string: not split) or empty."""
+    if isinstance(statements, str) or not isinstance(statements, list | tuple):
+        raise SpecError("sql job: statements must be a list of SQL strings; split a script on ';'")
+    if not statements:
+        raise SpecError("sql job: no statements given: pass at least one SQL statement")
+    return tuple(statements)
 
 
 @dataclass(frozen=True)
 class SqlJob:
     """Statements run in order; the rows of the last one, if it returns rows, come back capped.
+
+    Each statement comes read (``SqlStatement``, made by ``utils.sql_reader.read_statements`` on the Airflow side):
+    its text, the table it writes, and its CTAS or plan statement.
 
     A ``CREATE TABLE ... AS SELECT`` among them runs as a CTAS job (``ctas``): its table is marked as ``owner``'s
     (the task try), kept only if the whole job succeeds, and dropped if it fails or stops. ``sweep`` is what lost
@@ -29,22 +39,20 @@ class SqlJob:
     """
 
     kind: ClassVar[str] = "sql"
-    statements: tuple[str, ...]
+    statements: tuple[SqlStatement, ...]
     max_result_rows: int = 100
     owner: TableOwner | None = None
     sweep: tuple[CtasCleanupJob, ...] = ()
     plans: PlanOptions | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.statements, str) or not isinstance(self.statements, list | tuple):
-            raise SpecError("sql job: statements must be a list of SQL strings; split a script on ';'")
-        statements = tuple(self.statements)
-        if not statements:
-            raise SpecError("sql job: no statements given: pass at least one SQL statement")
-        for index, statement in enumerate(statements, start=1):
-            if not isinstance(statement, str) or not strip_leading_comments(statement).strip():
-                raise SpecError(f"sql job: statement {index} is empty: remove it or give its SQL text")
-        object.__setattr__(self, "statements", statements)
+        statements = []
+        for number, statement in enumerate(statement_list(self.statements), start=1):
+            try:
+                statements.append(SqlStatement.from_dict(statement))
+            except SpecError as err:
+                raise SpecError(f"sql job: statement {number} {err}") from None
+        object.__setattr__(self, "statements", tuple(statements))
         if (
             isinstance(self.max_result_rows, bool)
             or not isinstance(self.max_result_rows, int)
@@ -67,7 +75,7 @@ class SqlJob:
         """The CTAS job of each statement that is a ``CREATE TABLE ... AS SELECT``, by statement number (from 1)."""
         jobs = {}
         for number, statement in enumerate(self.statements, start=1):
-            if not is_ctas(statement):
+            if statement.ctas is None:
                 continue
             if self.owner is None:
                 raise SpecError(
@@ -75,7 +83,7 @@ class SqlJob:
                     "try), whose marks its table carries until the job has succeeded"
                 )
             try:
-                jobs[number] = CtasJob(**parse_ctas(statement), owner=self.owner)
+                jobs[number] = CtasJob(**statement.ctas.job_fields(), owner=self.owner)
             except SpecError as err:
                 raise SpecError(f"sql job: statement {number}: {err}") from None
         return jobs
@@ -99,15 +107,13 @@ class SqlJob:
             first[name] = number
 
     def _check_plan_statements(self) -> None:
-        """Every plan statement reads as one, and one that executes a plan has somewhere to keep its checkpoint."""
+        """A plan statement that executes a plan has somewhere to keep its checkpoint."""
         for number, statement in enumerate(self.statements, start=1):
-            if not is_plan_statement(statement):
-                continue
-            try:
-                parsed = parse_plan_statement(statement)
-            except SpecError as err:
-                raise SpecError(f"sql job: statement {number}: {err}") from None
-            if parsed.executes and (self.plans is None or not self.plans.checkpoints):
+            if (
+                statement.plan is not None
+                and statement.plan.executes
+                and (self.plans is None or not self.plans.checkpoints)
+            ):
                 raise SpecError(
                     f"sql job: statement {number} executes a plan: give the job plans.checkpoints, the root of "
                     "its checkpoints"

@@ -35,8 +35,7 @@ from spark_tables.core.plan.document import CompiledPlan
 from spark_tables.core.plan.nodes import Calc, Deduplicate, GroupAggregate, Join, Node, Sink, SourceScan
 from spark_tables.core.plan.sinks import PlanSink, PostgresUpsertSink, TableSink
 from spark_tables.core.plan.state import StateEntry, default_entries, default_ttl
-from spark_tables.core.plan.statements import insert_statements
-from spark_tables.core.statements import summary
+from spark_tables.core.plan.statements import shown
 from spark_tables.jobs.plan.clock import BatchClock
 from spark_tables.jobs.plan.pipeline import Pipeline
 
@@ -114,13 +113,14 @@ class PlanCompiler:
         self.sources: list[str] = []
         self.sinks: list[PlanSink] = []
 
-    def compile(self, body: str) -> CompiledPlan:
-        statements = insert_statements(body)
+    def compile(self, inserts: Sequence[str]) -> CompiledPlan:
+        """The plan of a ``COMPILE PLAN``'s INSERT statements, read and split on the Airflow side."""
+        statements = list(inserts)
         for statement in statements:
             try:
                 self._insert(statement)
             except SpecError as err:
-                raise SpecError(f"COMPILE PLAN, {summary(statement, 60)}: {err}") from None
+                raise SpecError(f"COMPILE PLAN, {shown(statement)}: {err}") from None
         return CompiledPlan(
             nodes=tuple(self.nodes),
             sources=tuple(self.sources),
@@ -570,10 +570,13 @@ class PlanCompiler:
 
 
 def compile_plan(
-    spark: SparkSession, body: str, configuration: dict[str, str], postgres_sinks: Sequence[PostgresUpsertSink] = ()
+    spark: SparkSession,
+    inserts: Sequence[str],
+    configuration: dict[str, str],
+    postgres_sinks: Sequence[PostgresUpsertSink] = (),
 ) -> CompiledPlan:
-    """The plan of a ``COMPILE PLAN``'s body (one INSERT, or a statement set of them)."""
-    return PlanCompiler(spark, configuration, postgres_sinks).compile(body)
+    """The plan of a ``COMPILE PLAN``'s INSERT statements (one, or a statement set's)."""
+    return PlanCompiler(spark, configuration, postgres_sinks).compile(inserts)
 
 
 def _state(names: tuple[str, ...], job_ttl: timedelta, *hinted: timedelta | None) -> tuple[StateEntry, ...]:

@@ -26,7 +26,7 @@ from spark_tables.core.plan.nodes import Sink
 from spark_tables.core.plan.result import PlanResult
 from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.core.plan.state import default_ttl
-from spark_tables.core.plan.statements import PlanStatement, parse_plan_statement
+from spark_tables.core.plan.statements import PlanStatement
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.plan.clock import BatchClock, Clock
 from spark_tables.jobs.plan.compiler import compile_plan
@@ -44,19 +44,17 @@ PARALLELISM_OPTION = "table.exec.resource.default-parallelism"
 
 
 def run_plan(spark: SparkSession, job: PlanJob, cancellation: Cancellation, clock: Clock | None = None) -> PlanResult:
-    return run_plan_statement(spark, job.parsed, job.options, cancellation, clock)
+    return run_plan_statement(spark, job.statement, job.options, cancellation, clock)
 
 
 def run_plan_statement(
     spark: SparkSession,
-    statement: PlanStatement | str,
+    statement: PlanStatement,
     options: PlanOptions,
     cancellation: Cancellation,
     clock: Clock | None = None,
 ) -> PlanResult:
     """Run one plan statement; ``clock`` fixes processing time (default: each micro-batch's)."""
-    if isinstance(statement, str):
-        statement = parse_plan_statement(statement)
     result: dict[str, Any] = {"action": statement.action, "plan_uri": statement.uri}
     if statement.compiles:
         result["compile"] = compile_to_file(spark, statement, options)
@@ -85,7 +83,7 @@ def compile_to_file(spark: SparkSession, statement: PlanStatement, options: Plan
             )
         log.info("plan %s exists: kept as it is", statement.uri)
         return {"written": False, "kept_existing": True}
-    plan = compile_plan(spark, statement.body, options.configuration, options.postgres_sinks)
+    plan = compile_plan(spark, statement.inserts, options.configuration, options.postgres_sinks)
     write_plan_text(statement.uri, plan.to_json())
     log.info("compiled %d node(s) into %s", len(plan.nodes), statement.uri)
     return {"written": True, "replaced": exists, "nodes": len(plan.nodes)}

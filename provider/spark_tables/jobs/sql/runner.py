@@ -22,10 +22,8 @@ from spark_tables.core.ctas.result import CtasTableReport
 from spark_tables.core.errors import JobError, one_line
 from spark_tables.core.plan.job import PlanOptions
 from spark_tables.core.plan.result import PlanResult
-from spark_tables.core.plan.statements import is_plan_statement
 from spark_tables.core.sql.job import SqlJob
 from spark_tables.core.sql.result import SqlResult
-from spark_tables.core.statements import summary, written_table
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.ctas.lifecycle import CtasFailed, CtasTable, sweep, undo_unfinished, undone_note
 
@@ -67,17 +65,17 @@ def _run_statements(
     total = len(job.statements)
     for number, statement in enumerate(job.statements, start=1):
         cancellation.check()
-        log.info("statement %d/%d: %s", number, total, summary(statement))
+        log.info("statement %d/%d: %s", number, total, statement.summary)
         ctas = job.ctas.get(number)
         try:
-            if is_plan_statement(statement):
+            if statement.plan is not None:
                 frame = None
                 from spark_tables.jobs.plan.runner import run_plan_statement  # a plan's modules: only when needed
 
-                outcome = run_plan_statement(spark, statement, job.plans or PlanOptions(), cancellation)
+                outcome = run_plan_statement(spark, statement.plan, job.plans or PlanOptions(), cancellation)
                 plans.append(dataclasses.replace(outcome, statement=number))
             elif ctas is None:
-                frame = spark.sql(statement)  # commands run here; a query runs only if it is the last statement
+                frame = spark.sql(statement.text)  # commands run here; a query runs only if it is the last statement
             else:
                 frame = None
                 made.append(CtasTable(spark, ctas))
@@ -85,9 +83,9 @@ def _run_statements(
                 reports.append({"statement": number, "table": ctas.table, "atomicity": ctas.atomicity, **outcome})
         except Exception as err:
             raise StatementFailed.of(number, total, err) from err
-        table = written_table(statement)
-        if table is not None and str(table) not in tables_written:
-            tables_written.append(str(table))
+        table = statement.writes
+        if table is not None and table not in tables_written:
+            tables_written.append(table)
     try:
         last_rows = _last_rows(frame if table is None else None, job.max_result_rows)  # a query's, not a command's
     except Exception as err:  # the last statement's query runs here

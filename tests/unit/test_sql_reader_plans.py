@@ -1,22 +1,21 @@
-"""The plan statements, read from their text as Flink spells them."""
+"""The SQL reader's plan statements, read from their text as Flink spells them."""
 
 from __future__ import annotations
 
 import pytest
 
 from spark_tables.core.errors import SpecError
-from spark_tables.core.plan.statements import (
-    PlanStatement,
-    insert_statements,
-    is_plan_statement,
-    parse_plan_statement,
-    rejoin_statement_sets,
-)
+from spark_tables.core.plan.statements import PlanStatement
+from spark_tables.utils.sql_reader import is_plan_statement, join_statement_sets, read_plan_statement
+
+
+def parse_plan_statement(text: str) -> PlanStatement:
+    return read_plan_statement(text)
 
 
 def test_the_four_statements() -> None:
     assert parse_plan_statement("COMPILE PLAN 's3://b/p.json' FOR INSERT INTO t SELECT * FROM s;") == PlanStatement(
-        action="compile", uri="s3://b/p.json", body="INSERT INTO t SELECT * FROM s"
+        action="compile", uri="s3://b/p.json", inserts=("INSERT INTO t SELECT * FROM s",)
     )
     statement = parse_plan_statement("-- nightly\ncompile plan if not exists '/p.json' for insert into t select 1")
     assert (statement.action, statement.if_not_exists, statement.compiles, statement.executes) == (
@@ -36,7 +35,7 @@ def test_a_statement_set_holds_several_inserts() -> None:
         "COMPILE PLAN '/p.json' FOR STATEMENT SET BEGIN INSERT INTO a SELECT ';' FROM s; INSERT INTO b SELECT 2 "
         "FROM s; END"
     )
-    assert insert_statements(statement.body) == ["INSERT INTO a SELECT ';' FROM s", "INSERT INTO b SELECT 2 FROM s"]
+    assert list(statement.inserts) == ["INSERT INTO a SELECT ';' FROM s", "INSERT INTO b SELECT 2 FROM s"]
 
 
 def test_a_statement_set_split_on_semicolons_is_put_back_together() -> None:
@@ -47,14 +46,14 @@ def test_a_statement_set_split_on_semicolons_is_put_back_together() -> None:
         "END",
         "EXECUTE PLAN '/p.json'",
     ]
-    joined = rejoin_statement_sets(pieces)
+    joined = join_statement_sets(pieces)
     assert len(joined) == 3
-    assert insert_statements(parse_plan_statement(joined[1]).body) == [
+    assert list(parse_plan_statement(joined[1]).inserts) == [
         "INSERT INTO a SELECT 1 FROM s",
         "INSERT INTO b SELECT 2 FROM s",
     ]
     with pytest.raises(SpecError, match="its STATEMENT SET has no END"):
-        rejoin_statement_sets(pieces[:3])
+        join_statement_sets(pieces[:3])
 
 
 @pytest.mark.parametrize(

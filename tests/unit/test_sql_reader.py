@@ -1,9 +1,16 @@
+"""The SQL reader: scripts split into statements, the table a statement writes, and what each statement is."""
+
 from __future__ import annotations
 
 import pytest
 
 from spark_tables.core.errors import SpecError
-from spark_tables.core.statements import strip_leading_comments, summary, written_table
+from spark_tables.core.plan.statements import shown
+from spark_tables.utils.sql_reader import read_statement, read_statements, split_script, written_table
+
+
+def summary(statement: str, width: int = 80) -> str:
+    return read_statement(statement).summary if width == 80 else shown(statement, width)
 
 
 @pytest.mark.parametrize(
@@ -109,8 +116,8 @@ def test_written_table_rejects_an_invalid_name_on_one_line(statement):
     assert "\n" not in str(caught.value)
 
 
-def test_strip_leading_comments_keeps_comments_after_the_first_token():
-    assert strip_leading_comments("-- a\nSELECT 1 -- b") == "SELECT 1 -- b"
+def test_the_summary_keeps_comments_after_the_first_token():
+    assert summary("-- a\nSELECT 1 -- b") == "SELECT 1 -- b"
 
 
 def test_summary_flattens_white_space_and_drops_leading_comments():
@@ -127,3 +134,41 @@ def test_summary_cuts_a_long_statement_to_width_with_an_ellipsis():
     assert len(cut) == 30
     assert cut.endswith("…")
     assert cut.startswith("SELECT column_0, column_1")
+
+
+@pytest.mark.parametrize(
+    ("script", "statements"),
+    [
+        ("SELECT 1; SELECT 2;", ["SELECT 1", "SELECT 2"]),
+        ("SELECT 'a;b' AS v; SELECT \"c;d\"", ["SELECT 'a;b' AS v", 'SELECT "c;d"']),
+        ("SELECT `a;b` FROM t; SELECT 2", ["SELECT `a;b` FROM t", "SELECT 2"]),
+        ("SELECT 1 -- one; two\n; SELECT 2", ["SELECT 1 -- one; two", "SELECT 2"]),
+        ("SELECT 1 /* one;\n two */; SELECT 2", ["SELECT 1 /* one;\n two */", "SELECT 2"]),
+        ("-- header\nSELECT 1;\n-- trailing comment\n;;", ["-- header\nSELECT 1"]),
+        ("SELECT 'it''s; here', '\\'; x'; SELECT 2", ["SELECT 'it''s; here', '\\'; x'", "SELECT 2"]),
+        # Jinja rendered: the ds and a rendered macro's text are plain SQL by then
+        (
+            "INSERT INTO t SELECT * FROM s WHERE ds = '2026-01-01'; SELECT '{{ not rendered; }}'",
+            ["INSERT INTO t SELECT * FROM s WHERE ds = '2026-01-01'", "SELECT '{{ not rendered; }}'"],
+        ),
+        ("SELECT 1; SELECT 'unclosed; quote", ["SELECT 1", "SELECT 'unclosed; quote"]),
+        ("", []),
+        ("  -- only a comment\n /* and another */ ", []),
+    ],
+)
+def test_a_script_is_split_on_semicolons_outside_strings_and_comments(script, statements):
+    assert split_script(script) == statements
+
+
+def test_a_statement_of_comments_only_is_empty_by_number():
+    with pytest.raises(SpecError, match="sql job: statement 2 is empty") as caught:
+        read_statements(["SELECT 1", "/* nothing */ -- here"])
+    assert "\n" not in str(caught.value)
+
+
+def test_a_statement_sqlglot_cannot_parse_is_still_read_for_what_the_provider_needs():
+    # sqlglot's parser refuses these; Spark runs them, and the reader reads only their heads.
+    assert written_table("REPLACE TABLE db.t USING parquet AS SELECT 1").parts == ("db", "t")
+    assert written_table("INSERT OVERWRITE DIRECTORY '/tmp/out' USING parquet SELECT 1") is None
+    assert read_statement("CREATE TABLE t TBLPROPERTIES ('k' 'v') AS SELECT 1").ctas.properties == {"k": "v"}
+    assert read_statement("SHOW TBLPROPERTIES t").writes is None
