@@ -55,6 +55,7 @@ from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.jobs.aggregation.runner import run_streaming_aggregation
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.plan.runner import run_plan_statement
+from spark_tables.utils.sql_reader import read_plan_statement
 
 APP_NAME = "spark_tables-bench-buffered-output"
 SEED = 365
@@ -148,7 +149,9 @@ def side_run(
     )
     if args.path == "plan":
         plan_file = os.path.join(root, label, "plan.json")
-        run_plan_statement(spark, f"COMPILE PLAN '{plan_file}' FOR {PLAN_QUERY}", options, Cancellation())
+        run_plan_statement(
+            spark, read_plan_statement(f"COMPILE PLAN '{plan_file}' FOR {PLAN_QUERY}"), options, Cancellation()
+        )
     arrivals: list[float] = []
 
     def feed() -> None:
@@ -164,7 +167,9 @@ def side_run(
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
     if args.path == "plan":
-        executed = run_plan_statement(spark, f"EXECUTE PLAN '{plan_file}'", options, Cancellation())
+        executed = run_plan_statement(
+            spark, read_plan_statement(f"EXECUTE PLAN '{plan_file}'"), options, Cancellation()
+        )
         query = executed.execute["queries"][0]
     else:
         job = StreamingAggregationJob(AGGREGATION_QUERY, sink, os.path.join(root, label, "checkpoint"), options)

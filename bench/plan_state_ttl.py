@@ -71,6 +71,7 @@ from spark_tables.jobs.plan import join as join_module
 from spark_tables.jobs.plan.clock import FixedClock
 from spark_tables.jobs.plan.runner import run_plan_statement, state_partitions
 from spark_tables.jobs.plan.state_ttl import SESSION_CONFS
+from spark_tables.utils.sql_reader import read_plan_statement
 
 APP_NAME = "spark_tables-bench-plan-state-ttl"
 SEED = 292
@@ -219,7 +220,9 @@ def create_tables(spark: SparkSession, root: str, prefix: str, sinks: list[str])
 def compile_plan(spark: SparkSession, plan_file: str, prefix: str, sink: str, ttl: str) -> None:
     statement = EXAMPLE_2.format(sink=sink, orders=f"{prefix}_orders", logistics=f"{prefix}_logistics")
     options = PlanOptions(configuration={"table.exec.state.ttl": ttl})
-    run_plan_statement(spark, f"COMPILE PLAN '{plan_file}' FOR {statement}", options, Cancellation())
+    run_plan_statement(
+        spark, read_plan_statement(f"COMPILE PLAN '{plan_file}' FOR {statement}"), options, Cancellation()
+    )
 
 
 def edit_right_ttl(plan_file: str, ttl: str) -> None:
@@ -306,7 +309,9 @@ def measure_state(spark: SparkSession, args: argparse.Namespace, root: str, prog
         clock = FixedClock(T0_MS + step * STEP_MS)
         for run in runs:
             started = time.perf_counter()
-            executed = run_plan_statement(spark, f"EXECUTE PLAN '{run.plan_file}'", options, Cancellation(), clock)
+            executed = run_plan_statement(
+                spark, read_plan_statement(f"EXECUTE PLAN '{run.plan_file}'"), options, Cancellation(), clock
+            )
             run.result = executed.execute["queries"][0]
             run.seconds.append(time.perf_counter() - started)
             run.last_progress = progress.finished()[-1]
@@ -412,7 +417,7 @@ def measure_throughput(spark: SparkSession, args: argparse.Namespace, root: str,
         options = PlanOptions(
             configuration={"table.exec.state.ttl": "0 ms"}, checkpoints=os.path.join(root, label, "checkpoints")
         )
-        query = run_plan_statement(spark, f"EXECUTE PLAN '{plan_file}'", options, Cancellation())
+        query = run_plan_statement(spark, read_plan_statement(f"EXECUTE PLAN '{plan_file}'"), options, Cancellation())
         return query.execute["queries"][0]["rows_appended"]
 
     def builtin_side(label: str) -> int:

@@ -18,6 +18,7 @@ from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.jobs.plan.clock import BatchClock
 from spark_tables.jobs.plan.compiler import compile_plan
 from spark_tables.jobs.plan.pipeline import Pipeline
+from spark_tables.utils.sql_reader import read_plan_statement
 
 pytestmark = pytest.mark.spark
 
@@ -47,7 +48,8 @@ def tables(spark: SparkSession, db: str, tmp_path: Path) -> Iterator[str]:
 
 
 def _compiled(spark: SparkSession, sql: str, ttl: str = "0 ms") -> CompiledPlan:
-    return compile_plan(spark, sql, {"table.exec.state.ttl": ttl}, [COUNTS])
+    inserts = read_plan_statement(f"COMPILE PLAN 'file:///plan.json' FOR {sql}").inserts  # as the reader gives them
+    return compile_plan(spark, inserts, {"table.exec.state.ttl": ttl}, [COUNTS])
 
 
 def test_example_1_compiles_a_deduplication_feeding_an_aggregation(spark: SparkSession, tables: str) -> None:
