@@ -287,7 +287,7 @@ def overview(results: Iterable[RecentResult]) -> dict[str, Any]:
             failure = failure_of(result.entry)["failure"]
             failed.append({**where, **failure})
             undone += [{**where, "undone": step} for step in [*summary.get("undone", []), *(failure["cleanup"] or [])]]
-        lookup = lookup_join(result.entry)
+        lookup = summary.get("lookup")  # the kind summary above has it: no second read of the entry
         if lookup is not None:
             table = lookup_table(lookup["lookup"])
             if lookup["kind"] == "reload":
