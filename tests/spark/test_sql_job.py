@@ -15,6 +15,7 @@ from spark_tables.core.ctas.job import CtasCleanupJob
 from spark_tables.core.ctas.ownership import COMPLETE, FILLING, REPLACED, TARGET, replaced_table
 from spark_tables.core.identifiers import TableIdentifier
 from spark_tables.core.sql.job import SqlJob as ReadSqlJob
+from spark_tables.core.sql.result import SqlResult
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.ctas.lifecycle import CtasFailed, CtasTable
 from spark_tables.jobs.entry import run_job
@@ -61,6 +62,33 @@ def test_reports_written_tables_with_their_row_counts(spark: SparkSession) -> No
     assert output.tables_written == ["sqljob.numbers"]
     assert output.row_counts == {"sqljob.numbers": 30}
     assert output.rows == [] and output.columns == []
+
+
+def test_count_rows_false_reports_written_tables_without_counting_them(spark: SparkSession) -> None:
+    statements = (
+        "CREATE DATABASE IF NOT EXISTS sqljob",
+        "CREATE TABLE IF NOT EXISTS sqljob.uncounted (id BIGINT) USING parquet",
+        "INSERT OVERWRITE sqljob.uncounted SELECT id FROM range(3)",
+    )
+
+    def spark_jobs_of(group: str, work: Any) -> tuple[Any, int]:
+        """What ``work()`` returns, and how many Spark jobs it ran."""
+        spark.sparkContext.setJobGroup(group, group)
+        try:
+            return work(), len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+        finally:
+            spark.sparkContext.setJobGroup("", "")
+
+    def run(count_rows: bool) -> SqlResult:
+        return run_sql(spark, SqlJob(statements=statements, owner=owner(), count_rows=count_rows), Cancellation())
+
+    counted, counted_jobs = spark_jobs_of("counted", lambda: run(True))
+    uncounted, uncounted_jobs = spark_jobs_of("uncounted", lambda: run(False))
+    _, count_jobs = spark_jobs_of("count", lambda: spark.table("sqljob.uncounted").count())
+
+    assert counted.row_counts == {"sqljob.uncounted": 3} and uncounted.tables_written == ["sqljob.uncounted"]
+    assert uncounted.row_counts is None and "row_counts" not in uncounted.to_dict()
+    assert count_jobs > 0 and counted_jobs == uncounted_jobs + count_jobs  # the count of the table, nothing else
 
 
 def test_a_scratch_table_made_and_dropped_by_the_job_is_not_counted(spark: SparkSession) -> None:

@@ -52,6 +52,7 @@ def test_spec_json_names_version_and_kind():
         "owner": None,
         "sweep": [],
         "plans": None,
+        "count_rows": True,
     }
 
 

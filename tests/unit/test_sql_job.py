@@ -57,6 +57,14 @@ def test_max_result_rows_defaults_to_100():
     assert SqlJob(statements=("SELECT 1",)).max_result_rows == 100
 
 
+def test_rows_are_counted_unless_count_rows_is_false():
+    assert SqlJob(statements=("SELECT 1",)).count_rows is True
+    assert SqlJob(statements=("SELECT 1",), count_rows=False).count_rows is False
+    assert _error_message(statements=("SELECT 1",), count_rows="no") == (
+        "sql job: count_rows='no' is invalid: use True or False"
+    )
+
+
 @pytest.mark.parametrize("statements", ["SELECT 1", "SELECT 1; SELECT 2", None, 5, {"SELECT 1"}])
 def test_statements_that_are_not_a_list_are_rejected(statements):
     message = _error_message(statements=statements)

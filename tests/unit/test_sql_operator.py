@@ -45,6 +45,11 @@ class TestBuildJob:
 
         assert _texts(job) == tuple(statements)
 
+    def test_count_rows_is_passed_to_the_job(self):
+        assert SparkSqlJobOperator(task_id="t", sql="SELECT 1").build_job(_context()).count_rows is True
+        job = SparkSqlJobOperator(task_id="t", sql="SELECT 1", count_rows=False).build_job(_context())
+        assert job.count_rows is False
+
     def test_max_result_rows_is_passed_to_the_job(self):
         job = SparkSqlJobOperator(task_id="t", sql="SELECT 1", max_result_rows=7).build_job(_context())
 

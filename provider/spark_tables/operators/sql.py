@@ -19,8 +19,9 @@ from spark_tables.utils.sql_reader import join_statement_sets, read_statements, 
 class SparkSqlJobOperator(CtasLifecycleOperator):
     """Run Spark SQL statements in order in one Spark application, on the provider's catalog.
 
-    XCom gets ``statements_run``, ``tables_written``, ``row_counts`` (rows in each written table afterwards)
-    and, when the last statement is a query, its ``columns`` and first ``max_result_rows`` ``rows``.
+    XCom gets ``statements_run``, ``tables_written``, ``row_counts`` (rows in each written table afterwards,
+    unless ``count_rows=False``) and, when the last statement is a query, its ``columns`` and first
+    ``max_result_rows`` ``rows``.
     Only the last statement's query is executed; commands (CREATE, INSERT, ...) run where they stand.
 
     A ``CREATE TABLE ... AS SELECT`` statement gets ``SparkCtasOperator``'s lifecycle: its table is created
@@ -32,6 +33,8 @@ class SparkSqlJobOperator(CtasLifecycleOperator):
         ``CREATE TEMPORARY VIEW name CACHED AS query`` declares a cached table (as ``caches`` does) instead of
         running: the first task of the DAG run that declares it computes and writes it, later ones read it.
     :param max_result_rows: how many rows of the last query come back in XCom.
+    :param count_rows: count each written table's rows afterwards for XCom's ``row_counts``: one Spark job a table,
+        the footers of a parquet table, a full scan of a CSV or JSON one. ``False`` skips it.
 
     Plan statements (``COMPILE [AND EXECUTE] PLAN``, ``EXECUTE PLAN``, ``EXPLAIN PLAN``) run as the plan operators
     run them; XCom's ``plans`` says what each did.
@@ -55,6 +58,7 @@ class SparkSqlJobOperator(CtasLifecycleOperator):
         *,
         sql: str | list[str],
         max_result_rows: int = 100,
+        count_rows: bool = True,
         plan_configuration: dict[str, Any] | None = None,
         postgres_sinks: Sequence[PostgresUpsertSink] = (),
         checkpoints: str | None = None,
@@ -63,6 +67,7 @@ class SparkSqlJobOperator(CtasLifecycleOperator):
         super().__init__(**kwargs)
         self.sql = sql
         self.max_result_rows = max_result_rows
+        self.count_rows = count_rows
         self.plan_configuration = plan_configuration
         self.postgres_sinks = tuple(postgres_sinks)
         self.checkpoints = checkpoints
@@ -78,7 +83,11 @@ class SparkSqlJobOperator(CtasLifecycleOperator):
             else None
         )
         job = SqlJob(
-            statements=statements, max_result_rows=self.max_result_rows, owner=self.table_owner(context), plans=plans
+            statements=statements,
+            max_result_rows=self.max_result_rows,
+            owner=self.table_owner(context),
+            plans=plans,
+            count_rows=self.count_rows,
         )
         return dataclasses.replace(job, sweep=self.sweep(context)) if job.ctas else job
 

@@ -36,6 +36,9 @@ class SqlJob:
     tries of other tasks left, undone before the statements run, as a CTAS job does.
 
     A plan statement (``COMPILE PLAN``, ``EXECUTE PLAN``, ``EXPLAIN PLAN``) runs as a plan job does, with ``plans``.
+
+    ``count_rows``: count each written table's rows afterwards for the result's ``row_counts``, one Spark job a
+    table (parquet: its footers; a CSV or JSON table: a full scan).
     """
 
     kind: ClassVar[str] = "sql"
@@ -44,6 +47,7 @@ class SqlJob:
     owner: TableOwner | None = None
     sweep: tuple[CtasCleanupJob, ...] = ()
     plans: PlanOptions | None = None
+    count_rows: bool = True
 
     def __post_init__(self) -> None:
         statements = []
@@ -62,6 +66,8 @@ class SqlJob:
                 f"sql job: max_result_rows={self.max_result_rows!r} is invalid: use a whole number from 0 "
                 f"to {MAX_RESULT_ROWS_LIMIT}"
             )
+        if not isinstance(self.count_rows, bool):
+            raise SpecError(f"sql job: count_rows={self.count_rows!r} is invalid: use True or False")
         if self.owner is not None:
             object.__setattr__(self, "owner", TableOwner.from_dict(self.owner))
         object.__setattr__(self, "sweep", sweep_entries(self.sweep, "sql job"))

@@ -93,12 +93,16 @@ def _run_statements(
     return {
         "statements_run": total,
         "tables_written": tables_written,
-        # a table the job wrote and dropped again (a scratch table) has no rows to count
-        "row_counts": {name: spark.table(name).count() for name in tables_written if spark.catalog.tableExists(name)},
+        "row_counts": _row_counts(spark, tables_written) if job.count_rows else None,
         "ctas": [_ctas_report(spark, report, ctas_table) for report, ctas_table in zip(reports, made, strict=True)],
         **({"plans": plans} if plans else {}),
         **last_rows,
     }
+
+
+def _row_counts(spark: SparkSession, tables: list[str]) -> dict[str, int]:
+    """The rows in each table afterwards; a table the job wrote and dropped again (a scratch table) has none."""
+    return {name: spark.table(name).count() for name in tables if spark.catalog.tableExists(name)}
 
 
 def _ctas_report(spark: SparkSession, report: dict[str, Any], table: CtasTable) -> CtasTableReport:
