@@ -147,6 +147,22 @@ def test_a_failing_statement_is_named_with_sparks_first_line(spark: SparkSession
     assert "\n" not in message
 
 
+def test_an_insert_into_a_table_of_other_columns_names_both_and_what_to_do(spark: SparkSession) -> None:
+    spark.sql("CREATE DATABASE IF NOT EXISTS sqljob")
+    spark.sql("CREATE TABLE IF NOT EXISTS sqljob.daily (day STRING, total BIGINT, n BIGINT) USING parquet")
+    statements = (
+        "CREATE TABLE IF NOT EXISTS sqljob.daily (day STRING, total BIGINT) USING parquet",
+        "INSERT INTO sqljob.daily SELECT 'monday' AS day, 3 AS total",
+    )
+    with pytest.raises(CtasFailed) as failure:
+        run_sql(spark, SqlJob(statements=statements), Cancellation())
+
+    message = str(failure.value)
+    assert message.startswith("statement 2/2 failed: [INSERT_COLUMN_ARITY_MISMATCH.NOT_ENOUGH_DATA_COLUMNS]")
+    assert "Table columns: `day`, `total`, `n`. Data columns: `day`, `total`." in message  # Spark's explanation
+    assert message.endswith("drop it or write to a table of another name)") and "\n" not in message
+
+
 def test_run_job_turns_a_failure_into_a_one_line_error_result(spark: SparkSession) -> None:
     result = run_job(spark, SqlJob(statements=("SELECT nope FROM range(1)",)))
     assert not result.succeeded

@@ -30,6 +30,32 @@ def test_spark_error_classes_keep_their_first_line_without_the_type(error, line)
 
 
 @pytest.mark.parametrize(
+    ("message", "line"),
+    [
+        (  # Spark 4.2's own words, as an INSERT of too few columns gives them
+            "[INSERT_COLUMN_ARITY_MISMATCH.NOT_ENOUGH_DATA_COLUMNS] Cannot write to `spark_catalog`.`demo`.`daily`, "
+            "the reason is not enough data columns:\nTable columns: `day`, `total`, `n`.\nData columns: `day`, `total`."
+            " SQLSTATE: 21S01",
+            "[INSERT_COLUMN_ARITY_MISMATCH.NOT_ENOUGH_DATA_COLUMNS] Cannot write to `spark_catalog`.`demo`.`daily`, "
+            "the reason is not enough data columns: Table columns: `day`, `total`, `n`. Data columns: `day`, `total`."
+            " SQLSTATE: 21S01",
+        ),
+        (
+            "[DIVIDE_BY_ZERO] Division by zero. SQLSTATE: 22012\n== SQL (line 1, position 8) ==\nSELECT 1/0\n  ^^^",
+            "[DIVIDE_BY_ZERO] Division by zero. SQLSTATE: 22012",
+        ),
+        (  # no SQLSTATE to end on: only the first line, as before
+            "[SOME_ERROR] First line:\nsecond line\nthird line",
+            "[SOME_ERROR] First line:",
+        ),
+    ],
+)
+def test_a_spark_error_class_that_explains_itself_on_later_lines_keeps_them_up_to_its_sqlstate(message, line):
+    assert one_line(AnalysisException(message)) == line
+    assert "\n" not in one_line(AnalysisException(message))
+
+
+@pytest.mark.parametrize(
     ("error", "line"),
     [
         (ValueError("bad value"), "ValueError: bad value"),

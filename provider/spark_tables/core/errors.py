@@ -10,13 +10,28 @@ class JobError(RuntimeError):
 
 
 def one_line(error: BaseException) -> str:
-    """The first line of an error's message, prefixed by its type unless the message names its own class."""
+    """The first line of an error's message, prefixed by its type unless the message names its own class.
+
+    A Spark error class's message is kept whole up to its ``SQLSTATE``: some explain themselves on the lines after
+    the first (``INSERT_COLUMN_ARITY_MISMATCH`` gives the table's and the query's columns there); the query context
+    (``== SQL ==``) and the plan that may follow are left out.
+    """
     if isinstance(error, SpecError | JobError):
         return str(error)
     lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
     if len(lines) > 1 and lines[0].startswith("An error occurred while calling"):  # py4j: the cause comes next
-        lines = [lines[1].removeprefix(": ")]
+        lines = [line.removeprefix(": ") for line in lines[1:2]]
     first = lines[0] if lines else ""
     if first.startswith("["):  # Spark's error classes: "[TABLE_OR_VIEW_NOT_FOUND] The table ..."
-        return first
+        return _spark_message(lines)
     return f"{type(error).__name__}: {first}" if first else type(error).__name__
+
+
+def _spark_message(lines: list[str]) -> str:
+    """A Spark error class's lines, joined up to the one with its ``SQLSTATE``, before any ``==`` context."""
+    kept = [lines[0]]
+    for line in lines[1:]:
+        if "SQLSTATE" in kept[-1] or line.startswith("=="):
+            break
+        kept.append(line)
+    return " ".join(kept) if "SQLSTATE" in kept[-1] else lines[0]

@@ -11,6 +11,7 @@ import dataclasses
 import importlib
 import logging
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -47,6 +48,11 @@ def runner(kind: str) -> Callable[[SparkSession, Any, Cancellation], JobOutput]:
     """The runner of job kind ``kind``, its module imported now."""
     module, _, function = JOB_RUNNERS[kind].partition(":")
     return getattr(importlib.import_module(module), function)
+
+
+#: Where a Hive catalog's session keeps the resources it downloads: a folder it makes in the temporary folder and never
+#: removes (``<session id>_resources``). The driver gives it one of its own, removed when the driver ends.
+HIVE_RESOURCES_DIR = "spark.hadoop.hive.downloaded.resources.dir"
 
 
 def run_job(
@@ -102,13 +108,14 @@ def main(argv: list[str]) -> int:
     spec = JobSpec.from_json(files.read_text(argv[1][1:]) if argv[1].startswith("@") else argv[1])
     cancellation = Cancellation()
     watch(cancellation, parent_pid=spec.watch_pid, marker_uri=cancel_uri(spec.result_uri))
-    started = time.monotonic()
-    spark = session_builder(spec.session_conf).getOrCreate()
-    cancellation.interrupt_with(spark.interruptAll)
-    session_seconds = round(time.monotonic() - started, 3)
-    result = run_job(spark, spec.job, cancellation, spec.caches)
-    files.write_text(spec.result_uri, dataclasses.replace(result, session_seconds=session_seconds).to_json())
-    spark.stop()
+    with tempfile.TemporaryDirectory(prefix="spark_tables_driver_") as scratch:
+        started = time.monotonic()
+        spark = session_builder({**spec.session_conf, HIVE_RESOURCES_DIR: scratch}).getOrCreate()
+        cancellation.interrupt_with(spark.interruptAll)
+        session_seconds = round(time.monotonic() - started, 3)
+        result = run_job(spark, spec.job, cancellation, spec.caches)
+        files.write_text(spec.result_uri, dataclasses.replace(result, session_seconds=session_seconds).to_json())
+        spark.stop()
     return 0 if result.succeeded else 1
 
 

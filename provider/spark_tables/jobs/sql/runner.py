@@ -30,12 +30,28 @@ from spark_tables.jobs.ctas.lifecycle import CtasFailed, CtasTable, sweep, undo_
 log = logging.getLogger(__name__)
 
 
+#: What to do about a Spark error class a statement may meet, where Spark's own words do not say it.
+STATEMENT_HINTS: dict[str, str] = {
+    "INSERT_COLUMN_ARITY_MISMATCH": (
+        "the query's columns are not the table's: if the table was there before with other columns (a CREATE TABLE "
+        "IF NOT EXISTS then keeps them), drop it or write to a table of another name"
+    ),
+    "INCOMPATIBLE_DATA_FOR_TABLE": (
+        "the query's columns do not fit the table's types: cast them, or, if the table was there before with other "
+        "columns, drop it or write to a table of another name"
+    ),
+}
+
+
 class StatementFailed(JobError):
-    """A statement failed; the message names which one and Spark's own first line."""
+    """A statement failed; the message names which one, Spark's explanation, and what to do where it is known."""
 
     @classmethod
     def of(cls, number: int, total: int, err: BaseException) -> StatementFailed:
-        return cls(f"statement {number}/{total} failed: {one_line(err)}")
+        line = one_line(err)
+        error_class = line[1:].partition("]")[0].partition(".")[0] if line.startswith("[") else ""
+        hint = f" ({STATEMENT_HINTS[error_class]})" if error_class in STATEMENT_HINTS else ""
+        return cls(f"statement {number}/{total} failed: {line}{hint}")
 
 
 def run_sql(spark: SparkSession, job: SqlJob, cancellation: Cancellation) -> SqlResult:
