@@ -20,7 +20,7 @@ def one_line(error: BaseException) -> str:
         return str(error)
     lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
     if len(lines) > 1 and lines[0].startswith("An error occurred while calling"):  # py4j: the cause comes next
-        lines = [line.removeprefix(": ") for line in lines[1:2]]
+        lines = [lines[1].removeprefix(": ")]
     first = lines[0] if lines else ""
     if first.startswith("["):  # Spark's error classes: "[TABLE_OR_VIEW_NOT_FOUND] The table ..."
         return _spark_message(lines)

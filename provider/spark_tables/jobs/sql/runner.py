@@ -15,6 +15,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_tables.core.ctas.job import CtasJob
@@ -30,7 +31,8 @@ from spark_tables.jobs.ctas.lifecycle import CtasFailed, CtasTable, sweep, undo_
 log = logging.getLogger(__name__)
 
 
-#: What to do about a Spark error class a statement may meet, where Spark's own words do not say it.
+#: What to do about a Spark error condition (its class, before any ``.``) a statement may meet, where Spark's own
+#: words do not say it.
 STATEMENT_HINTS: dict[str, str] = {
     "INSERT_COLUMN_ARITY_MISMATCH": (
         "the query's columns are not the table's: if the table was there before with other columns (a CREATE TABLE "
@@ -48,10 +50,9 @@ class StatementFailed(JobError):
 
     @classmethod
     def of(cls, number: int, total: int, err: BaseException) -> StatementFailed:
-        line = one_line(err)
-        error_class = line[1:].partition("]")[0].partition(".")[0] if line.startswith("[") else ""
-        hint = f" ({STATEMENT_HINTS[error_class]})" if error_class in STATEMENT_HINTS else ""
-        return cls(f"statement {number}/{total} failed: {line}{hint}")
+        condition = (err.getCondition() or "") if isinstance(err, PySparkException) else ""
+        hint = STATEMENT_HINTS.get(condition.partition(".")[0])
+        return cls(f"statement {number}/{total} failed: {one_line(err)}" + (f" ({hint})" if hint else ""))
 
 
 def run_sql(spark: SparkSession, job: SqlJob, cancellation: Cancellation) -> SqlResult:
