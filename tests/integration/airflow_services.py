@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,8 +17,6 @@ from typing import Any, TypeVar
 from tests.integration.conftest import VENV_BIN, Deployment
 
 T = TypeVar("T")
-#: How often a DAG run is triggered when the SQLite metadata DB refuses the first tries.
-SQLITE_LOCK_ATTEMPTS = 3
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 180, every: float = 0.5) -> T:
@@ -89,15 +86,6 @@ class AirflowServices:
         wait_for(f"{dag_id} to be parsed", lambda: self._exists(f"/dags/{dag_id}"))
         self.api("PATCH", f"/dags/{dag_id}", {"is_paused": False})
         body = {"logical_date": None, "conf": conf}
-        for _ in range(SQLITE_LOCK_ATTEMPTS - 1):
-            try:
-                return self.api("POST", f"/dags/{dag_id}/dagRuns", body)["dag_run_id"]
-            except urllib.error.HTTPError as err:
-                # The metadata DB is SQLite: a write that meets another process's for longer than its busy
-                # timeout fails whole (500, nothing created; seen when tasks finish at the same moment), and
-                # triggering again is safe.
-                if err.code != 500:
-                    raise
         return self.api("POST", f"/dags/{dag_id}/dagRuns", body)["dag_run_id"]
 
     def task_instance(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:

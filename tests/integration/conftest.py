@@ -32,6 +32,9 @@ PG_USER = os.environ.get("SPARK_TABLES_TEST_PG_USER", "postgres")
 PG_DATABASE = "spark_tables_test" + (
     f"_{os.environ['PYTEST_XDIST_WORKER']}" if "PYTEST_XDIST_WORKER" in os.environ else ""
 )
+#: The metadata database of the Airflow that runs its scheduler: PostgreSQL, as deployed (SQLite refuses a
+#: write that meets another process's for longer than its busy timeout, and the API server then answers 500).
+AIRFLOW_METADATA_DATABASE = PG_DATABASE.replace("spark_tables_test", "spark_tables_airflow", 1)
 
 
 @dataclass(frozen=True)
@@ -108,14 +111,18 @@ def _migrated(home: Path, env: dict[str, str]) -> None:
 @pytest.fixture(scope="session")
 def metastore_database() -> str:
     """A PostgreSQL database with an empty public schema, so the metastore schema is created by the run."""
+    return _empty_database(PG_DATABASE)
+
+
+def _empty_database(name: str) -> str:
     with psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname="postgres", autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (PG_DATABASE,)).fetchone()
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
         if not exists:
-            conn.execute(f'CREATE DATABASE "{PG_DATABASE}"')
-    with psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=PG_DATABASE, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    with psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=name, autocommit=True) as conn:
         conn.execute("DROP SCHEMA IF EXISTS public CASCADE")
         conn.execute("CREATE SCHEMA public")
-    return PG_DATABASE
+    return name
 
 
 @pytest.fixture(scope="session")
@@ -126,8 +133,15 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> Deployment:
     return Deployment(home=home, catalog=EmbeddedCatalog(home=str(home / "spark_tables")), env=env)
 
 
-def postgres_deployment(home: Path, metastore_database: str, warehouse: Path) -> Deployment:
+def postgres_deployment(
+    home: Path, metastore_database: str, warehouse: Path, metadata_database: str | None = None
+) -> Deployment:
+    """An Airflow on the PostgreSQL metastore; its own metadata DB is SQLite unless ``metadata_database`` is named."""
     env = _base_env(home)
+    if metadata_database:
+        env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = (
+            f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{_empty_database(metadata_database)}"
+        )
     catalog = PostgresMetastore(
         host=PG_HOST, port=PG_PORT, user=PG_USER, database=metastore_database, warehouse=str(warehouse)
     )
@@ -166,12 +180,17 @@ def deployment(request: pytest.FixtureRequest) -> Deployment:
 
 @pytest.fixture(scope="session")
 def airflow(tmp_path_factory: pytest.TempPathFactory, postgres: Deployment) -> Iterator[Any]:
-    """A running Airflow (API server, scheduler, DAG processor) of the scenario DAGs, on the PostgreSQL metastore."""
+    """A running Airflow (API server, scheduler, DAG processor) of the scenario DAGs, on the PostgreSQL metastore.
+
+    Its metadata DB is PostgreSQL too, as deployed: several processes write it at once.
+    """
     from tests.integration.airflow_services import running_airflow
 
     assert isinstance(postgres.catalog, PostgresMetastore)
     home = tmp_path_factory.mktemp("airflow-scheduler")
-    deployment = postgres_deployment(home, postgres.catalog.database, Path(postgres.catalog.warehouse))
+    deployment = postgres_deployment(
+        home, postgres.catalog.database, Path(postgres.catalog.warehouse), AIRFLOW_METADATA_DATABASE
+    )
     with running_airflow(deployment, SCENARIOS) as services:
         yield services
 
