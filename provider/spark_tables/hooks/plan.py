@@ -13,6 +13,7 @@ from spark_tables.core.plan.document import CompiledPlan
 from spark_tables.core.plan.job import PlanOptions
 from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.core.plan.statements import PlanStatement
+from spark_tables.core.storage_credentials import reached_by_airflow
 from spark_tables.hooks.postgres import PostgresSinkHook
 from spark_tables.utils import settings
 
@@ -23,10 +24,8 @@ class CompiledPlanHook(BaseHook):
 
     def read_plan(self, uri: str) -> CompiledPlan | None:
         """The plan at ``uri``, checked; None when there is none (yet)."""
-        path = ObjectStoragePath(uri)
-        if not path.exists():
-            return None
-        return CompiledPlan.from_json(path.read_text(), where=f"plan {uri}")
+        text = _plan_text(uri)
+        return None if text is None else CompiledPlan.from_json(text, where=f"plan {uri}")
 
     def plan_options(
         self,
@@ -57,3 +56,9 @@ class CompiledPlanHook(BaseHook):
                 if isinstance(sink, PostgresUpsertSink):
                     sinks.setdefault(sink.name, sink)
         return dataclasses.replace(options, connections=PostgresSinkHook().sink_connections(list(sinks.values())))
+
+
+@reached_by_airflow
+def _plan_text(uri: str) -> str | None:
+    path = ObjectStoragePath(uri)
+    return path.read_text() if path.exists() else None

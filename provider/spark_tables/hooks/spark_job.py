@@ -22,6 +22,8 @@ from spark_tables.core.errors import SpecError
 from spark_tables.core.exchange import cancel_uri, local_path, spec_uri
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import JobSpec
+from spark_tables.core.spark_log import LineTally
+from spark_tables.core.storage_credentials import reached_by_airflow
 from spark_tables.hooks.spark_submit import SparkSubmitAdapter
 from spark_tables.utils import settings
 from spark_tables.utils.catalog_lock import exclusive_catalog
@@ -154,12 +156,7 @@ class SparkJobHook(SparkSubmitAdapter):
         """
         result_path = ObjectStoragePath(self._spec.result_uri)
         cancel_path = ObjectStoragePath(cancel_uri(self._spec.result_uri))
-        for stale in (result_path, cancel_path):  # what an earlier attempt of this try may have left
-            stale.unlink(missing_ok=True)
-        if self._spec_file is not None:
-            spec_path, spec_json = self._spec_file
-            spec_path.parent.mkdir(parents=True, exist_ok=True)
-            _write_private(spec_path, spec_json)
+        _prepare_exchange(result_path, cancel_path, self._spec_file)
         self._cancel_path = cancel_path
         self.last_result = None
         failure: AirflowException | None = None
@@ -217,10 +214,15 @@ class SparkJobHook(SparkSubmitAdapter):
         return f"spark-submit exited with code {returncode}{detail}"
 
     def watch_log(self, lines: Iterator[Any]) -> Iterator[Any]:
+        """Each line on to the task log, but those of known harmless causes: counted, and summed up at the end."""
+        tally = LineTally()
         for line in lines:
             if any(marker in line for marker in _DERBY_BUSY):
                 self._derby_busy = True
-            yield line
+            if tally.admit(line):
+                yield line
+        for summary in tally.summary():
+            self.log.info("spark: %s", summary)
 
     def on_kill(self) -> None:
         """Ask the job to stop, so it interrupts its Spark jobs and undoes what it created, then exits.
@@ -296,6 +298,20 @@ def _write_private(path: ObjectStoragePath, text: str) -> None:
         handle.write(text)
 
 
+@reached_by_airflow
+def _prepare_exchange(
+    result_path: ObjectStoragePath, cancel_path: ObjectStoragePath, spec_file: tuple[ObjectStoragePath, str] | None
+) -> None:
+    """Clear what an earlier attempt of this try may have left, and write the spec file if the job has one."""
+    for stale in (result_path, cancel_path):
+        stale.unlink(missing_ok=True)
+    if spec_file is not None:
+        spec_path, spec_json = spec_file
+        spec_path.parent.mkdir(parents=True, exist_ok=True)
+        _write_private(spec_path, spec_json)
+
+
+@reached_by_airflow
 def _take_result(path: ObjectStoragePath) -> JobResult | None:
     """Read the result the driver wrote and delete it; None if it wrote none."""
     if not path.exists():

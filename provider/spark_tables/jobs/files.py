@@ -23,6 +23,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from spark_tables.core.errors import JobError
 from spark_tables.core.exchange import local_path
+from spark_tables.core.storage_credentials import reached_by_spark
 
 
 class StorageUnreachable(JobError):
@@ -61,18 +62,21 @@ def _entries(folder: str) -> list[dict[str, Any]] | None:
         return None
 
 
+@reached_by_spark
 def exists(location: str) -> bool:
     fs, path = filesystem(location)
     fs.invalidate_cache(path)
     return bool(fs.exists(path))
 
 
+@reached_by_spark
 def is_file(location: str) -> bool:
     fs, path = filesystem(location)
     fs.invalidate_cache(path)
     return bool(fs.isfile(path))
 
 
+@reached_by_spark
 def is_empty(location: str) -> bool:
     """Whether nothing is at ``location``, or an empty folder."""
     if not exists(location):
@@ -81,16 +85,19 @@ def is_empty(location: str) -> bool:
     return bool(fs.isdir(path)) and not _entries(location)
 
 
+@reached_by_spark
 def list_names(folder: str) -> list[str]:
     """The names of the entries directly in ``folder``, sorted; none when it does not exist."""
     return sorted(_name(entry) for entry in _entries(folder) or [])
 
 
+@reached_by_spark
 def folder_names(folder: str) -> list[str]:
     """The names of the folders directly in ``folder``, sorted; none when it does not exist."""
     return sorted(_name(entry) for entry in _entries(folder) or [] if entry["type"] == "directory")
 
 
+@reached_by_spark
 def data_file_names(folder: str) -> list[str]:
     """The names of the data files directly in ``folder`` (not Spark's ``_SUCCESS``, checksums or hidden files),
     sorted; none when it does not exist."""
@@ -98,6 +105,7 @@ def data_file_names(folder: str) -> list[str]:
     return sorted(_name(entry) for entry in entries if entry["type"] == "file" and _is_data(_name(entry)))
 
 
+@reached_by_spark
 def file_sizes(folder: str) -> dict[str, int] | None:
     """Size of each file directly in ``folder``, by name; None when the folder does not exist."""
     entries = _entries(folder)
@@ -106,6 +114,7 @@ def file_sizes(folder: str) -> dict[str, int] | None:
     return {_name(entry): entry["size"] for entry in entries if entry["type"] == "file"}
 
 
+@reached_by_spark
 def folder_bytes(folder: str) -> int:
     """Bytes of the data files under a folder, at any depth."""
     fs, path = filesystem(folder)
@@ -113,6 +122,7 @@ def folder_bytes(folder: str) -> int:
     return sum(size for name, size in fs.du(path, total=False).items() if _is_data(name.rsplit("/", 1)[-1]))
 
 
+@reached_by_spark
 def crc32(location: str) -> int:
     """CRC-32 of a file's bytes, read here (as ``crc32`` of Spark's ``binaryFile`` content gives it)."""
     fs, path = filesystem(location)
@@ -123,6 +133,7 @@ def crc32(location: str) -> int:
     return crc
 
 
+@reached_by_spark
 def read_text(location: str) -> str:
     """The file's text (UTF-8); ``FileNotFoundError`` when there is none."""
     fs, path = filesystem(location)
@@ -130,11 +141,13 @@ def read_text(location: str) -> str:
         return handle.read()
 
 
+@reached_by_spark
 def write_text(location: str, text: str) -> None:
     """Replace the file with ``text`` (UTF-8) whole: a reader sees the file before or after, never a part."""
     write_bytes(location, text.encode("utf-8"))
 
 
+@reached_by_spark
 def write_bytes(location: str, data: bytes) -> None:
     """Replace the file with ``data`` whole, its folder created if need be."""
     fs, path = filesystem(location)
@@ -153,12 +166,14 @@ def write_bytes(location: str, data: bytes) -> None:
         raise
 
 
+@reached_by_spark
 def move(source: str, target: str) -> None:
     """Move a file to ``target``, on the same storage."""
     fs, source_path = filesystem(source)
     fs.mv(source_path, filesystem(target)[1])
 
 
+@reached_by_spark
 def remove(location: str) -> None:
     """Delete a file, or a folder and what it holds, if it exists; any other failure to delete is raised."""
     fs, path = filesystem(location)
@@ -167,6 +182,7 @@ def remove(location: str) -> None:
     fs.invalidate_cache(path)
 
 
+@reached_by_spark
 def remove_named(folder: str, prefix: str) -> int:
     """Delete the entries directly in ``folder`` whose names start with ``prefix``; returns how many."""
     named = [entry["name"] for entry in _entries(folder) or [] if _name(entry).startswith(prefix)]

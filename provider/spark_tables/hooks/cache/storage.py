@@ -1,6 +1,7 @@
 """The files of cached tables under the cache root, through Airflow's object storage: marks, sizes, removal.
 
-Every operation tolerates what another task did meanwhile (a copy removed twice is removed once).
+Every operation tolerates what another task did meanwhile (a copy removed twice is removed once), and fails naming
+the location when object storage has no credentials for it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from airflow.sdk import ObjectStoragePath
 
 from spark_tables.core.cache.layout import LAST_USED, RUN_MARKER
 from spark_tables.core.names import flat_name
+from spark_tables.core.storage_credentials import reached_by_airflow
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +33,7 @@ class Copy:
     last_used: str
 
 
+@reached_by_airflow
 def remove(uri: str) -> None:
     """Remove a folder (a copy, a run's caches) and everything in it; nothing if it is gone already."""
     path = ObjectStoragePath(uri)
@@ -38,6 +41,7 @@ def remove(uri: str) -> None:
         path.fs.rm(path.path, recursive=True)
 
 
+@reached_by_airflow
 def mark_run(run_folder: str, dag_id: str, run_id: str) -> None:
     """Note which DAG run a run folder belongs to, for the sweep of runs that have ended or are gone."""
     marker = ObjectStoragePath(run_folder) / RUN_MARKER
@@ -46,12 +50,14 @@ def mark_run(run_folder: str, dag_id: str, run_id: str) -> None:
         marker.write_text(json.dumps({"dag_id": dag_id, "run_id": run_id}))
 
 
+@reached_by_airflow
 def mark_used(location: str) -> None:
     """Record that a task read (or wrote) a copy now: least recently used copies are evicted first."""
     with contextlib.suppress(FileNotFoundError):  # evicted or released meanwhile: nothing to keep fresh
         (ObjectStoragePath(location) / LAST_USED).write_text(pendulum.now("UTC").isoformat())
 
 
+@reached_by_airflow
 def runs(cache_root: str, dag_id: str | None = None) -> list[tuple[str, str, str]]:
     """``(dag_id, run_id, run folder)`` of every run with caches under the root, or only ``dag_id``'s."""
     root = ObjectStoragePath(cache_root)
@@ -76,11 +82,13 @@ def runs(cache_root: str, dag_id: str | None = None) -> list[tuple[str, str, str
     return found
 
 
+@reached_by_airflow
 def folder_names(uri: str) -> list[str]:
     """The names of the folders in a folder (the caches of a run folder, say); none if it does not exist."""
     return [folder.name for folder in _folders(ObjectStoragePath(uri))]
 
 
+@reached_by_airflow
 def copies(cache_root: str) -> list[Copy]:
     """Every copy under the cache root, with its size and when it was last used."""
     root = ObjectStoragePath(cache_root)
@@ -101,6 +109,7 @@ def copies(cache_root: str) -> list[Copy]:
     return [Copy(location, size, used.get(location, "")) for location, size in sizes.items()]
 
 
+@reached_by_airflow
 def evict(cache_root: str, quota: int, keep: set[str]) -> list[Copy]:
     """Remove least recently used copies, never one in ``keep``, until all copies take at most ``quota`` bytes."""
     found = copies(cache_root)

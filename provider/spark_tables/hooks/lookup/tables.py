@@ -12,6 +12,7 @@ from airflow.sdk import ObjectStoragePath
 from spark_tables.core.catalog_config import DEFAULT_JDBC_DRIVER_JAR
 from spark_tables.core.lookup.snapshot import POINTER, Pointer, snapshot_root
 from spark_tables.core.lookup.table import LookupSpec, LookupTable, SourceTable
+from spark_tables.core.storage_credentials import reached_by_airflow
 from spark_tables.hooks.postgres import connect_args, postgres_connection
 from spark_tables.utils import settings
 from spark_tables.utils.local_spark import postgres_jdbc_driver
@@ -66,7 +67,12 @@ class LookupTableHook(BaseHook):
 
     def pointer(self) -> Pointer:
         """The full cache's pointer: its current snapshot (None before its first load), counters and failures."""
-        pointer = ObjectStoragePath(self.snapshots()) / POINTER
-        if not pointer.exists():
-            return Pointer(current=None)
-        return Pointer.from_dict(json.loads(pointer.read_text()))
+        return _read_pointer(self.snapshots())
+
+
+@reached_by_airflow
+def _read_pointer(snapshots: str) -> Pointer:
+    pointer = ObjectStoragePath(snapshots) / POINTER
+    if not pointer.exists():
+        return Pointer(current=None)
+    return Pointer.from_dict(json.loads(pointer.read_text()))

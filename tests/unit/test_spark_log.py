@@ -1,0 +1,82 @@
+"""Spark's log lines of known harmless causes are counted and summed up; every other line passes on as it is."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_tables.core.catalog_config import EmbeddedCatalog
+from spark_tables.core.spark_log import LineTally
+from spark_tables.hooks.spark_job import SparkJobHook
+from tests.unit.test_spark_job_hook import SPEC
+
+#: Lines as a driver of an EXECUTE PLAN job wrote them (pyspark 4.2, local[2]).
+STATE_SERVER = (
+    "26/11/26 11:20:12 WARN TransformWithStateInPySparkStateServer: Value state first_seen doesn't contain a value."
+)
+HOSTNAME = (
+    "26/11/26 11:19:58 WARN Utils: Your hostname, vm, resolves to a loopback address: 127.0.1.1; using 10.0.0.5 "
+    "instead (on interface eth0)"
+)
+HARMLESS = [
+    HOSTNAME,
+    "26/11/26 11:19:58 WARN Utils: Set SPARK_LOCAL_IP if you need to bind to another address",
+    "26/11/26 11:19:59 WARN NativeCodeLoader: Unable to load native-hadoop library for your platform... using "
+    "builtin-java classes where applicable",
+    "WARNING: Using incubator modules: jdk.incubator.vector",
+    "26/11/26 11:20:05 WARN ResolveWriteToStream: spark.sql.adaptive.enabled is not supported in streaming "
+    "DataFrames/Datasets and will be disabled.",
+    "26/11/26 11:20:05 WARN MicroBatchExecution: Disabling AQE since AQE is not supported in stateful workloads.",
+    "26/11/26 11:20:01 WARN HiveExternalCatalog: Couldn't find corresponding Hive SerDe for data source provider "
+    "json. Persisting data source table `spark_catalog`.`plan_demo`.`orders` into Hive metastore in Spark SQL "
+    "specific format, which is NOT compatible with Hive.",
+    "26/11/26 11:20:00 WARN HiveConf: HiveConf of name hive.internal.ss.authz.settings.applied.marker does not exist",
+    "26/11/26 11:20:00 WARN SessionState: METASTORE_FILTER_HOOK will be ignored, since "
+    "hive.security.authorization.manager is set to instance of HiveAuthorizerFactory.",
+]
+#: Lines that say something about the job: passed on as they are, though some look like the ones above.
+KEPT = [
+    "26/11/26 11:20:12 WARN TransformWithStateInPySparkStateServer: Value state first_seen is not initialized.",
+    "26/11/26 11:20:12 WARN TransformWithStateInPySparkStateServer: Map state totals doesn't contain key [1].",
+    "26/11/26 11:20:03 WARN TaskSetManager: Lost task 0.0 in stage 3.0 (TID 7) (10.0.0.5 executor driver): "
+    "java.io.IOException: No space left on device",
+    "26/11/26 11:20:04 ERROR Utils: Aborting task",
+    "26/11/26 11:20:04 INFO spark_tables: statement 1/2: CREATE TABLE t",
+]
+
+
+def test_each_harmless_line_is_counted_and_no_other_line_is():
+    tally = LineTally()
+    assert [line for line in HARMLESS if tally.admit(line)] == []
+    assert [line for line in KEPT if tally.admit(line)] == KEPT
+    assert len(tally.summary()) == len(HARMLESS)
+
+
+def test_a_message_repeated_is_one_line_with_its_count_and_why_in_the_order_first_seen():
+    tally = LineTally()
+    for line in [HOSTNAME, *[STATE_SERVER] * 180, STATE_SERVER.replace("first_seen", "accumulator")]:
+        tally.admit(line)
+    assert tally.summary() == [
+        "1 x WARN Utils: Your hostname, vm, resolves to a loopback address: 127.0.1.1; using 10.0.0.5 instead (on "
+        "interface eth0) (not shown line by line: Spark chose the address it names; set SPARK_LOCAL_IP to choose "
+        "another)",
+        "180 x WARN TransformWithStateInPySparkStateServer: Value state first_seen doesn't contain a value. (not "
+        "shown line by line: Spark warns for each key whose state is read before the key has any: one per new key)",
+        "1 x WARN TransformWithStateInPySparkStateServer: Value state accumulator doesn't contain a value. (not "
+        "shown line by line: Spark warns for each key whose state is read before the key has any: one per new key)",
+    ]
+
+
+def test_the_task_log_gets_the_other_lines_as_they_come_and_the_sum_when_the_driver_ends(
+    spark_tables_home, monkeypatch: pytest.MonkeyPatch
+):
+    hook = SparkJobHook(spec=SPEC, catalog=EmbeddedCatalog(home=str(spark_tables_home)))
+    logged: list[str] = []
+    monkeypatch.setattr(hook.log, "info", lambda message, *args: logged.append(message % args))
+    lines = iter([KEPT[3], *[STATE_SERVER] * 3, KEPT[1]])
+    passed = list(hook.watch_log(lines))
+    assert passed == [KEPT[3], KEPT[1]]
+    assert logged == [
+        "spark: 3 x WARN TransformWithStateInPySparkStateServer: Value state first_seen doesn't contain a value. "
+        "(not shown line by line: Spark warns for each key whose state is read before the key has any: one per new "
+        "key)"
+    ]
