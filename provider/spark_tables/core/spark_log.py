@@ -3,7 +3,7 @@
 A driver logs some warnings that say nothing about the job: the transform-with-state server warns once for every
 key it is asked for before the key has state (one per new key: thousands in a large first batch), and every
 application logs the same few lines about the host, Hadoop's native library and Hive. Passing them on buries the
-lines that matter. Each is counted, and when the driver ends the task log gets one line per distinct message with
+lines that matter. Each is counted, and when the driver ends the task log gets one line with each distinct message,
 its count and why it is harmless, so nothing is lost but the repetition. A warning not listed here passes on as
 Spark wrote it.
 """
@@ -31,26 +31,30 @@ def _known(pattern: str, why: str) -> KnownLine:
 KNOWN_LINES = (
     _known(
         r"WARN TransformWithStateInPySparkStateServer: Value state \S+ doesn't contain a value",
-        "Spark warns for each key whose state is read before the key has any: one per new key",
+        "a key's state read before it has any: one per new key",
     ),
     _known(
         r"WARN Utils: (Your hostname, .* resolves to a loopback address|Set SPARK_LOCAL_IP if you need)",
-        "Spark chose the address it names; set SPARK_LOCAL_IP to choose another",
+        "the address Spark chose; SPARK_LOCAL_IP sets another",
     ),
     _known(r"WARN NativeCodeLoader: Unable to load native-hadoop library", "Hadoop's Java code does the same work"),
-    _known(r"WARNING: Using incubator modules: jdk\.incubator\.vector", "the JVM notes a module Spark uses"),
+    _known(
+        r"WARN Utils: Service '\w+' could not bind on port \d+\. Attempting port",
+        "another application on this machine has the port: Spark takes the next",
+    ),
+    _known(r"WARNING: Using incubator modules: jdk\.incubator\.vector", "a JVM module Spark uses"),
     _known(
         r"WARN (ResolveWriteToStream: spark\.sql\.adaptive\.enabled is not supported in streaming"
         r"|MicroBatchExecution: Disabling AQE since AQE is not supported in stateful)",
-        "adaptive query execution does not apply to streaming queries; batch queries keep it",
+        "adaptive execution does not apply to streaming queries",
     ),
     _known(
         r"WARN HiveExternalCatalog: Couldn't find corresponding Hive SerDe for data source provider",
-        "the table is a Spark table: Spark reads it; Hive itself could not",
+        "a Spark table, which Hive itself cannot read",
     ),
     _known(
         r"WARN (HiveConf: HiveConf of name \S+ does not exist|SessionState: METASTORE_FILTER_HOOK will be ignored)",
-        "settings of Hive's that Spark's Hive client does not use",
+        "Hive settings Spark's Hive client does not use",
     ),
 )
 
@@ -67,13 +71,18 @@ class LineTally:
         for index, known in enumerate(self._known):
             found = known.pattern.search(line)
             if found:
-                self._counts[index, line[found.start() :].strip()] += 1
+                message = line[found.start() :].strip().removeprefix("WARN ")
+                self._counts[index, message] += 1
                 return False
         return True
 
-    def summary(self) -> list[str]:
-        """One line per distinct message counted, in the order first seen, with its count and why it is harmless."""
-        return [
-            f"{count} x {message} (not shown line by line: {self._known[index].why})"
-            for (index, message), count in self._counts.items()
-        ]
+    def summary(self) -> str | None:
+        """One line for all the lines counted: each distinct message with its count, under why it is harmless, in
+        the order first seen; None when none was counted."""
+        if not self._counts:
+            return None
+        by_cause: dict[int, list[str]] = {}
+        for (index, message), count in self._counts.items():
+            by_cause.setdefault(index, []).append(f"{count} x {message}")
+        causes = "; ".join(f"[{self._known[index].why}] {', '.join(lines)}" for index, lines in by_cause.items())
+        return f"{self._counts.total()} Spark warnings of known harmless causes, not shown: {causes}"

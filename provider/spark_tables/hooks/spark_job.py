@@ -221,8 +221,8 @@ class SparkJobHook(SparkSubmitAdapter):
                 self._derby_busy = True
             if tally.admit(line):
                 yield line
-        for summary in tally.summary():
-            self.log.info("spark: %s", summary)
+        if summary := tally.summary():
+            self.log.info(summary)
 
     def on_kill(self) -> None:
         """Ask the job to stop, so it interrupts its Spark jobs and undoes what it created, then exits.
