@@ -82,6 +82,22 @@ class AirflowServices:
             body = response.read()
         return json.loads(body) if body else None
 
+    def plugin(self, path: str) -> Any:
+        """The monitoring plugin's JSON at ``path`` (under ``/spark-tables/api``), as this API server serves it."""
+        request = urllib.request.Request(
+            self._url(f"/spark-tables/api{path}"), headers={"Authorization": f"Bearer {self._token}"}
+        )
+        with urllib.request.urlopen(request) as response:
+            return json.loads(response.read())
+
+    def page(self, path: str) -> str:
+        """The monitoring plugin's page at ``path`` (under ``/spark-tables``)."""
+        request = urllib.request.Request(
+            self._url(f"/spark-tables{path}"), headers={"Authorization": f"Bearer {self._token}"}
+        )
+        with urllib.request.urlopen(request) as response:
+            return response.read().decode()
+
     def trigger(self, dag_id: str, conf: dict[str, Any]) -> str:
         wait_for(f"{dag_id} to be parsed", lambda: self._exists(f"/dags/{dag_id}"))
         self.api("PATCH", f"/dags/{dag_id}", {"is_paused": False})

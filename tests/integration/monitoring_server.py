@@ -85,10 +85,15 @@ class ApiServer:
 
 @contextlib.contextmanager
 def api_server(
-    home: Path, dags_folder: Path, dag_ids: list[str], base_path: str = "", **settings: str
+    home: Path,
+    dags_folder: Path,
+    dag_ids: list[str],
+    base_path: str = "",
+    failing: tuple[str, ...] = (),
+    **settings: str,
 ) -> Iterator[ApiServer]:
-    """Run each DAG once (``airflow dags test``), then serve the API on a free loopback port until the end, under
-    ``base_path`` (``[api] base_url``'s path) when one is given."""
+    """Run each DAG once (``airflow dags test``; those in ``failing`` must fail), then serve the API on a free
+    loopback port until the end, under ``base_path`` (``[api] base_url``'s path) when one is given."""
     port = _free_port()
     env = {
         **_base_env(home),
@@ -110,7 +115,7 @@ def api_server(
         done = subprocess.run(
             [str(VENV_BIN / "airflow"), "dags", "test", dag_id], env=env, capture_output=True, text=True, check=False
         )
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        assert (done.returncode != 0) == (dag_id in failing), done.stdout[-3000:] + done.stderr[-3000:]
     server = ApiServer(home, port, env, base_path)
     log = open(home / "api-server.log", "wb")  # noqa: SIM115 - closed with the process
     process = subprocess.Popen(

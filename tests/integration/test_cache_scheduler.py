@@ -1,11 +1,10 @@
 """Cached tables under a running Airflow (scheduler, API server, DAG processor): a cleared task's copy is purged,
-a deleted run's copies are swept, and two runs at once each read only their own copy."""
+a deleted run's copies are swept, and two runs at once each read only their own copy, as the monitoring tab shows."""
 
 from __future__ import annotations
 
-import urllib.error
 from pathlib import Path
-from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -13,8 +12,6 @@ from spark_tables.core.names import flat_name
 from tests.integration.airflow_services import AirflowServices, wait_for
 
 pytestmark = pytest.mark.integration
-
-REGISTRY_KEY = "spark_tables.cache.b"
 
 
 def _finished(airflow: AirflowServices, dag_id: str, run_id: str) -> str:
@@ -24,16 +21,6 @@ def _finished(airflow: AirflowServices, dag_id: str, run_id: str) -> str:
 
 def _local(location: str) -> Path:
     return Path(location.removeprefix("file://"))
-
-
-def _registered(airflow: AirflowServices, dag_id: str, run_id: str, task_id: str) -> dict[str, Any] | None:
-    """The registry XCom of b on a task, as the API server shows it (the stored descriptor), or None."""
-    try:
-        return airflow.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/{REGISTRY_KEY}")
-    except urllib.error.HTTPError as err:
-        if err.code == 404:
-            return None
-        raise
 
 
 def test_a_cleared_task_purges_its_copy_and_a_deleted_run_is_swept(airflow: AirflowServices):
@@ -64,19 +51,45 @@ def test_a_cleared_task_purges_its_copy_and_a_deleted_run_is_swept(airflow: Airf
 
 
 def test_two_runs_at_once_each_read_their_own_copy_and_keep_one(airflow: AirflowServices):
+    """Two runs at once, each with two consumers that start together: both miss and write a copy, the copy
+    registered first stays, the other is withdrawn with its files; the reader reads the one kept, of its own run.
+    The run's Spark tables tab then shows each copy as what happened to it: the one withdrawn removed, the one kept
+    released, both with their rows and bytes; neither live."""
     runs = [airflow.trigger("cache_concurrent", {}) for _ in range(2)]
     assert [_finished(airflow, "cache_concurrent", run_id) for run_id in runs] == ["success", "success"]
 
     for run_id in runs:
         tasks = ("one", "other", "reader")
         used = {task: airflow.xcom("cache_concurrent", run_id, task)["caches"]["b"] for task in tasks}
-        registered = [
-            entry for task in ("one", "other") if (entry := _registered(airflow, "cache_concurrent", run_id, task))
-        ]
-        assert "miss" in (used["one"]["status"], used["other"]["status"])
-        assert len(registered) == 1, "of two copies written at once, one stays registered"
+        assert (used["one"]["status"], used["other"]["status"]) == ("miss", "miss"), "each looked b up first"
         assert used["reader"]["status"] == "hit"
-        assert used["reader"]["location"] in str(registered[0]["value"]), "the reader reads the registered copy"
-        assert f"/{flat_name([run_id])}/" in used["reader"]["location"], "and it is this run's own"
-        copies = [p for p in _local(used["reader"]["location"]).parent.iterdir() if p.is_dir()]
-        assert copies == [_local(used["reader"]["location"])], "a withdrawn copy leaves no files"
+        assert f"/{flat_name([run_id])}/" in used["reader"]["location"], "the reader reads this run's own copy"
+        kept = next(task for task in ("one", "other") if used[task]["location"] == used["reader"]["location"])
+        lost = "other" if kept == "one" else "one"
+        assert used[lost]["copies_removed"] == [
+            {"location": used[lost]["location"], "reason": f"{kept} registered its copy first"}
+        ]
+        assert f"removed the copy at {used[lost]['location']}" in airflow.task_log("cache_concurrent", run_id, lost)
+        kept_copy = "/".join(used[kept]["location"].rstrip("/").split("/")[-2:])
+        assert airflow.xcom("cache_concurrent", run_id, "copies_before_release") == [kept_copy], (
+            "a withdrawn copy leaves no files"
+        )
+        release = airflow.xcom("cache_concurrent", run_id, "release_caches")
+        assert release["released"] == {"b": [used[kept]["location"]]}, "of two copies written at once, one stayed"
+
+        [table] = airflow.plugin(f"/dags/cache_concurrent/runs/{quote(run_id, safe='')}")["caches"]
+        copies = {copy["written_by"]: copy for copy in table["copies"]}
+        assert set(copies) == {"one", "other"}
+        for task, state in ((kept, "released"), (lost, "removed")):
+            written = used[task]["copy_written"]
+            assert (copies[task]["location"], copies[task]["state"]) == (used[task]["location"], state), task
+            assert (copies[task]["rows"], copies[task]["bytes"]) == (written["rows"], written["bytes"]), task
+            assert written["rows"] == 100 and written["bytes"] == used[task]["bytes_written"] > 0, task
+        assert [(e["event"], e["task_id"]) for e in copies[lost]["events"]] == [("computed", lost), ("removed", lost)]
+        assert [(e["event"], e["task_id"]) for e in copies[kept]["events"]] == [
+            ("computed", kept),
+            ("read", "reader"),
+            ("released", "release_caches"),
+        ]
+        page = airflow.page(f"/dags/cache_concurrent/runs/{quote(run_id, safe='')}")
+        assert '<span class="state live">' not in page and page.count('<span class="state removed">') == 1

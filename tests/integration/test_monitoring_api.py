@@ -8,10 +8,12 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from markupsafe import escape
 
 from spark_tables.core.cache.layout import run_folder
 from spark_tables.core.xcom_keys import FAILED_TRY, RELOAD_DUE
 from spark_tables.hooks.cache import storage
+from tests.integration.monitoring_dags.monitored import FAILED_CTAS, MISSING_CONNECTION
 from tests.integration.monitoring_server import SECRET, ApiServer, api_server
 
 pytestmark = pytest.mark.integration
@@ -29,7 +31,8 @@ STORED = {"monitored": (2, 300_000), "secret_monitored": (1, 500_000)}
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
     home = tmp_path_factory.mktemp("airflow-monitoring")
     quota = {"AIRFLOW__SPARK_TABLES__CACHE_QUOTA": "2 MB"}
-    with api_server(home, DAGS, ["monitored", "secret_monitored"], base_path=BASE, **quota) as served:
+    dags, failing = ["monitored", "secret_monitored"], ("secret_monitored",)
+    with api_server(home, DAGS, dags, base_path=BASE, failing=failing, **quota) as served:
         cache_root = (home / "spark_tables" / "cache").as_uri()
         for dag_id, (copies, size) in STORED.items():
             run = run_folder(cache_root, dag_id, served.run_id(dag_id))
@@ -91,6 +94,11 @@ def test_the_run_tab_shows_the_runs_cached_tables_ctas_tables_lookups_and_jobs(
     assert [(c["location"], c["written_by"], c["state"], c["rows"], c["bytes"]) for c in cache["copies"]] == [
         (make_b["location"], "make_b", "released", released["rows"], released["bytes"])
     ], "a released copy as it was, though its registry entry is gone"
+    assert [(e["event"], e["task_id"]) for e in cache["copies"][0]["events"]] == [
+        ("computed", "make_b"),
+        ("read", "read_b"),
+        ("released", "release_caches"),
+    ]
     assert [(use["task_id"], use["status"]) for use in cache["uses"]] == [("make_b", "miss"), ("read_b", "hit")]
     assert (cache["hits"], cache["misses"], cache["fallbacks"]) == (1, 1, 0)
     ctas, failed = summary["ctas"]
@@ -192,6 +200,35 @@ def test_the_overview_sums_up_lookups_and_cached_tables_across_runs(server: ApiS
     assert "dropped the unfinished order_totals of try 1" in [u["undone"] for u in overview["ctas_undone"]]
     assert overview["truncated"] is False
     assert server.get("/spark-tables/api/overview?days=0", tokens["bob"]).status == 422
+
+
+def test_the_overview_keeps_each_dags_tables_apart_and_lists_every_failed_try(
+    server: ApiServer, tokens: dict[str, str]
+) -> None:
+    """Both DAGs have a cached table b and a lookup table customers, each of its own definition: a row each, with
+    its DAG. A Spark job task of secret_monitored failed before Spark started (no connection): its try is listed with
+    its one-line error, to alice, who may read that DAG; not to bob."""
+    overview = server.get("/spark-tables/api/overview?days=3", tokens["alice"]).json()
+    assert [(t["dag_id"], t["name"], t["fingerprint"]) for t in overview["caches"]] == [
+        ("monitored", "b", "f32b7e440af5ed59"),
+        ("secret_monitored", "b", "0123456789abcdef"),
+    ]
+    assert [(t["dag_id"], t["name"], t["definition"]) for t in overview["lookups"]] == [
+        ("monitored", "customers", None),  # results of an earlier release name no definition
+        ("secret_monitored", "customers", "secret.customers on connection secret_crm, key id"),
+        ("secret_monitored", "secret_customers", None),
+    ]
+    report = server.xcom("secret_monitored", "no_connection", FAILED_TRY)
+    assert f"Spark connection '{MISSING_CONNECTION}' does not exist" in report["error"]
+    failed = [(f["dag_id"], f["task_id"], f["try_number"], f["error"]) for f in overview["failed_tries"]]
+    assert failed == [
+        ("secret_monitored", "no_connection", 1, report["error"]),
+        ("monitored", "failed_ctas", 1, FAILED_CTAS["error"]),
+    ]
+    page = server.get("/spark-tables/overview?days=3", tokens["alice"]).body
+    assert str(escape(report["error"])) in page and "<th>DAG</th><th>table</th><th>definition</th>" in page
+    bob = server.get("/spark-tables/api/overview?days=3", tokens["bob"]).json()
+    assert [f["dag_id"] for f in bob["failed_tries"]] == ["monitored"]
 
 
 def test_the_overview_shows_cache_storage_against_its_quota_of_readable_dags_only(

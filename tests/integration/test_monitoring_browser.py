@@ -17,6 +17,7 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import FrameLocator, Page, sync_playwright
 
 from spark_tables.core.xcom_keys import RELOAD_DUE
+from spark_tables.plugins.monitoring.summaries import run_label
 from spark_tables.utils.monitoring_urls import task_tab_url
 from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, REPO
 from tests.integration.monitoring_server import ApiServer, api_server
@@ -77,21 +78,42 @@ def tab(page: Page, server: ApiServer, path: str, link: str, shot: str) -> Frame
     return frame
 
 
+#: The texts the browser broke over lines although each must stay whole: numbers with their units, times, states,
+#: names, the pieces of a path (which may break only between them) and codes of one word.
+BROKEN_WORDS = """() => [...document.querySelectorAll(
+        'td.n, td.name, .when, .state, .piece, td code:not(:has(.piece))')]
+    .filter(e => !(e.tagName === 'CODE' && /\\s/.test(e.textContent.trim())))
+    .filter(e => {
+        const range = document.createRange();
+        range.selectNodeContents(e);
+        const tops = [...range.getClientRects()].map(rect => rect.top).sort((a, b) => a - b);
+        return tops.some((top, i) => i > 0 && top - tops[i - 1] > 8);
+    })
+    .map(e => e.textContent)"""
+
+
+def colour(frame: FrameLocator, selector: str) -> str:
+    return frame.locator(selector).first.evaluate("e => getComputedStyle(e).color")
+
+
 def test_the_dag_run_tab_shows_the_runs_cached_table_its_copy_and_each_tasks_use(page: Page, server: ApiServer) -> None:
     run_id = server.run_id("example_spark_cache")
     frame = tab(page, server, f"/dags/example_spark_cache/runs/{run_id}", "spark_tables_run", "dag_run_tab")
     assert frame.locator("h1").inner_text() == "Spark tables of this run"
     release = server.xcom("example_spark_cache", "release_caches")
-    copies = frame.locator("table.copies tr").all_inner_texts()[1:]
-    assert [row.split("\t")[0] for row in copies] == release["released"]["b"]
-    assert all(row.split("\t")[-1] == "released" for row in copies)
+    copies = [row.split("\t") for row in frame.locator("table.copies tr").all_inner_texts()[1:]]
+    assert [row[0] for row in copies] == release["released"]["b"]
+    assert all(row[5] == "released" for row in copies)
     for row, was in zip(copies, release["removed_copies"], strict=True):  # the copy as it was before release
-        assert row.split("\t")[1:5] == [
-            was["written_by"],
-            str(was["partitions"]),
-            f"{was['rows']:,}",
-            f"{was['bytes']:,}",
+        assert row[1:5] == [was["written_by"], str(was["partitions"]), f"{was['rows']:,}", f"{was['bytes']:,}"]
+        readers = [t for t in ("max_b", "min_b", "normalise_b", "count_b") if t != was["written_by"]]
+        assert [line for line in row[6].splitlines() if line] == [
+            f"computed by {was['written_by']}: miss",
+            *(f"read by {task}" for task in readers),
+            "released by release_caches",
         ]
+    # released is how a copy ends as it should: in the pages' muted grey, as their secondary text, not red
+    assert colour(frame, "table.copies .state.released") == colour(frame, "p.where") != "rgb(198, 40, 40)"
     definition = server.xcom("example_spark_cache", "max_b")["caches"]["b"]["definition"]
     assert frame.locator("pre.definition").inner_text() == definition
     uses = {row.split("\t")[0]: row.split("\t")[1] for row in frame.locator("table.uses tr").all_inner_texts()[1:]}
@@ -99,6 +121,7 @@ def test_the_dag_run_tab_shows_the_runs_cached_table_its_copy_and_each_tasks_use
         assert uses[task_id] == server.xcom("example_spark_cache", task_id)["caches"]["b"]["status"], task_id
     ctas = frame.locator("#ctas").inner_text()
     assert server.xcom("example_spark_cache", "make_a")["table"] in ctas
+    assert frame.locator("body").evaluate(BROKEN_WORDS) == []
 
 
 def test_the_task_tab_shows_the_tasks_spark_job(page: Page, server: ApiServer) -> None:
@@ -118,6 +141,25 @@ def test_the_task_tab_shows_the_tasks_spark_job(page: Page, server: ApiServer) -
     assert not links["Spark application"]  # the demo's local Spark connection names no history server
 
 
+def chart_bars(frame: FrameLocator, title: str) -> list[tuple[str, str, str]]:
+    """Each bar of the chart titled ``title``: its label, its tooltip and its colour; and the chart's legend."""
+    chart = frame.locator("svg.chart", has=frame.locator(f"title:text-is({json.dumps(title, ensure_ascii=False)})"))
+    return chart.evaluate(
+        """svg => [...svg.querySelectorAll(':scope > rect.bar')].map((bar, i) => [
+            svg.querySelectorAll('text.label')[i].textContent, bar.querySelector('title').textContent,
+            getComputedStyle(bar).fill])"""
+    )
+
+
+def legend(frame: FrameLocator, title: str) -> list[tuple[str, str]]:
+    """The legend of the chart titled ``title``: each key's name and colour."""
+    chart = frame.locator("svg.chart", has=frame.locator(f"title:text-is({json.dumps(title, ensure_ascii=False)})"))
+    return chart.evaluate(
+        """svg => [...svg.querySelectorAll('g.legend rect')].map(swatch => [
+            swatch.nextElementSibling.textContent, getComputedStyle(swatch).fill])"""
+    )
+
+
 def test_the_lookup_run_tab_and_the_overview_show_the_lookup_tables_snapshot_and_hit_rates(
     page: Page, server: ApiServer
 ) -> None:
@@ -127,12 +169,38 @@ def test_the_lookup_run_tab_and_the_overview_show_the_lookup_tables_snapshot_and
     lookups = frame.locator("#lookups").inner_text()
     assert f"{100 * partial['metrics']['hitRate']:.1f} %" in lookups
     assert frame.locator("svg.chart").count() == 1
+    bars = chart_bars(frame, "Hit rate of each lookup join of this run (%), by cache mode")
+    modes = {mode: fill for mode, fill in legend(frame, "Hit rate of each lookup join of this run (%), by cache mode")}
+    assert sorted(label for label, _, _ in bars) == [
+        "enrich_full (FULL)",
+        "enrich_none (NONE)",
+        "enrich_partial (PARTIAL)",
+    ]
+    assert len(set(modes.values())) == 3 and all(fill == modes[label.split("(")[1][:-1]] for label, _, fill in bars)
+    assert frame.locator("body").evaluate(BROKEN_WORDS) == []
+    frame.locator("svg.chart").scroll_into_view_if_needed()  # the screenshot shows the joins' table and chart
+    page.screenshot(path=ARTIFACTS / "lookup_run_tab.png", full_page=True)
+
     frame = tab(page, server, "/", "spark_tables", "overview")
     reload = server.xcom("example_spark_lookup", "reload")
+    assert frame.locator("#lookup-tables th").all_inner_texts()[:2] == ["DAG", "table"]
     [row] = frame.locator("#lookup-tables tr").all_inner_texts()[1:]
-    assert row.startswith(reload["lookup"]) and reload["snapshot"]["version"] in row
+    assert row.startswith(f"example_spark_lookup\t{reload['lookup']}") and reload["snapshot"]["version"] in row
+    assert reload["lookup_definition"] in row
     due = server.xcom("example_spark_lookup", "wait_for_reload", RELOAD_DUE)["due"]
-    assert f"was due {due}; reloaded since" in row, "the sensor's due time, which the reload after it met"
+    assert f"was due {due[:10]} {due[11:19]}; reloaded since" in row, "the sensor's due time, which the reload met"
     assert "bytes of cached copies, with no quota" in frame.locator("#cache-storage").inner_text()
-    assert [row.split("\t")[0] for row in frame.locator("#cached-tables tr").all_inner_texts()[1:]] == ["b"]
-    assert frame.locator("svg.chart").count() >= 2
+    cached = [row.split("\t")[:2] for row in frame.locator("#cached-tables tr").all_inner_texts()[1:]]
+    assert cached == [["example_spark_cache", "b"]]
+    # every bar of the hit-rate chart names its run and its cache mode, which its colour keys in the legend
+    title = "example_spark_lookup · demo_customers: hit rate of its recent joins (%), by run and cache mode"
+    bars, modes = chart_bars(frame, title), dict(legend(frame, title))
+    assert sorted(modes) == ["FULL", "NONE", "PARTIAL"] and len(set(modes.values())) == 3
+    assert len({label for label, _, _ in bars}) == len(bars) == 3, "no two bars look the same"
+    for label, _, fill in bars:
+        assert label.startswith(run_label(run_id)) and fill == modes[label.rsplit(" · ", 1)[1]], label
+    recompute_read = legend(frame, "Cached tables: mean recompute time against mean read time (s), by DAG")
+    assert [name for name, _ in recompute_read] == ["recompute", "read"] and len(
+        set(dict(recompute_read).values())
+    ) == 2
+    assert frame.locator("body").evaluate(BROKEN_WORDS) == []

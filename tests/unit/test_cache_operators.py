@@ -18,6 +18,7 @@ from spark_tables.core.cache.layout import run_folder
 from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.errors import SpecError
 from spark_tables.core.job_result import JobResult
+from spark_tables.core.xcom_keys import FAILED_TRY
 from spark_tables.hooks.cache import registry as cache_registry
 from spark_tables.hooks.spark_job import SparkJobFailed, SparkJobHook
 from spark_tables.operators.cache import SparkCacheInvalidateOperator, SparkCacheReleaseOperator, release_caches
@@ -55,9 +56,10 @@ def context(dag: DAG, task_id: str, pulled: dict[str, Any] | None = None) -> dic
         return [(pulled or {}).get(task_id) for task_id in task_ids]
 
     ti = SimpleNamespace(
-        dag_id=dag.dag_id, run_id=RUN, task_id=task_id, map_index=-1, try_number=1, xcom_pull=xcom_pull
+        dag_id=dag.dag_id, run_id=RUN, task_id=task_id, map_index=-1, try_number=1, xcom_pull=xcom_pull, pushed={}
     )
     ti.get_dr_count = lambda dag_id, run_ids, states: 1
+    ti.xcom_push = lambda key, value: ti.pushed.__setitem__(key, value)
     return {"ti": ti, "dag": dag, "ds": "2026-11-22", "task": dag.get_task(task_id)}
 
 
@@ -153,10 +155,14 @@ class TestJobOperatorsWithCaches:
         from airflow.sdk import BaseXCom
 
         monkeypatch.setattr(cache_registry, "XCom", BaseXCom)
+        dag = flip36()
+        task_context = context(dag, "max_b")
 
-        with pytest.raises(AirflowFailException, match="xcom_backend"):
-            run_task(flip36(), "max_b")
+        with pytest.raises(AirflowFailException, match="xcom_backend") as caught:
+            dag.get_task("max_b").execute(task_context)
         assert jobs.specs == []
+        report = task_context["ti"].pushed[FAILED_TRY]
+        assert (report["try_number"], report["error"]) == (1, str(caught.value)), "the try's report, for the pages"
 
 
 class TestInvalidateAndRelease:

@@ -223,6 +223,8 @@ class TestSettle:
             "location": use.location,
             "damaged": [],
             "unchecked": [],
+            "copy_written": {"rows": 1, "bytes": 10, "partitions": 1},
+            "copies_removed": [],
         }
 
     def test_a_hit_registers_nothing_and_marks_the_copy_used(self, xcom):
@@ -247,6 +249,9 @@ class TestSettle:
         assert [d.location for d in cache_registry.registered(ti(), "b", TASKS)] == [use.location]
         assert not local(damaged.location).exists()
         assert (summary["b"]["fallbacks"], summary["b"]["damaged"]) == (1, problem)
+        assert summary["b"]["copies_removed"] == [
+            {"location": damaged.location, "reason": "damaged: partition part-0.parquet is missing"}
+        ], "the task's XCom says which copy it removed, and why"
 
     def test_a_copy_that_could_not_be_checked_stays_registered_with_its_files(self):
         kept = registered_copy("max_b")
@@ -266,10 +271,14 @@ class TestSettle:
         [slow] = cache_uses.cache_uses(ti("min_b"), [B], TASKS)  # looked up before the other registered
         first = registered_copy("max_b")
 
-        cache_uses.settle(ti("min_b"), (slow,), {"b": written_report(slow.location)}, TASKS)
+        summary = cache_uses.settle(ti("min_b"), (slow,), {"b": written_report(slow.location)}, TASKS)
 
         assert cache_registry.registered(ti(), "b", TASKS) == [first]
         assert not local(slow.location).exists(), "the second copy is withdrawn with its files"
+        assert summary["b"]["copies_removed"] == [
+            {"location": slow.location, "reason": "max_b registered its copy first"}
+        ]
+        assert summary["b"]["copy_written"] == {"rows": 1, "bytes": 10, "partitions": 1}, "the copy as it was"
 
     def test_a_table_the_job_never_got_to_is_left_out(self):
         uses = cache_uses.cache_uses(ti(), [B, CachedTable("c", query="SELECT 1 AS c")], TASKS)

@@ -80,9 +80,17 @@ def test_a_forbidden_import_breaks_a_contract(
 
 
 #: The one module that may use Airflow's API server from inside (the monitoring plugin's adapter), and what it may
-#: import: the API server's authentication, session and the XCom table (tests/integration/test_monitoring_api.py).
+#: import: the API server's authentication, session, the XCom table, the task instances and their earlier tries,
+#: the serialized DAGs and the task log reader (tests/integration/test_monitoring_api.py,
+#: test_monitoring_scheduler.py).
 API_SERVER_ADAPTER = "airflow_api.py"
-API_SERVER_MODULES = ("airflow.api_fastapi.", "airflow.models.xcom")
+API_SERVER_MODULES = (
+    "airflow.api_fastapi.",
+    "airflow.models.xcom",
+    "airflow.models.dagbag",
+    "airflow.models.taskinstance",
+    "airflow.utils.log.log_reader",
+)
 
 
 def test_airflow_is_used_through_its_public_modules() -> None:

@@ -17,6 +17,7 @@ from airflow.providers.standard.triggers.temporal import DateTimeTrigger
 from spark_tables.core.catalog_config import EmbeddedCatalog
 from spark_tables.core.errors import SpecError
 from spark_tables.core.exchange import result_uri, spec_uri
+from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import JobSpec
 from spark_tables.core.lookup.snapshot import POINTER, FailedReloads, Pointer, Snapshot
 from spark_tables.core.lookup.table import LookupTable
@@ -119,6 +120,22 @@ class TestOperators:
         assert job.on == ("customer_id",) and job.output == "enriched"
         assert job.metrics_uri.endswith(".metrics") and job.lookup.snapshots.endswith("/lookup/customers")
         assert operator.job_jars(job) == [str(crm)]
+
+    def test_a_joins_xcom_names_the_tables_definition_for_the_monitoring_pages(self, crm: Path) -> None:
+        operator = SparkLookupJoinOperator(
+            task_id="t",
+            lookup=_table(columns=("name",)),
+            lookup_options={"lookup.cache": "NONE"},
+            probe="SELECT 1",
+            on="id",
+        )
+        output = {"lookup": "customers", "cache": "NONE", "rows": 3, "output": None, "batches": 1, "metrics": {}}
+
+        value = operator.xcom_value(JobResult(kind="lookup_join", output=output))
+
+        # the task's cache mode is no part of it: a DAG's joins of one table through each cache are one table
+        assert value["lookup_definition"] == "crm.customers on connection crm, key id, columns name"
+        assert "s3cret" not in json.dumps(value)
 
     def test_a_bad_option_of_the_task_fails_before_any_job_with_one_line(self, crm: Path) -> None:
         operator = SparkLookupJoinOperator(

@@ -17,10 +17,16 @@ from spark_tables.plugins.monitoring.summaries import (
     KIND_SUMMARIES,
     LIVE,
     RELEASED,
+    REMOVED,
+    FailedTry,
     RecentResult,
     XComEntry,
     cache_storage,
+    copy_state,
+    error_line,
+    failed_tries,
     overview,
+    run_label,
     run_summary,
     task_summary,
 )
@@ -88,6 +94,10 @@ def test_a_cached_table_lists_its_copy_who_wrote_it_and_each_readers_hits() -> N
             "bytes": 10_000,
             "partitions": 2,
             "written_at": "2026-11-25T17:11:50+00:00",
+            "events": [
+                {"event": "computed", "task_id": "max_b", "reason": "miss"},
+                {"event": "read", "task_id": "min_b", "reason": None},
+            ],
             "state": LIVE,
         }
     ]
@@ -109,8 +119,9 @@ def test_a_copy_is_released_invalidated_or_evicted_as_the_tasks_that_removed_it_
     [table] = run_summary(entries)["caches"]
     states = {copy["location"]: (copy["state"], copy["written_by"]) for copy in table["copies"]}
     assert states == {COPY_B: (RELEASED, "max_b"), COPY_B2: (INVALIDATED, "normalise_b")}
-    evicted_only = run_summary(entries[:2])["caches"][0]["copies"]
-    assert [copy["state"] for copy in evicted_only] == [EVICTED, LIVE]
+    registered = XComEntry("normalise_b", -1, "spark_tables.cache.b", descriptor(COPY_B2, [5]))
+    evicted_only = run_summary([*entries[:2], registered])["caches"][0]["copies"]
+    assert [copy["state"] for copy in evicted_only] == [EVICTED, LIVE], "the other copy is live while registered"
 
 
 def test_a_released_copy_keeps_its_rows_bytes_and_writer_and_the_table_its_definition() -> None:
@@ -124,7 +135,91 @@ def test_a_released_copy_keeps_its_rows_bytes_and_writer_and_the_table_its_defin
     [table] = run_summary(entries)["caches"]
     assert (table["definition"], table["fingerprint"]) == (query, "f32b")
     [copy] = table["copies"]
-    assert copy == {**{k: v for k, v in was.items() if k != "name"}, "written_at": "T1", "state": RELEASED}
+    assert {key: copy[key] for key in (*was, "written_at", "state") if key != "name"} == {
+        **{k: v for k, v in was.items() if k != "name"},
+        "written_at": "T1",
+        "state": RELEASED,
+    }
+
+
+def test_of_two_copies_computed_at_once_one_is_removed_and_the_other_released_each_with_its_rows_and_bytes():
+    """max_b and min_b missed at once: min_b registered first, max_b withdrew its copy; the release then removed
+    min_b's with its registry entry. Neither is live, and both keep their rows and bytes."""
+    winner = {"rows": 1000, "bytes": 10_000, "partitions": 2}
+    loser = {"rows": 1000, "bytes": 10_400, "partitions": 2}
+    withdrawn = {"location": COPY_B, "reason": "min_b registered its copy first"}
+    max_b = use("miss", COPY_B, misses=1, bytes_written=10_400, copy_written=loser, copies_removed=[withdrawn])
+    min_b = use("miss", COPY_B2, misses=1, bytes_written=10_000, copy_written=winner, copies_removed=[])
+    was = {"name": "b", "location": COPY_B2, **winner, "written_by": "min_b", "written_at": "T1"}
+    before_release = [
+        XComEntry("min_b", -1, "spark_tables.cache.b", descriptor(COPY_B2, [600, 400])),
+        result("min_b", caches={"b": min_b}),
+        result("max_b", caches={"b": max_b}),
+        result("count_b", caches={"b": use("hit", COPY_B2, hits=1, bytes_read=10_000)}),
+    ]
+    release = result("release_caches", released={"b": [COPY_B2]}, removed_copies=[was], swept_runs=[], usage={})
+    after_release = [entry for entry in before_release if entry.key == "return_value"] + [release]
+
+    def copies(entries: list[XComEntry]) -> dict[str, tuple[Any, ...]]:
+        [table] = run_summary(entries)["caches"]
+        return {c["location"]: (c["written_by"], c["state"], c["rows"], c["bytes"]) for c in table["copies"]}
+
+    assert copies(before_release) == {COPY_B2: ("min_b", LIVE, 1000, 10_000), COPY_B: ("max_b", REMOVED, 1000, 10_400)}
+    assert copies(after_release) == {
+        COPY_B2: ("min_b", RELEASED, 1000, 10_000),
+        COPY_B: ("max_b", REMOVED, 1000, 10_400),
+    }
+    [table] = run_summary(after_release)["caches"]
+    events = {c["location"]: [(e["event"], e["task_id"], e["reason"]) for e in c["events"]] for c in table["copies"]}
+    assert events[COPY_B] == [("computed", "max_b", "miss"), ("removed", "max_b", "min_b registered its copy first")]
+    assert events[COPY_B2] == [
+        ("computed", "min_b", "miss"),
+        ("read", "count_b", None),
+        ("released", "release_caches", None),
+    ]
+
+
+def test_a_copy_no_task_says_ended_and_no_registry_entry_names_is_removed_never_live():
+    """A result of an earlier release names a copy it wrote, but not its withdrawal: with no registry entry, the
+    copy is in no registry any more."""
+    entries = [result("max_b", caches={"b": use("miss", COPY_B, misses=1, bytes_written=5)})]
+    [copy] = run_summary(entries)["caches"][0]["copies"]
+    assert (copy["state"], copy["bytes"], copy["rows"]) == (REMOVED, 5, None)
+
+
+def test_a_damaged_copy_is_removed_by_the_task_that_found_it():
+    problem = "partition part-0.parquet is missing"
+    fallback = use(
+        "fallback",
+        COPY_B2,
+        fallbacks=1,
+        bytes_written=7,
+        damaged=[{"location": COPY_B, "problem": problem}],
+        copy_written={"rows": 3, "bytes": 7, "partitions": 1},
+        copies_removed=[{"location": COPY_B, "reason": f"damaged: {problem}"}],
+    )
+    entries = [
+        XComEntry("max_b", -1, "spark_tables.cache.b", descriptor(COPY_B, [600, 400])),
+        result("max_b", caches={"b": use("miss", COPY_B, misses=1, bytes_written=10_000)}),
+        XComEntry("min_b", -1, "spark_tables.cache.b", descriptor(COPY_B2, [3])),
+        result("min_b", caches={"b": fallback}),
+    ]
+    entries = [entries[1], *entries[2:]]  # the damaged copy's registry entry went with it
+    copies = {c["location"]: c for c in run_summary(entries)["caches"][0]["copies"]}
+    assert copies[COPY_B]["state"] == REMOVED
+    assert copies[COPY_B]["events"][-1] == {"event": "removed", "task_id": "min_b", "reason": f"damaged: {problem}"}
+    assert (copies[COPY_B2]["state"], copies[COPY_B2]["rows"]) == (LIVE, 3)
+
+
+def test_a_copys_state_is_the_last_event_that_ended_it_else_evicted_else_live_while_registered():
+    def events(*names: str) -> list[dict[str, Any]]:
+        return [{"event": name, "task_id": "t", "reason": None} for name in names]
+
+    assert copy_state(events("computed", "read"), registered=True) == LIVE
+    assert copy_state(events("computed", "read"), registered=False) == REMOVED
+    assert copy_state(events("computed", "evicted"), registered=True) == EVICTED
+    assert copy_state(events("computed", "evicted", "released"), registered=False) == RELEASED
+    assert copy_state(events("computed", "invalidated"), registered=False) == INVALIDATED
 
 
 def test_ctas_tables_from_a_ctas_task_and_a_sql_jobs_statements() -> None:
@@ -267,6 +362,7 @@ def test_lookup_joins_and_reloads_with_their_metrics() -> None:
         "cache": "PARTIAL",
         "rows": 20000,
         "metrics": metrics,
+        "definition": None,
     }
     assert lookups[1]["kind"] == "reload" and lookups[1]["snapshot"] == snapshot
     assert (lookups[2]["kind"], lookups[2]["cache"]) == ("join", "FULL")  # it names the snapshot it read
@@ -348,3 +444,73 @@ def test_results_naming_their_kind_render_as_before() -> None:
     task = task_summary([entries[0]])
     assert task["kind"] == "ctas" and task["job"] == JOB
     assert "kind" not in task["output"] and "version" not in task["output"] and task["output"]["rows"] == 100
+
+
+def test_the_overview_keeps_each_dags_cached_table_and_lookup_table_apart() -> None:
+    """Two DAGs each with a cached table b (of other definitions), and a lookup table each: four rows, each with
+    its DAG; a result without a definition (an earlier release's) joins its DAG's one table of its name."""
+    b_one = use("miss", COPY_B, misses=1, fingerprint="f1", definition="SELECT 1", seconds=6.0)
+    b_two = use("miss", COPY_B2, misses=1, fingerprint="f2", definition="SELECT 2", seconds=2.0)
+    read_old = use("hit", COPY_B, hits=1, seconds=1.0)  # no fingerprint: an earlier release's result
+    join = {"lookup": "customers", "rows": 10, "metrics": {"hitRate": 0.5}}
+    due = {"lookup": "customers", "due": "D", "failing": 0}
+    results = [
+        RecentResult("etl", "r1", "T1", result("max_b", caches={"b": b_one})),
+        RecentResult("etl", "r1", "T2", result("min_b", caches={"b": read_old})),
+        RecentResult("report", "r2", "T3", result("make_b", caches={"b": b_two})),
+        RecentResult("etl", "r1", "T4", result("enrich", cache="FULL", lookup_definition="db.c on pg", **join)),
+        RecentResult("report", "r2", "T5", result("enrich", cache="NONE", lookup_definition="db.d on pg", **join)),
+        RecentResult("etl", "r1", "T6", XComEntry("wait", -1, RELOAD_DUE, due)),
+    ]
+    summary = overview(results)
+    caches = [
+        (t["dag_id"], t["name"], t["fingerprint"], len(t["reads"]), len(t["recomputes"])) for t in summary["caches"]
+    ]
+    assert caches == [("etl", "b", "f1", 1, 1), ("report", "b", "f2", 0, 1)]
+    assert [t["mean_read_seconds"] for t in summary["caches"]] == [1.0, None]
+    lookups = [(t["dag_id"], t["name"], t["definition"], t["modes"]) for t in summary["lookups"]]
+    assert lookups == [
+        ("etl", "customers", "db.c on pg", ["FULL"]),
+        ("report", "customers", "db.d on pg", ["NONE"]),
+    ]
+    assert summary["lookups"][0]["next_reload"]["due"] == "D" and summary["lookups"][1]["next_reload"] is None
+
+
+def test_every_failed_try_is_listed_with_its_reports_error_newest_first() -> None:
+    """Airflow's record of failed tries, merged with the reports the Spark job operators leave: a try that failed
+    before Spark started, retried, has no report left (its XComs were cleared): its error comes from its log."""
+    tries = [
+        FailedTry("shop", "r1", "enrich", -1, 1, "2026-11-25T10:00:00+00:00"),
+        FailedTry("shop", "r1", "enrich", -1, 2, "2026-11-25T10:05:00+00:00"),
+    ]
+    reported = [
+        {"dag_id": "shop", "run_id": "r1", "task_id": "enrich", "map_index": -1, "try_number": 2,
+         "at": "2026-11-25T10:05:01+00:00", "error": "connection 'pg' does not exist", "cleanup": None},
+        {"dag_id": "shop", "run_id": "r0", "task_id": "load", "map_index": -1, "try_number": 1,
+         "at": "2026-11-24T09:00:00+00:00", "error": "boom", "cleanup": None},
+    ]  # fmt: skip
+    rows = failed_tries(tries, reported)
+    assert [(r["run_id"], r["task_id"], r["try_number"], r["error"]) for r in rows] == [
+        ("r1", "enrich", 2, "connection 'pg' does not exist"),
+        ("r1", "enrich", 1, None),
+        ("r0", "load", 1, "boom"),
+    ]
+
+
+def test_a_failed_tries_error_line_is_the_logged_exception_in_one_line() -> None:
+    def failed(kind: str, value: str) -> dict[str, Any]:
+        detail = [{"exc_type": kind, "exc_value": value, "is_cause": False, "frames": []}]
+        return {"event": "Task failed with exception", "error_detail": detail}
+
+    spec = "lookup table customers: connection 'pg' does not exist: create it (type postgres)"
+    assert error_line([{"event": "starting"}, failed("AirflowFailException", spec)]) == spec
+    assert error_line([failed("KeyError", "'x'\nmore")]) == "KeyError: 'x'"
+    assert error_line([failed("RuntimeError", "")]) == "RuntimeError"
+    assert error_line([failed("ValueError", "first"), failed("AirflowException", "last")]) == "last"
+    assert error_line([{"event": "done"}]) is None
+
+
+def test_a_run_is_labelled_by_its_kind_and_time_so_runs_stay_apart() -> None:
+    assert run_label("manual__2026-11-25T22:03:43.622423+00:00") == "manual 2026-11-25 22:03:43"
+    assert run_label("scheduled__2026-11-25T00:00:00+00:00") == "scheduled 2026-11-25 00:00:00"
+    assert run_label("my own run") == "my own run"

@@ -7,6 +7,7 @@ from airflow.providers.common.compat.sdk import AirflowFailException
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.exchange import result_uri
+from spark_tables.core.xcom_keys import FAILED_TRY
 from spark_tables.operators.sql import SparkSqlJobOperator
 from spark_tables.utils import settings
 
@@ -14,8 +15,10 @@ pytestmark = pytest.mark.usefixtures("spark_tables_home")
 
 
 def _context(**ti_fields):
+    """The context of try 1 of ``load``; what it pushes to XCom lands in ``ti.pushed``, by key."""
     ti = {"dag_id": "sales", "run_id": "manual__2026-01-01T00:00:00+00:00", "task_id": "load", "map_index": -1}
-    ti.update({"try_number": 1, **ti_fields})
+    ti.update({"try_number": 1, "pushed": {}, **ti_fields})
+    ti["xcom_push"] = lambda key, value: ti["pushed"].__setitem__(key, value)
     return {"ti": SimpleNamespace(**ti)}
 
 
@@ -112,14 +115,17 @@ class TestExecute:
     )
     def test_bad_input_fails_the_task_without_retry_on_one_line(self, arguments, named):
         operator = SparkSqlJobOperator(task_id="load", **{"sql": "SELECT 1", **arguments})
+        context = _context()
 
         with pytest.raises(AirflowFailException) as caught:
-            operator.execute(_context())
+            operator.execute(context)
 
         message = str(caught.value)
         assert named in message
         assert "\n" not in message
         assert caught.value.__cause__ is None
+        # failed before Spark started, the try leaves its report for the monitoring pages all the same
+        assert context["ti"].pushed[FAILED_TRY] == {"try_number": 1, "error": message, "cleanup": None}
 
     @pytest.mark.usefixtures("nothing_is_started")
     def test_a_bad_spark_connection_fails_before_the_metastore_schema_is_touched(self, set_connection, monkeypatch):

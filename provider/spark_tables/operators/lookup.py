@@ -42,10 +42,10 @@ class _LookupOperator(SparkJobOperator):
         return [self.lookup_hook.jdbc_driver_jar()]
 
     def xcom_value(self, result: JobResult) -> dict[str, Any]:
-        """The job's output, with the FLIP's metrics logged."""
+        """The job's output and the table's definition (``lookup_definition``), with the FLIP's metrics logged."""
         if isinstance(result.output, LookupJoinResult | LookupReloadResult) and result.output.metrics:
             self.report_metrics(result.output.metrics)
-        return super().xcom_value(result)
+        return {**super().xcom_value(result), "lookup_definition": self.lookup.definition()}
 
     def report_metrics(self, metrics: Mapping[str, Any]) -> None:
         """Log the FLIP's metrics and emit them as Airflow metrics ``spark_tables.lookup.<table>.<metric>``."""

@@ -48,8 +48,9 @@ class SparkJobOperator(BaseOperator):
     """Runs one job of this provider through spark-submit; subclasses say which job in ``build_job``.
 
     XCom gets the job's output with its application (``application_id``, ``application_url`` in the history server
-    when the connection names one, ``master``, ``spark_version``, ``session_seconds``, ``work_seconds``); a try whose
-    job fails leaves the same under ``spark_tables.failed_try``, with ``try_number``, ``error`` and ``cleanup``.
+    when the connection names one, ``master``, ``spark_version``, ``session_seconds``, ``work_seconds``); a try that
+    fails, in its job or before it (a missing connection), leaves what it has of the same under
+    ``spark_tables.failed_try``, with ``try_number``, ``error`` and ``cleanup``.
 
     :param conn_id: Spark connection (type spark): master, deploy mode, binary. ``spark_default`` that does
         not exist means ``local[*]``.
@@ -128,11 +129,15 @@ class SparkJobOperator(BaseOperator):
         )
 
     def execute(self, context: Any) -> dict[str, Any]:
-        with _bad_input_fails_the_task():
-            job = self.build_job(context)
-            tables = self.cached_tables(context, job)
-            caches = TaskCaches.prepare(context["ti"], tables, cache_writers(context) if tables else ())
-            self._hook = self.hook_for(context, job, caches.uses)
+        try:  # a try that fails before its job starts (a missing connection, say) is reported as well
+            with _bad_input_fails_the_task():
+                job = self.build_job(context)
+                tables = self.cached_tables(context, job)
+                caches = TaskCaches.prepare(context["ti"], tables, cache_writers(context) if tables else ())
+                self._hook = self.hook_for(context, job, caches.uses)
+        except BaseException as err:
+            self.report_failed_try(context, err)
+            raise
         try:
             result = self.run_hook(self._hook)
         except BaseException as err:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime
 import os
+import time
+from pathlib import Path
 from typing import Any
 
 import pendulum
@@ -11,6 +13,7 @@ from airflow.sdk import DAG, task
 
 from spark_tables.core.cache.layout import run_folder
 from spark_tables.core.cache.table import CachedTable
+from spark_tables.core.names import flat_name
 from spark_tables.operators.cache import SparkCacheInvalidateOperator, SparkCacheSweepOperator, release_caches
 from spark_tables.operators.sql import SparkSqlJobOperator
 from spark_tables.utils import settings
@@ -33,10 +36,28 @@ ORDINARY_VALUES: dict[str, Any] = {
 }
 
 
-def _consumer(task_id: str, table: CachedTable = B) -> SparkSqlJobOperator:
+def _consumer(task_id: str, table: CachedTable = B, **kwargs: Any) -> SparkSqlJobOperator:
     """A task that reads every column of a cached table, the expensive one included."""
     sql = f"SELECT count(*) AS keys, max(h) AS h FROM {table.name}"
-    return SparkSqlJobOperator(task_id=task_id, sql=sql, caches=[table])
+    return SparkSqlJobOperator(task_id=task_id, sql=sql, caches=[table], **kwargs)
+
+
+#: The consumers that start together: each waits for the other before it looks its cached table up.
+TOGETHER = ("one", "other")
+
+
+def _both_started(context: Any) -> None:
+    """Wait until both consumers of this run have started, so that each looks b up before the other has registered
+    a copy: both miss, and both compute and write one (a copy takes seconds to compute, the wait ends at once)."""
+    ti = context["ti"]
+    folder = Path(os.environ["AIRFLOW_HOME"]) / "started" / flat_name([ti.dag_id, ti.run_id])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / ti.task_id).touch()
+    ends = time.monotonic() + 120
+    while {path.name for path in folder.iterdir()} != set(TOGETHER):
+        if time.monotonic() > ends:
+            raise TimeoutError(f"the other consumer did not start: {sorted(p.name for p in folder.iterdir())}")
+        time.sleep(0.1)
 
 
 def _files_of_this_run(ti: Any) -> list[str]:
@@ -103,7 +124,21 @@ with DAG(dag_id="cache_clear", **_DAG):
     _consumer("writer")
 
 with DAG(dag_id="cache_concurrent", max_active_runs=2, **_DAG):
-    [_consumer("one"), _consumer("other")] >> _consumer("reader")
+
+    @task
+    def copies_before_release(ti: Any = None) -> list[str]:
+        """The copies this run's cache folder holds before its release: ``<cache>/<copy>``."""
+        folder = Path(run_folder(settings.cache_uri(), ti.dag_id, ti.run_id).removeprefix("file://"))
+        return sorted(
+            f"{cache.name}/{copy.name}" for cache in folder.iterdir() if cache.is_dir() for copy in cache.iterdir()
+        )
+
+    (
+        [_consumer(task_id, pre_execute=_both_started) for task_id in TOGETHER]
+        >> _consumer("reader")
+        >> copies_before_release()
+    )
+    release_caches()
 
 with DAG(dag_id="cache_sweep", **_DAG):
     SparkCacheSweepOperator(task_id="sweep")

@@ -1,7 +1,9 @@
 """Two DAGs whose tasks return what this provider's operators return (shapes as the example DAGs' runs store
 them), for the monitoring API tests: the pages read them from the real metadata DB through the real API server.
 Besides results: a failed try's report, a reload sensor's next due time, and a mapped task with the provider's
-extra links. ``secret_monitored`` is the DAG the tests' auth manager denies to bob."""
+extra links. ``secret_monitored`` is the DAG the tests' auth manager denies to bob: a cached table b and a lookup
+table customers of its own (of other definitions than monitored's), and a Spark job task whose connection does not
+exist, which fails before Spark starts."""
 
 from __future__ import annotations
 
@@ -13,10 +15,21 @@ from airflow.sdk import DAG
 
 from spark_tables.core.xcom_keys import FAILED_TRY, RELOAD_DUE
 from spark_tables.operators.links import SparkApplicationLink, SparkJobTabLink
+from spark_tables.operators.sql import SparkSqlJobOperator
 
 JOB = {"application_id": "local-1795626744057", "spark_version": "4.2.0", "session_seconds": 1.4, "work_seconds": 1.8}
 COPY = "file:///cache/monitored/run/b-f32b7e440af5ed59/make_b__-1__1"
 DEFINITION = "SELECT k, max(h) AS h FROM a GROUP BY k"
+SECRET_COPY = "file:///cache/secret_monitored/run/b-0123456789abcdef/make_b__-1__1"
+
+
+def _miss(location: str, written: int, seconds: float, definition: str, fingerprint: str) -> dict[str, Any]:
+    """A cached table's use by the task that computed it and wrote a copy, as its result says."""
+    counts = {"hits": 0, "misses": 1, "fallbacks": 0, "bytes_read": 0, "bytes_written": written}
+    where = {"location": location, "definition": definition, "fingerprint": fingerprint}
+    return {"status": "miss", **counts, "seconds": seconds, **where}
+
+
 RESULTS = {
     "snapshot_orders": {
         "table": "order_snapshot_20261125",
@@ -36,20 +49,7 @@ RESULTS = {
         "rows": [[20000]],
         "columns": ["keys"],
         **JOB,
-        "caches": {
-            "b": {
-                "status": "miss",
-                "hits": 0,
-                "misses": 1,
-                "fallbacks": 0,
-                "bytes_read": 0,
-                "bytes_written": 1368855,
-                "seconds": 6.5,
-                "location": COPY,
-                "definition": DEFINITION,
-                "fingerprint": "f32b7e440af5ed59",
-            }
-        },
+        "caches": {"b": _miss(COPY, 1368855, 6.5, DEFINITION, "f32b7e440af5ed59")},
     },
     "read_b": {
         "statements_run": 1,
@@ -168,7 +168,22 @@ MAPPED = [
 ]
 SECRET_RESULTS = {
     "enrich_secret": {"lookup": "secret_customers", "cache": "FULL", "rows": 5, "metrics": {"hitRate": 1.0}, **JOB},
+    # a cached table b and a lookup table customers of this DAG's own, defined otherwise than monitored's
+    "enrich_customers": {
+        "lookup": "customers",
+        "cache": "FULL",
+        "rows": 7,
+        "metrics": {"hitRate": 0.25},
+        "lookup_definition": "secret.customers on connection secret_crm, key id",
+        **JOB,
+    },
+    "make_b": {
+        **JOB,
+        "caches": {"b": _miss(SECRET_COPY, 1000, 2.5, "SELECT 1 AS k", "0123456789abcdef")},
+    },
 }
+#: The Spark connection a task of ``secret_monitored`` names, which does not exist: it fails before Spark starts.
+MISSING_CONNECTION = "no_such_spark"
 
 
 class LinkedPython(PythonOperator):
@@ -199,3 +214,5 @@ for dag_id, results in (("monitored", RESULTS), ("secret_monitored", SECRET_RESU
                 op_args=[[value] for value in MAPPED]
             )
             previous >> [failed, due, mapped]
+        else:
+            SparkSqlJobOperator(task_id="no_connection", sql="SELECT 1", conn_id=MISSING_CONNECTION)

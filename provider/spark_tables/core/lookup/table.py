@@ -72,6 +72,12 @@ class LookupTable:
     def lookup_options(self) -> LookupOptions:
         return LookupOptions.from_options(self.options)
 
+    def definition(self) -> str:
+        """Where its rows come from, for people (the monitoring pages group a DAG's lookups by it): the table, its
+        connection, key and columns; not the options, which each task may set over the table's own."""
+        columns = f", columns {', '.join(self.columns)}" if self.columns else ""
+        return f"{self.table} on connection {self.conn_id}, key {', '.join(self.key)}{columns}"
+
     def with_options(self, overrides: Mapping[str, Any] | None) -> LookupTable:
         """The same table with a task's ``lookup.*`` options over its own."""
         if not overrides:

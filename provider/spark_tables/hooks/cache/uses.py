@@ -81,24 +81,36 @@ def cache_uses(ti: Any, tables: Iterable[CachedTable], task_ids: list[str]) -> t
 
 
 def settle(ti: Any, uses: tuple[CacheUse, ...], reports: dict[str, dict[str, Any]], task_ids: list[str]) -> dict:
-    """Record in the registry what the job did with each cached table; the task's cache summary, by name."""
+    """Record in the registry what the job did with each cached table; the task's cache summary, by name, with
+    the copy the job wrote (``copy_written``) and the copies this task removed from the registry and why
+    (``copies_removed``: damaged ones, and its own when another task registered a copy first)."""
     summary: dict[str, Any] = {}
     writer = TableOwner.of_task_instance(ti)
     for use in uses:
         report = reports.get(use.table.name)
         if report is None:  # the job ended before this table was ready
             continue
+        removed: list[dict[str, str]] = []
         for damaged in report["damaged"]:
             for descriptor in use.registered:
                 if descriptor.location == damaged["location"]:
-                    registry.unregister(descriptor, f"damaged: {damaged['problem']}")
+                    reason = f"damaged: {damaged['problem']}"
+                    registry.unregister(descriptor, reason)
+                    removed.append({"location": descriptor.location, "reason": reason})
         written_at = pendulum.now("UTC").isoformat()
         descriptor = descriptor_of_copy(use.table.name, use.table.fingerprint, report, writer, written_at)
+        withdrawn = None
         if descriptor is not None:
             registry.register(ti, descriptor)
-        if descriptor is None or _first_copy(ti, use.table, descriptor.location, task_ids):
+            withdrawn = _withdrawn(ti, use.table, descriptor.location, task_ids)
+        if withdrawn is None:
             storage.mark_used(report["location"])
-        summary[use.table.name] = _summary(use.table, report)
+        else:
+            removed.append({"location": report["location"], "reason": withdrawn})
+        written = None
+        if descriptor is not None:
+            written = {"rows": descriptor.rows, "bytes": descriptor.bytes, "partitions": len(descriptor.partitions)}
+        summary[use.table.name] = {**_summary(use.table, report), "copy_written": written, "copies_removed": removed}
         _emit_metrics(ti, use.table.name, summary[use.table.name])
     return summary
 
@@ -112,15 +124,16 @@ def evict_over_quota(summary: dict[str, Any]) -> list[str]:
     return [copy.location for copy in storage.evict(settings.cache_uri(), quota, keep=used)]
 
 
-def _first_copy(ti: Any, table: CachedTable, written: str, task_ids: list[str]) -> bool:
-    """Whether the copy just written is the run's first; if two tasks missed at once and both wrote one, the copy
-    registered first stays and the other is withdrawn."""
+def _withdrawn(ti: Any, table: CachedTable, written: str, task_ids: list[str]) -> str | None:
+    """None when the copy just written is the run's first; if two tasks missed at once and both wrote one, the
+    copy registered first stays and this one is withdrawn (its files deleted): why, then."""
     copies = registry.registered(ti, table.name, task_ids, table.fingerprint)
     if copies[0].location == written:
-        return True
+        return None
     mine = next(d for d in copies if d.location == written)
+    reason = f"{copies[0].owner.task_id} registered its copy first"
     registry.unregister(mine, f"{copies[0].owner.describe()} registered a copy first")
-    return False
+    return reason
 
 
 def _summary(table: CachedTable, report: dict[str, Any]) -> dict[str, Any]:

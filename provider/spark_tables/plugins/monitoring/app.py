@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -19,6 +20,7 @@ from fastapi import FastAPI, Query
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
 
 from spark_tables.core.xcom_keys import FAILED_TRY, RELOAD_DUE
 from spark_tables.hooks.cache import storage
@@ -26,15 +28,21 @@ from spark_tables.plugins.monitoring.airflow_api import (
     READ_DAG,
     GetUserDep,
     SessionDep,
+    failed_provider_tries,
+    may_read_logs,
     readable_dag_ids,
     recent_results,
     run_xcoms,
+    try_error_line,
 )
-from spark_tables.plugins.monitoring.charts import bar_chart, plan_graph
+from spark_tables.plugins.monitoring.charts import Group, bar_chart, plan_graph
 from spark_tables.plugins.monitoring.summaries import (
     RETURN_VALUE,
+    FailedTry,
     cache_storage,
+    failed_tries,
     overview,
+    run_label,
     run_summary,
     task_summary,
 )
@@ -48,9 +56,36 @@ OVERVIEW_DAYS = 7
 #: The XComs the overview reads, and how many of the latest at most: a page, not a scan of the whole table.
 OVERVIEW_KEYS = (RETURN_VALUE, FAILED_TRY, RELOAD_DUE)
 OVERVIEW_LIMIT = 5000
+#: The failed tries the overview lists at most, and how many of their logs one request reads for their error.
+FAILED_TRIES_LIMIT, LOG_READS = 200, 20
+#: The lookup cache modes, in the order the charts key their colours.
+CACHE_MODES = ("NONE", "PARTIAL", "FULL")
 HERE = Path(__file__).parent
 TEMPLATES = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]))
 TEMPLATES.globals["static"] = lambda name: f"{app_path()}/static/{quote(name)}"
+
+
+def when(value: Any) -> Markup:
+    """A time as the pages show it: to the second, on one line, the full ISO 8601 value in its tooltip."""
+    if not value:
+        return Markup('<span class="none">\N{EN DASH}</span>')
+    try:
+        shown = datetime.datetime.fromisoformat(str(value)).strftime("%Y-%m-%d %H:%M:%S")
+    except ValueError:
+        shown = str(value)
+    return Markup('<span class="when" title="{}">{}</span>').format(value, shown)
+
+
+def path(value: Any) -> Markup:
+    """A location or run id that may break only after a ``/`` (or a run id's ``__``), never inside a name or a date:
+    each piece on one line, a break allowed between pieces."""
+    pieces = [piece for piece in re.split(r"(?<=/)(?!/)|(?<=__)", str(value or "")) if piece]
+    inner = Markup("<wbr>").join(Markup('<span class="piece">{}</span>').format(piece) for piece in pieces)
+    return Markup('<span class="path">{}</span>').format(inner)
+
+
+TEMPLATES.filters["when"] = when
+TEMPLATES.filters["path"] = path
 
 
 def map_index_of(text: str) -> int:
@@ -85,25 +120,35 @@ def render(template: str, **values: Any) -> HTMLResponse:
 def lookup_chart(lookups: list[dict[str, Any]]) -> str:
     joins = [lookup for lookup in lookups if lookup["kind"] == "join"]
     return bar_chart(
-        "Hit rate of each lookup join (%)",
-        [(f"{j['task_id']} ({j['cache']})", [100 * (j["metrics"].get("hitRate") or 0)]) for j in joins],
+        "Hit rate of each lookup join of this run (%), by cache mode",
+        [
+            Group(f"{j['task_id']} ({j['cache']})", [100 * (j["metrics"].get("hitRate") or 0)], j["cache"])
+            for j in joins
+        ],
         ["hit rate"],
         " %",
+        keys=CACHE_MODES,
     )
 
 
 def overview_charts(summary: dict[str, Any]) -> dict[str, str]:
+    """The overview's charts: each bar names its run (its kind and when) and, for a lookup join, its cache mode,
+    which its colour keys too."""
     lookups = "".join(
         bar_chart(
-            f"{table['name']}: hit rate over its recent joins (%)",
-            [(join["run_id"], [100 * (join["hit_rate"] or 0)]) for join in table["joins"][-12:]],
+            f"{table['dag_id']} · {table['name']}: hit rate of its recent joins (%), by run and cache mode",
+            [
+                Group(f"{run_label(join['run_id'])} · {join['cache']}", [100 * (join["hit_rate"] or 0)], join["cache"])
+                for join in table["joins"][-12:]
+            ],
             ["hit rate"],
             " %",
+            keys=CACHE_MODES,
         )
         + bar_chart(
-            f"{table['name']}: reload load time (ms)",
+            f"{table['dag_id']} · {table['name']}: load time of its recent reloads (ms), by run",
             [
-                (reload["run_id"], [(reload["snapshot"] or {}).get("load_milliseconds")])
+                Group(run_label(reload["run_id"]), [(reload["snapshot"] or {}).get("load_milliseconds")])
                 for reload in table["reloads"][-12:]
             ],
             ["load time"],
@@ -111,9 +156,17 @@ def overview_charts(summary: dict[str, Any]) -> dict[str, str]:
         )
         for table in summary["lookups"]
     )
+    names = [(table["dag_id"], table["name"]) for table in summary["caches"]]
     caches = bar_chart(
-        "Cached tables: mean recompute time against mean read time (s)",
-        [(table["name"], [table["mean_recompute_seconds"], table["mean_read_seconds"]]) for table in summary["caches"]],
+        "Cached tables: mean recompute time against mean read time (s), by DAG",
+        [
+            Group(
+                f"{table['dag_id']} · {table['name']}"
+                + (f" ({table['fingerprint']})" if names.count((table["dag_id"], table["name"])) > 1 else ""),
+                [table["mean_recompute_seconds"], table["mean_read_seconds"]],
+            )
+            for table in summary["caches"]
+        ],
         ["recompute", "read"],
         " s",
     )
@@ -122,7 +175,7 @@ def overview_charts(summary: dict[str, Any]) -> dict[str, str]:
     storage_chart = (
         bar_chart(
             "Cache storage: bytes used against the quota (MB)",
-            [("cache root", [cache["used"] / 1e6, quota / 1e6])],
+            [Group("cache root", [cache["used"] / 1e6, quota / 1e6])],
             ["used", "quota"],
             " MB",
         )
@@ -130,6 +183,25 @@ def overview_charts(summary: dict[str, Any]) -> dict[str, str]:
         else ""
     )
     return {"lookups": lookups, "caches": caches, "storage": storage_chart}
+
+
+def every_failed_try(user: Any, session: Any, dag_ids: set[str], since: datetime.datetime, reported: list) -> dict:
+    """Every failed try of this provider's tasks in these DAGs since ``since`` (``failed_tries``), each with its
+    one-line error: its report's, else its log's, for a user who may read the DAG's task logs."""
+    tries, truncated = failed_provider_tries(session, dag_ids, since, FAILED_TRIES_LIMIT)
+    rows = failed_tries(tries, reported)
+    readable_logs: dict[str, bool] = {}
+    reads = 0
+    for row in rows:
+        if row["error"] is not None or reads >= LOG_READS:
+            continue
+        if row["dag_id"] not in readable_logs:
+            readable_logs[row["dag_id"]] = may_read_logs(user, row["dag_id"])
+        if readable_logs[row["dag_id"]]:
+            reads += 1
+            keys = ("dag_id", "run_id", "task_id", "map_index", "try_number", "at")
+            row["error"] = try_error_line(session, FailedTry(*(row[key] for key in keys)))
+    return {"failed_tries": rows, "failed_tries_truncated": truncated}
 
 
 def create_app() -> FastAPI:
@@ -151,12 +223,14 @@ def create_app() -> FastAPI:
         dag_ids = readable_dag_ids(user, session)
         since = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=days)
         results, truncated = recent_results(session, dag_ids, since, OVERVIEW_KEYS, OVERVIEW_LIMIT)
+        summary = overview(results)
         return {
             "days": days,
             "dag_ids": sorted(dag_ids),
             "results": len(results),
             "truncated": truncated,
-            **overview(results),
+            **summary,
+            **every_failed_try(user, session, dag_ids, since, summary["failed_tries"]),
             "cache_storage": storage_use(dag_ids),
         }
 
