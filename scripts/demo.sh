@@ -4,6 +4,7 @@
 # Without PostgreSQL (or its JDBC driver) it runs all but the lookup, plan and buffered output examples, and says
 # so in one line.
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
+export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/dags"  # the examples, whatever DAGs folder the shell names
 
 DEMO_DAGS=(example_spark_sql example_spark_ctas example_spark_cache)
 # The lookup example's dimension table, and the plan and buffered output examples' sinks, live in PostgreSQL:

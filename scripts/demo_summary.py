@@ -217,7 +217,8 @@ def main(ds: str, lookup_left_out: str, lookup_database: str) -> None:
             "Everything",
             f"  the embedded Derby metastore:  {HOME}/spark_tables/metastore_db",
             f"  each DAG's whole run log:      {HOME}/demo-<dag_id>.log (its tasks' logs and the Spark drivers')",
-            "  the Airflow UI (runs, XComs):  source scripts/setup.sh && airflow standalone  # http://localhost:8080",
+            "  the Airflow UI (runs, XComs):  bash scripts/airflow.sh standalone  # http://localhost:8080, user admin,",
+            "    password in .airflow/simple_auth_manager_passwords.json.generated; Ctrl-C stops it (docs/running.md)",
             "    each run's tab 'Spark tables', each task's 'Spark job', the page 'Spark tables' (docs/monitoring.md)",
         ]
     )

@@ -1,11 +1,16 @@
 # Sourced by scripts/demo.sh and scripts/test.sh: sets everything up from a fresh clone, quickly when it is.
 #   - stops at once with a clear message if Java 17+ or Python 3.11 is missing
 #   - creates .venv and installs the provider with its test extras (again only when pyproject.toml changes)
-#   - points Airflow at .airflow/ (SQLite metadata DB, this repo's dags/) and migrates the DB
+#   - points Airflow at .airflow/ (SQLite metadata DB) and its DAGs folder at AIRFLOW__CORE__DAGS_FOLDER when that
+#     is set (made absolute), else this repo's dags/, and migrates the DB
 #   - defines postgres_ready (scripts/services.sh), which test.sh and demo.sh call for their PostgreSQL: the JDBC
 #     driver installed, the server started, the databases created, where that can be done
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# A DAGs folder of one's own, named relative to where the command was started: absolute before the cd below.
+if [ -n "${AIRFLOW__CORE__DAGS_FOLDER:-}" ]; then
+  AIRFLOW__CORE__DAGS_FOLDER=$(realpath -m -- "$AIRFLOW__CORE__DAGS_FOLDER")
+fi
 cd "$ROOT"
 
 if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then JAVA="$JAVA_HOME/bin/java"; else JAVA=$(command -v java || true); fi
@@ -37,7 +42,7 @@ fi
 
 export PATH="$ROOT/.venv/bin:$PATH"
 export AIRFLOW_HOME="$ROOT/.airflow"
-export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/dags"
+export AIRFLOW__CORE__DAGS_FOLDER="${AIRFLOW__CORE__DAGS_FOLDER:-$ROOT/dags}"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
 # Cached tables are registered in the run's XComs through the provider's backend; other XComs work as before.
 export AIRFLOW__CORE__XCOM_BACKEND=spark_tables.xcom.cache_registry.CacheRegistryXComBackend

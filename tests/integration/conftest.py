@@ -67,6 +67,18 @@ class Deployment:
         assert row is not None, f"no XCom return_value for {dag_id}.{task_id}"
         return json.loads(row[0])
 
+    def latest_xcoms(self, dag_id: str) -> dict[str, Any]:
+        """The return values of the DAG's latest run, by task."""
+        import sqlite3
+
+        with sqlite3.connect(self.home / "airflow.db") as db:
+            [run_id] = db.execute("SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC", (dag_id,)).fetchone()
+            rows = db.execute(
+                "SELECT task_id, value FROM xcom WHERE dag_id = ? AND run_id = ? AND key = 'return_value'",
+                (dag_id, run_id),
+            ).fetchall()
+        return {task: json.loads(value) for task, value in rows}
+
     def read_back(self, sql: str) -> list[list[Any]]:
         """Rows of ``sql`` read by a separate Spark application on the same catalog."""
         command = [str(VENV_BIN / "spark-submit"), "--master", "local[2]"]

@@ -6,8 +6,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import sqlite3
-from typing import Any
 
 import psycopg
 import pytest
@@ -27,16 +25,6 @@ def _pg(query: str) -> list[tuple]:
         return cursor.fetchall() if cursor.description else []
 
 
-def _xcoms(deployment: Deployment, dag_id: str) -> dict[str, Any]:
-    with sqlite3.connect(deployment.home / "airflow.db") as db:
-        [run_id] = db.execute("SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC", (dag_id,)).fetchone()
-        rows = db.execute(
-            "SELECT task_id, value FROM xcom WHERE dag_id = ? AND run_id = ? AND key = 'return_value'",
-            (dag_id, run_id),
-        ).fetchall()
-    return {task: json.loads(value) for task, value in rows}
-
-
 def test_the_example_compiles_edits_explains_and_executes_a_plan(embedded: Deployment) -> None:
     plan_file = embedded.home / "plans" / "example_spark_plan.json"
     deployment = dataclasses.replace(
@@ -48,7 +36,7 @@ def test_the_example_compiles_edits_explains_and_executes_a_plan(embedded: Deplo
     done = deployment.airflow("dags", "test", "example_spark_plan")
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
 
-    x = _xcoms(deployment, "example_spark_plan")
+    x = deployment.latest_xcoms("example_spark_plan")
     assert x["compile"]["compile"] == {"written": True, "replaced": False, "nodes": 12}
     plan = json.loads(plan_file.read_text())
     assert len(plan["nodes"]) == 12 and [sink["name"] for sink in plan["sinks"]] == ["shop_counts", "order_customers"]

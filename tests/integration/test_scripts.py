@@ -1,0 +1,116 @@
+"""The README's commands for one's own DAGs and the UI: ``scripts/airflow.sh`` runs Airflow in the repository's
+setup on the DAGs folder the caller names, and ``airflow standalone`` through it keeps its admin password where the
+README says and stops, every component of it, on Ctrl-C."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import threading
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.integration.conftest import REPO
+
+pytestmark = pytest.mark.integration
+
+AIRFLOW_SH = REPO / "scripts" / "airflow.sh"
+#: Where the README says standalone keeps the admin password: scripts/setup.sh's AIRFLOW_HOME is .airflow/.
+PASSWORDS = REPO / ".airflow" / "simple_auth_manager_passwords.json.generated"
+
+
+def _env(**settings: str) -> dict[str, str]:
+    """The caller's environment without Airflow settings of its own (the tests' deployments set theirs)."""
+    return {**{key: value for key, value in os.environ.items() if not key.startswith("AIRFLOW")}, **settings}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_dags_folder_of_ones_own_is_kept_relative_to_the_caller(tmp_path: Path) -> None:
+    (tmp_path / "mine").mkdir()
+
+    def dags_folder(**settings: str) -> str:
+        done = subprocess.run(
+            ["bash", str(AIRFLOW_SH), "config", "get-value", "core", "dags_folder"],
+            cwd=tmp_path,
+            env=_env(**settings),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        return done.stdout.strip()
+
+    assert dags_folder(AIRFLOW__CORE__DAGS_FOLDER="mine") == str(tmp_path / "mine")
+    assert dags_folder() == str(REPO / "dags")
+
+
+def test_standalone_keeps_the_admin_password_in_airflow_home_and_stops_whole_on_ctrl_c(tmp_path: Path) -> None:
+    """Started as a terminal starts a command (a session of its own, SIGINT not ignored), on free ports and an empty
+    DAGs folder; Ctrl-C is SIGINT to the terminal's foreground group, here the script's."""
+    standalone = subprocess.Popen(
+        ["bash", str(AIRFLOW_SH), "standalone"],
+        env=_env(
+            AIRFLOW__API__PORT=str(_free_port()),
+            AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(_free_port()),
+            AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(_free_port()),
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        # a terminal's command does not ignore SIGINT (one started in the background of a script, as here, would)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+    threading.Thread(target=lambda: [*map(lines.put, standalone.stdout), lines.put(None)], daemon=True).start()
+    output: list[str] = []
+    started: list[psutil.Process] = []
+    try:
+        while not output or "Airflow is ready" not in output[-1]:
+            line = lines.get(timeout=300)
+            assert line is not None, "standalone ended before it was ready:\n" + "".join(output[-60:])
+            output.append(line)
+        started = psutil.Process(standalone.pid).children(recursive=True)
+        components = {word.replace("-", "_") for process in started for word in _words(process)}
+        assert {"scheduler", "api_server", "triggerer", "dag_processor"} <= components, components
+
+        os.killpg(standalone.pid, signal.SIGINT)
+        assert standalone.wait(timeout=120) == 0, "".join(output[-60:])
+        assert _alive(started) == [], "left running after Ctrl-C"
+    finally:
+        for process in [standalone, *_alive(started)]:
+            with contextlib.suppress(ProcessLookupError, psutil.NoSuchProcess):
+                process.kill()
+
+    passwords = json.loads(PASSWORDS.read_text())
+    said = "".join(output)
+    assert f"Password for user 'admin': {passwords['admin']}" in said or f"generated in {PASSWORDS}." in said
+
+
+def _words(process: psutil.Process) -> list[str]:
+    """The words of a process's command line (Airflow's components retitle theirs as one string)."""
+    try:
+        return " ".join(process.cmdline()).split()
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _alive(processes: list[psutil.Process]) -> list[psutil.Process]:
+    alive = []
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+                alive.append(process)
+    return alive
