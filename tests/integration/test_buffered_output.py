@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from tests.integration.conftest import Deployment
-from tests.integration.test_plan import CONN, _pg, _xcoms
+from tests.integration.test_plan import CONN, _pg
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +50,7 @@ def test_the_example_writes_the_same_tables_three_ways_with_fewer_writes_when_bu
     for way in WAYS:
         assert _table(way) == expected, way
 
-    x = _xcoms(deployment, DAG_ID)
+    x = deployment.latest_xcoms(DAG_ID)
     unbuffered, buffered, memory = (x[f"views_{way}"]["query"] for way in WAYS)
     # 8 files read one a micro-batch, each with views of most results; the buffered query has one more (its end flush).
     assert [query["batches"] for query in (unbuffered, buffered, memory)] == [8, 9, 8]

@@ -225,6 +225,7 @@ def s3_bucket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     fsspec.filesystem("s3", skip_instance_cache=True).mkdir("plans")
     yield "s3://plans"
     server.stop()
+    fsspec.get_filesystem_class("s3").clear_instance_cache()  # file systems made for this server go with it
 
 
 def test_a_plan_on_s3_is_compiled_explained_and_executed(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import fsspec
 import pytest
 
 from spark_tables.core.storage_credentials import CredentialsMissing, missing_credentials, names_missing_credentials
@@ -17,14 +20,19 @@ class NoCredentialsError(Exception):
 
 
 @pytest.fixture
-def no_aws_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    """A machine with no AWS credentials anywhere botocore looks (the instance metadata service not asked)."""
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+def no_aws_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path) -> Iterator[None]:
+    """A machine with no AWS credentials anywhere botocore looks (the instance metadata service not asked), and no
+    S3 file system made before (fsspec keeps one made with other credentials and reuses it)."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    s3 = fsspec.get_filesystem_class("s3")
+    s3.clear_instance_cache()
+    yield
+    s3.clear_instance_cache()
 
 
 def test_a_missing_credential_names_the_location_the_sources_and_where():
