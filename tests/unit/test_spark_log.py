@@ -30,6 +30,9 @@ HARMLESS = [
     "26/11/26 11:20:01 WARN HiveExternalCatalog: Couldn't find corresponding Hive SerDe for data source provider "
     "json. Persisting data source table `spark_catalog`.`plan_demo`.`orders` into Hive metastore in Spark SQL "
     "specific format, which is NOT compatible with Hive.",
+    "26/11/26 12:34:30 WARN TransformWithStateInPySparkStateServer: No more data to read from the socket",
+    "26/11/26 12:33:04 WARN log: Updating partition stats fast for: order_snapshot_20261126",
+    "26/11/26 12:33:04 WARN log: Updated size to 150044",
     "26/11/26 11:20:00 WARN HiveConf: HiveConf of name hive.internal.ss.authz.settings.applied.marker does not exist",
     "26/11/26 11:20:00 WARN SessionState: METASTORE_FILTER_HOOK will be ignored, since "
     "hive.security.authorization.manager is set to instance of HiveAuthorizerFactory.",
@@ -41,6 +44,8 @@ KEPT = [
     "26/11/26 11:20:03 WARN TaskSetManager: Lost task 0.0 in stage 3.0 (TID 7) (10.0.0.5 executor driver): "
     "java.io.IOException: No space left on device",
     "26/11/26 11:20:04 ERROR Utils: Aborting task",
+    "26/11/26 12:34:31 WARN UnsupportedOperationChecker: Detected pattern of possible 'correctness' issue due to "
+    "global watermark. The query contains stateful operation which can emit rows older than the current watermark",
     "26/11/26 11:20:04 INFO spark_tables: statement 1/2: CREATE TABLE t",
 ]
 

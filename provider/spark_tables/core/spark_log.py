@@ -34,6 +34,10 @@ KNOWN_LINES = (
         "a key's state read before it has any: one per new key",
     ),
     _known(
+        r"WARN TransformWithStateInPySparkStateServer: No more data to read from the socket",
+        "a task's Python worker closed its state session: the normal end of one",
+    ),
+    _known(
         r"WARN Utils: (Your hostname, .* resolves to a loopback address|Set SPARK_LOCAL_IP if you need)",
         "the address Spark chose; SPARK_LOCAL_IP sets another",
     ),
@@ -51,6 +55,10 @@ KNOWN_LINES = (
     _known(
         r"WARN HiveExternalCatalog: Couldn't find corresponding Hive SerDe for data source provider",
         "a Spark table, which Hive itself cannot read",
+    ),
+    _known(
+        r"WARN log: (Updated size to \d+|Updating partition stats fast for: )",
+        "the Hive metastore updating a table's statistics after a write",
     ),
     _known(
         r"WARN (HiveConf: HiveConf of name \S+ does not exist|SessionState: METASTORE_FILTER_HOOK will be ignored)",
