@@ -99,17 +99,15 @@ def settle(ti: Any, uses: tuple[CacheUse, ...], reports: dict[str, dict[str, Any
                     removed.append({"location": descriptor.location, "reason": reason})
         written_at = pendulum.now("UTC").isoformat()
         descriptor = descriptor_of_copy(use.table.name, use.table.fingerprint, report, writer, written_at)
-        withdrawn = None
+        withdrawn = written = None
         if descriptor is not None:
             registry.register(ti, descriptor)
             withdrawn = _withdrawn(ti, use.table, descriptor.location, task_ids)
+            written = {"rows": descriptor.rows, "bytes": descriptor.bytes, "partitions": len(descriptor.partitions)}
         if withdrawn is None:
             storage.mark_used(report["location"])
         else:
             removed.append({"location": report["location"], "reason": withdrawn})
-        written = None
-        if descriptor is not None:
-            written = {"rows": descriptor.rows, "bytes": descriptor.bytes, "partitions": len(descriptor.partitions)}
         summary[use.table.name] = {**_summary(use.table, report), "copy_written": written, "copies_removed": removed}
         _emit_metrics(ti, use.table.name, summary[use.table.name])
     return summary
