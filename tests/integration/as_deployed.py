@@ -1,0 +1,34 @@
+"""Airflow and Spark as deployed: the one source of the settings that the tests' services (a Spark standalone
+cluster, Airflow's components with the CeleryExecutor) and docker/compose.yaml share.
+
+The tests start their services with these values; a test of docker/ checks that compose.yaml gives the same ones,
+so what the tests show to work is what the compose file deploys. Only the hosts differ: loopback here, service
+names in compose.
+"""
+
+from __future__ import annotations
+
+#: The Spark standalone cluster: a master and this many workers, each with these cores and memory.
+SPARK_WORKERS = 2
+SPARK_WORKER_CORES = 1
+SPARK_WORKER_MEMORY = "1g"
+
+#: The CeleryExecutor's queue of tasks: Redis, database 0.
+CELERY_BROKER_DATABASE = 0
+
+
+def airflow_settings(*, api_server: str, redis: str, metadata_db: str) -> dict[str, str]:
+    """The ``AIRFLOW__*`` settings every Airflow component gets, as deployed.
+
+    ``api_server`` is ``host:port`` of the API server (which serves the Execution API the workers call),
+    ``redis`` is ``host:port`` of the broker, ``metadata_db`` a SQLAlchemy URL of the PostgreSQL metadata database.
+    """
+    return {
+        "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__XCOM_BACKEND": "spark_tables.xcom.cache_registry.CacheRegistryXComBackend",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://{api_server}/execution/",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": metadata_db,
+        "AIRFLOW__CELERY__BROKER_URL": f"redis://{redis}/{CELERY_BROKER_DATABASE}",
+        "AIRFLOW__CELERY__RESULT_BACKEND": f"db+{metadata_db.replace('+psycopg2', '', 1)}",
+    }
