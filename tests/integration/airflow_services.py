@@ -1,4 +1,6 @@
-"""A running Airflow: API server, scheduler (LocalExecutor) and DAG processor, driven through the REST API."""
+"""Airflow as deployed, driven through the REST API: the API server, scheduler, DAG processor, triggerer and a
+Celery worker as processes of their own, on a PostgreSQL metadata DB, with the CeleryExecutor and Redis as its
+broker; their settings come from ``as_deployed`` (which docker/compose.yaml shares)."""
 
 from __future__ import annotations
 
@@ -10,13 +12,26 @@ import socket
 import subprocess
 import time
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import redis
+
+from tests.integration.as_deployed import airflow_settings
 from tests.integration.conftest import VENV_BIN, Deployment
 
 T = TypeVar("T")
+
+#: The broker: Redis on loopback, shared by whatever runs tests here (scripts/test.sh starts it when it is down).
+REDIS = os.environ.get("SPARK_TABLES_TEST_REDIS", "127.0.0.1:6379")
+#: In a Redis database a test session uses: who it is; the key that claims the database.
+_REDIS_OWNER_KEY = "spark_tables_tests:owner"
+#: Databases a test session may claim: 0 is compose's; Redis has 16 by default.
+_REDIS_DATABASES = range(1, 16)
+#: A claim outlives a test session that died without releasing it by this long at most.
+_REDIS_CLAIM_SECONDS = 6 * 3600
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 180, every: float = 0.5) -> T:
@@ -30,46 +45,100 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 180, eve
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
+@contextlib.contextmanager
+def redis_database() -> Iterator[int]:
+    """A Redis database of this test session's own, claimed atomically (``SET NX``) among 1-15: the first that no
+    other session claimed and nothing else uses. Emptied when the session ends."""
+    host, port = REDIS.rsplit(":", 1)
+    me = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
+    for number in _REDIS_DATABASES:
+        client = redis.Redis(host=host, port=int(port), db=number)
+        if client.set(_REDIS_OWNER_KEY, me, nx=True, ex=_REDIS_CLAIM_SECONDS):
+            if client.dbsize() == 1:
+                break
+            client.delete(_REDIS_OWNER_KEY)  # in use by something that does not claim databases
+        client.close()
+    else:
+        raise AssertionError(f"no free Redis database among {_REDIS_DATABASES} on {REDIS}: each holds keys")
+    try:
+        yield number
+    finally:
+        if client.get(_REDIS_OWNER_KEY) == me.encode():
+            client.flushdb()  # this session's own database: the Celery queues and results it left
+        client.close()
+
+
 class AirflowServices:
-    def __init__(self, deployment: Deployment, dags_folder: Path) -> None:
+    """Airflow's components for one deployment, and the REST API of its API server.
+
+    ``kill_worker`` and ``start_worker`` replace the Celery worker, as a lost machine and its replacement would.
+    """
+
+    def __init__(self, deployment: Deployment, dags_folder: Path, redis_db: int) -> None:
         self.port = _free_port()
         self.home = deployment.home
         self.env = {
             **deployment.env,
+            **airflow_settings(
+                api_server=f"127.0.0.1:{self.port}",
+                redis=REDIS,
+                metadata_db=deployment.env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"],
+                redis_database=redis_db,
+            ),
             "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder),
-            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
-            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{self.port}/execution/",
             "AIRFLOW__API__PORT": str(self.port),
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            # Every run here is one a test triggers: a DAG's schedule (an example's @daily) adds none when unpaused.
+            "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
+            # The workers' and triggerer's log servers, on ports of this session's own.
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(_free_port()),
         }
-        self._processes: list[subprocess.Popen[bytes]] = []
+        self._services: dict[str, subprocess.Popen[bytes]] = {}
+        self._workers = 0
         self._token = ""
 
     def start(self) -> None:
-        for command in (["api-server", "--port", str(self.port)], ["scheduler"], ["dag-processor"]):
-            log = open(self.home / f"{command[0]}.log", "wb")  # noqa: SIM115 - closed with the process
-            self._processes.append(
-                subprocess.Popen(
-                    [str(VENV_BIN / "airflow"), *command],
-                    env=self.env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            )
-        wait_for("the API server", self._healthy, timeout=120)
+        self._start("api-server", ["api-server", "--port", str(self.port)])
+        for component in ("scheduler", "dag-processor", "triggerer"):
+            self._start(component, [component])
+        self.start_worker()
+        wait_for("the API server, scheduler, DAG processor and triggerer", self._healthy, timeout=120)
         self._token = json.loads(urllib.request.urlopen(self._url("/auth/token")).read())["access_token"]
 
     def stop(self) -> None:
-        for process in self._processes:
+        for process in self._services.values():
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGTERM)
-        for process in self._processes:
+        for process in self._services.values():
             try:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+    def start_worker(self) -> str:
+        """Start a Celery worker (``celery-worker-<n>``, its log at ``<home>/celery-worker-<n>.log``) and wait until
+        it takes tasks; its name."""
+        self._workers += 1
+        name = f"celery-worker-{self._workers}"
+        command = ["celery", "worker", "--celery-hostname", f"{name}@%h", "--pid", str(self.home / f"{name}.pid")]
+        self._start(name, command)
+        wait_for(f"{name} to be ready", lambda: " ready." in self._log_of_running(name))
+        return name
+
+    def kill_worker(self) -> list[int]:
+        """SIGKILL the running Celery worker's process group, every task process it started with it (not what
+        they started in sessions of their own, such as Spark drivers), as a lost machine; the pids killed."""
+        [name] = [name for name, process in self._services.items() if name.startswith("celery-worker-")]
+        process = self._services.pop(name)
+        group = [p.pid for p in _processes_in_group(process.pid)]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        return group
 
     def api(self, method: str, path: str, body: Any = None) -> Any:
         request = urllib.request.Request(
@@ -98,11 +167,17 @@ class AirflowServices:
         with urllib.request.urlopen(request) as response:
             return response.read().decode()
 
-    def trigger(self, dag_id: str, conf: dict[str, Any]) -> str:
+    def trigger(self, dag_id: str, conf: dict[str, Any], logical_date: str | None = None) -> str:
         wait_for(f"{dag_id} to be parsed", lambda: self._exists(f"/dags/{dag_id}"))
         self.api("PATCH", f"/dags/{dag_id}", {"is_paused": False})
-        body = {"logical_date": None, "conf": conf}
+        body = {"logical_date": logical_date, "conf": conf}
         return self.api("POST", f"/dags/{dag_id}/dagRuns", body)["dag_run_id"]
+
+    def finished(self, dag_id: str, run_id: str, timeout: float = 300) -> str:
+        """The run's final state, once it has one."""
+        ended = lambda: self.run_state(dag_id, run_id) in ("success", "failed")  # noqa: E731
+        wait_for(f"{dag_id} to finish", ended, timeout=timeout)
+        return self.run_state(dag_id, run_id)
 
     def task_instance(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
         return self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}")
@@ -124,17 +199,37 @@ class AirflowServices:
         )
         return path.read_text() if path.exists() else ""
 
-    def xcom(self, dag_id: str, run_id: str, task_id: str) -> Any:
-        entry = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value")
+    def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
+        entry = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/{key}")
         return entry["value"]
+
+    def _start(self, name: str, command: list[str]) -> None:
+        log = open(self.home / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+        self._services[name] = subprocess.Popen(
+            [str(VENV_BIN / "airflow"), *command],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def _log_of_running(self, name: str) -> str:
+        """The log of a service, which must still be running: one that exited fails the test with its log's end."""
+        log = (self.home / f"{name}.log").read_text(errors="replace")
+        if self._services[name].poll() is not None:
+            raise AssertionError(f"{name} exited ({self._services[name].returncode}):\n{log[-3000:]}")
+        return log
 
     def _url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
 
     def _healthy(self) -> bool:
+        for name in self._services:
+            self._log_of_running(name)
         with contextlib.suppress(OSError):
             health = json.loads(urllib.request.urlopen(self._url("/api/v2/monitor/health")).read())
-            return health["scheduler"]["status"] == "healthy" and health["dag_processor"]["status"] == "healthy"
+            components = ("scheduler", "dag_processor", "triggerer")
+            return all(health[component]["status"] == "healthy" for component in components)
         return False
 
     def _exists(self, path: str) -> bool:
@@ -142,6 +237,17 @@ class AirflowServices:
             self.api("GET", path)
             return True
         return False
+
+
+def _processes_in_group(pgid: int) -> list[Any]:
+    import psutil
+
+    found = []
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if os.getpgid(process.pid) == pgid:
+                found.append(process)
+    return found
 
 
 def _free_port() -> int:
@@ -152,9 +258,10 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def running_airflow(deployment: Deployment, dags_folder: Path) -> Iterator[AirflowServices]:
-    services = AirflowServices(deployment, dags_folder)
-    try:
-        services.start()
-        yield services
-    finally:
-        services.stop()
+    with redis_database() as redis_db:
+        services = AirflowServices(deployment, dags_folder, redis_db)
+        try:
+            services.start()
+            yield services
+        finally:
+            services.stop()

@@ -3,7 +3,8 @@ cluster, Airflow's components with the CeleryExecutor) and docker/compose.yaml s
 
 The tests start their services with these values; a test of docker/ checks that compose.yaml gives the same ones,
 so what the tests show to work is what the compose file deploys. Only the hosts differ: loopback here, service
-names in compose.
+names in compose; and the Redis database, which is 0 in compose and one of the test session's own here (Redis is
+shared by whatever runs tests on the machine).
 """
 
 from __future__ import annotations
@@ -15,13 +16,18 @@ SPARK_WORKER_MEMORY = "1g"
 
 #: The CeleryExecutor's queue of tasks: Redis, database 0.
 CELERY_BROKER_DATABASE = 0
+#: Tasks one Celery worker runs at once: enough for four consumers of one cached table and the task beside them.
+CELERY_WORKER_CONCURRENCY = 4
 
 
-def airflow_settings(*, api_server: str, redis: str, metadata_db: str) -> dict[str, str]:
+def airflow_settings(
+    *, api_server: str, redis: str, metadata_db: str, redis_database: int = CELERY_BROKER_DATABASE
+) -> dict[str, str]:
     """The ``AIRFLOW__*`` settings every Airflow component gets, as deployed.
 
     ``api_server`` is ``host:port`` of the API server (which serves the Execution API the workers call),
-    ``redis`` is ``host:port`` of the broker, ``metadata_db`` a SQLAlchemy URL of the PostgreSQL metadata database.
+    ``redis`` is ``host:port`` of the broker, ``metadata_db`` a SQLAlchemy URL of the PostgreSQL metadata database,
+    ``redis_database`` the broker's Redis database.
     """
     return {
         "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
@@ -29,6 +35,7 @@ def airflow_settings(*, api_server: str, redis: str, metadata_db: str) -> dict[s
         "AIRFLOW__CORE__XCOM_BACKEND": "spark_tables.xcom.cache_registry.CacheRegistryXComBackend",
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://{api_server}/execution/",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": metadata_db,
-        "AIRFLOW__CELERY__BROKER_URL": f"redis://{redis}/{CELERY_BROKER_DATABASE}",
+        "AIRFLOW__CELERY__BROKER_URL": f"redis://{redis}/{redis_database}",
         "AIRFLOW__CELERY__RESULT_BACKEND": f"db+{metadata_db.replace('+psycopg2', '', 1)}",
+        "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(CELERY_WORKER_CONCURRENCY),
     }

@@ -190,11 +190,14 @@ def deployment(request: pytest.FixtureRequest) -> Deployment:
     return request.getfixturevalue(request.param)
 
 
+#: The lookup example's PostgreSQL connection: its dimension table lives in the tests' spark_tables_test.
+LOOKUP_DEMO_CONN = f"postgres://{PG_USER}@{PG_HOST}:{PG_PORT}/spark_tables_test"
+
+
 @pytest.fixture(scope="session")
 def airflow(tmp_path_factory: pytest.TempPathFactory, postgres: Deployment) -> Iterator[Any]:
-    """A running Airflow (API server, scheduler, DAG processor) of the scenario DAGs, on the PostgreSQL metastore.
-
-    Its metadata DB is PostgreSQL too, as deployed: several processes write it at once.
+    """Airflow as deployed (API server, scheduler, DAG processor, triggerer, a Celery worker; PostgreSQL metadata
+    DB, Redis broker), one for the test session, on the PostgreSQL metastore: the example DAGs and the scenarios.
     """
     from tests.integration.airflow_services import running_airflow
 
@@ -203,7 +206,12 @@ def airflow(tmp_path_factory: pytest.TempPathFactory, postgres: Deployment) -> I
     deployment = postgres_deployment(
         home, postgres.catalog.database, Path(postgres.catalog.warehouse), AIRFLOW_METADATA_DATABASE
     )
-    with running_airflow(deployment, SCENARIOS) as services:
+    deployment.env["AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO"] = LOOKUP_DEMO_CONN
+    dags = home / "dags"  # the examples and the scenarios, in one DAGs folder
+    dags.mkdir()
+    (dags / "examples").symlink_to(REPO / "dags")
+    (dags / "scenarios").symlink_to(SCENARIOS)
+    with running_airflow(deployment, dags) as services:
         yield services
 
 
