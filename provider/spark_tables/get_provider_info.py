@@ -54,6 +54,10 @@ def get_provider_info() -> dict[str, Any]:
         "sensors": [
             {"integration-name": "Spark Tables", "python-modules": ["spark_tables.sensors.lookup_reload"]},
         ],
+        # The trigger a task waiting for a cached table's copy defers to (single flight).
+        "triggers": [
+            {"integration-name": "Spark Tables", "python-modules": ["spark_tables.hooks.cache.claims"]},
+        ],
         # The extra links of every Spark job task; the monitoring pages themselves are the plugin of the
         # airflow.plugins entry point (plugins listed here load only with [core] lazy_discover_providers off).
         "extra-links": [
@@ -116,6 +120,26 @@ def get_provider_info() -> dict[str, Any]:
                         "type": "string",
                         "example": "50 GiB",
                         "default": None,
+                    },
+                    "cache_wait_timeout": {
+                        "description": (
+                            "How long a task waits, deferred, for the copy of a cached table another task of its DAG "
+                            "run computes (single flight); past it, the task computes the table itself."
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "2 h",
+                        "default": "1 h",
+                    },
+                    "cache_wait_check_interval": {
+                        "description": (
+                            "While a task waits for the copy of a cached table another task computes: how often it "
+                            "asks Airflow whether that task still runs, and takes over if it was lost."
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "30 s",
+                        "default": "1 min",
                     },
                     "lookup_uri": {
                         "description": (

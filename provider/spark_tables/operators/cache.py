@@ -13,7 +13,7 @@ from typing import Any
 from airflow.providers.common.compat.sdk import AirflowFailException, BaseOperator
 
 from spark_tables.core.cache.descriptor import CacheDescriptor
-from spark_tables.core.cache.layout import cache_name, run_folder
+from spark_tables.core.cache.layout import CLAIMS, cache_name, run_folder
 from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.errors import SpecError
 from spark_tables.hooks.cache import registry, storage
@@ -93,7 +93,7 @@ class SparkCacheReleaseOperator(BaseOperator):
             raise AirflowFailException(str(err)) from None
         ti = context["ti"]
         run = run_folder(settings.cache_uri(), ti.dag_id, ti.run_id)
-        names = {cache_name(folder) for folder in storage.folder_names(run)}
+        names = {cache_name(folder) for folder in storage.folder_names(run) if folder != CLAIMS}
         released = removed_copies({name: invalidate(context, name) for name in sorted(names)})
         storage.remove(run)  # with copies no registry entry names (a writer that died before registering)
         self.log.info("released the caches of run %s: %s", ti.run_id, released["locations"] or "none were used")

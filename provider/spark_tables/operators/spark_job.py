@@ -6,14 +6,17 @@ import contextlib
 import dataclasses
 import json
 from collections.abc import Iterator, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
+import pendulum
 from airflow.providers.common.compat.openlineage.utils.spark import (
     inject_parent_job_information_into_spark_properties,
     inject_transport_information_into_spark_properties,
 )
 from airflow.providers.common.compat.sdk import AirflowFailException, BaseOperator, conf
 
+from spark_tables.core.cache.claims import WaitOutcome
+from spark_tables.core.cache.layout import cache_folder_name
 from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.catalog_config import PostgresMetastore
 from spark_tables.core.errors import SpecError
@@ -21,7 +24,8 @@ from spark_tables.core.exchange import result_uri
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse, Job, JobSpec
 from spark_tables.core.xcom_keys import FAILED_TRY
-from spark_tables.hooks.cache.uses import TaskCaches
+from spark_tables.hooks.cache.claims import CachedTableTrigger
+from spark_tables.hooks.cache.uses import CacheWaits, CopyBeingComputed, TaskCaches
 from spark_tables.hooks.catalog import SparkTablesCatalogHook
 from spark_tables.hooks.spark_job import SparkJobHook
 from spark_tables.operators.links import SparkApplicationLink, SparkJobTabLink
@@ -37,6 +41,10 @@ def _bad_input_fails_the_task() -> Iterator[None]:
         yield
     except SpecError as err:
         raise AirflowFailException(str(err)) from None
+
+
+#: How often a task waiting for a cached table's copy looks at its claim, in the triggerer.
+_CLAIM_POLL_SECONDS = 2.0
 
 
 def _abridged(output: dict[str, Any], width: int = 2000) -> str:
@@ -114,6 +122,7 @@ class SparkJobOperator(BaseOperator):
         self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
         self.openlineage_inject_transport_info = openlineage_inject_transport_info
         self._hook: SparkJobHook | None = None
+        self._cache_waits = CacheWaits()
 
     def build_job(self, context: Any) -> Job:
         """The validated job this task runs; raise ``SpecError`` for bad input."""
@@ -129,13 +138,22 @@ class SparkJobOperator(BaseOperator):
         )
 
     def execute(self, context: Any) -> dict[str, Any]:
+        waits = self._cache_waits
         try:  # a try that fails before its job starts (a missing connection, say) is reported as well
             with _bad_input_fails_the_task():
                 job = self.build_job(context)
                 tables = self.cached_tables(context, job)
-                caches = TaskCaches.prepare(context["ti"], tables, cache_writers(context) if tables else ())
+                caches = TaskCaches.prepare(context["ti"], tables, cache_writers(context) if tables else (), waits)
+        except CopyBeingComputed as busy:
+            self._wait_for_copy(busy, waits)
+        except BaseException as err:
+            self.report_failed_try(context, err)
+            raise
+        try:
+            with _bad_input_fails_the_task():
                 self._hook = self.hook_for(context, job, caches.uses)
         except BaseException as err:
+            caches.release_claims()
             self.report_failed_try(context, err)
             raise
         try:
@@ -145,6 +163,37 @@ class SparkJobOperator(BaseOperator):
             self.report_failed_try(context, err)
             raise
         return {**self.xcom_value(result), **caches.settle(result)}
+
+    def _wait_for_copy(self, busy: CopyBeingComputed, waits: CacheWaits) -> NoReturn:
+        """Defer until the task computing ``busy``'s table is done with it (or was lost, or the bound has passed)."""
+        now = pendulum.now("UTC")
+        waits = waits.waiting(busy, now.isoformat())
+        deadline = pendulum.parse(waits.since[cache_folder_name(busy.table)]) + settings.cache_wait_timeout()
+        self.log.info(
+            "cache %s: waiting, deferred, for its copy: %s, at most until %s", busy.table.name, busy, deadline
+        )
+        trigger = CachedTableTrigger(
+            run=busy.run,
+            cache_folder=cache_folder_name(busy.table),
+            number=busy.claim.number,
+            check_at=min(now + settings.cache_wait_check_interval(), deadline).isoformat(),
+            deadline=deadline.isoformat(),
+            poll_seconds=_CLAIM_POLL_SECONDS,
+            cache=busy.table.name,
+        )
+        self.defer(trigger=trigger, method_name="execute_after_waiting", kwargs={"waits": waits.to_dict()})
+
+    def execute_after_waiting(self, context: Any, event: Any = None, waits: dict[str, Any] | None = None) -> Any:
+        """Resumed after waiting for a cached table's copy: prepare again (a hit now, a takeover, or another wait)."""
+        event = event or {}
+        self._cache_waits = CacheWaits.from_dict(waits)
+        self.log.info("cache %s: done waiting (%s)", event.get("cache"), event.get("outcome"))
+        if event.get("outcome") == WaitOutcome.TIMED_OUT.value:
+            self.log.warning(
+                "cache %s: waited past [spark_tables] cache_wait_timeout: computing it here", event["cache"]
+            )
+            self._cache_waits = self._cache_waits.with_bound_passed(event["cache_folder"])
+        return self.execute(context)
 
     def job_jars(self, job: Job) -> list[str]:
         """Jars the job needs besides ``jars`` (a JDBC driver, say)."""

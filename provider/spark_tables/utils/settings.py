@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 
 from airflow.providers.common.compat.sdk import conf
 
+from spark_tables.core.durations import parse_duration
 from spark_tables.core.sizes import parse_size
 
 SECTION = "spark_tables"
@@ -54,6 +56,19 @@ def cache_quota() -> int | None:
     """
     configured = conf.get(SECTION, "cache_quota", fallback=None)
     return parse_size(configured, "[spark_tables] cache_quota") if configured else None
+
+
+def cache_wait_timeout() -> datetime.timedelta:
+    """How long a task waits for the copy of a cached table that another task computes (``[spark_tables]
+    cache_wait_timeout``, default 1 hour); then it computes the table itself."""
+    return parse_duration(conf.get(SECTION, "cache_wait_timeout", fallback="1 h"), "[spark_tables] cache_wait_timeout")
+
+
+def cache_wait_check_interval() -> datetime.timedelta:
+    """How often a waiting task asks Airflow whether the task computing its cached table still runs
+    (``[spark_tables] cache_wait_check_interval``, default 1 minute)."""
+    configured = conf.get(SECTION, "cache_wait_check_interval", fallback="1 min")
+    return parse_duration(configured, "[spark_tables] cache_wait_check_interval")
 
 
 def jvm_class_archive() -> str | None:

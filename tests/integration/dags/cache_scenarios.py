@@ -11,7 +11,8 @@ from typing import Any
 import pendulum
 from airflow.sdk import DAG, task
 
-from spark_tables.core.cache.layout import run_folder
+from spark_tables.core.cache.claims import claim_file_name
+from spark_tables.core.cache.layout import CLAIMS, RUN_MARKER, cache_folder_name, claims_folder, run_folder
 from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.names import flat_name
 from spark_tables.operators.cache import SparkCacheInvalidateOperator, SparkCacheSweepOperator, release_caches
@@ -22,6 +23,14 @@ from spark_tables.utils import settings
 B = CachedTable(
     "b",
     query="""SELECT id % 100 AS k, count(*) AS n, max(sha2(CAST(id AS STRING), 256)) AS h
+             FROM range(0, 200000, 1, 4) GROUP BY id % 100""",
+)
+#: b, failing while it is computed in a job whose Spark conf says so (the same definition for every consumer).
+FAILING_B = CachedTable(
+    "b",
+    query="""SELECT id % 100 AS k, count(*) AS n,
+                    max(IF('${spark.spark_tables_test.fail_b}' = 'true', raise_error('b fails here'),
+                           sha2(CAST(id AS STRING), 256))) AS h
              FROM range(0, 200000, 1, 4) GROUP BY id % 100""",
 )
 C = CachedTable("c", query="SELECT id AS k, sha2(CAST(id AS STRING), 256) AS h FROM range(0, 50000, 1, 2)")
@@ -42,32 +51,49 @@ def _consumer(task_id: str, table: CachedTable = B, **kwargs: Any) -> SparkSqlJo
     return SparkSqlJobOperator(task_id=task_id, sql=sql, caches=[table], **kwargs)
 
 
-#: The consumers that start together: each waits for the other before it looks its cached table up.
-TOGETHER = ("one", "other")
+def _all_started(*task_ids: str) -> Any:
+    """A ``pre_execute`` that waits until each of ``task_ids`` of this run has started, so that each looks its cached
+    table up before any has registered a copy (a copy takes seconds to compute, the wait ends at once)."""
+
+    def wait(context: Any) -> None:
+        ti = context["ti"]
+        folder = Path(os.environ["AIRFLOW_HOME"]) / "started" / flat_name([ti.dag_id, ti.run_id])
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / ti.task_id).touch()
+        ends = time.monotonic() + 120
+        while not set(task_ids) <= {path.name for path in folder.iterdir()}:
+            if time.monotonic() > ends:
+                raise TimeoutError(f"not all consumers started: {sorted(p.name for p in folder.iterdir())}")
+            time.sleep(0.1)
+
+    return wait
 
 
-def _both_started(context: Any) -> None:
-    """Wait until both consumers of this run have started, so that each looks b up before the other has registered
-    a copy: both miss, and both compute and write one (a copy takes seconds to compute, the wait ends at once)."""
+def _claimed(context: Any) -> None:
+    """A ``pre_execute`` that waits until a consumer of this run has claimed ``FAILING_B``, so that this one waits."""
     ti = context["ti"]
-    folder = Path(os.environ["AIRFLOW_HOME"]) / "started" / flat_name([ti.dag_id, ti.run_id])
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / ti.task_id).touch()
+    claims = Path(claims_folder(run_folder(settings.cache_uri(), ti.dag_id, ti.run_id)).removeprefix("file://"))
+    first = claims / claim_file_name(cache_folder_name(FAILING_B), 1)
     ends = time.monotonic() + 120
-    while {path.name for path in folder.iterdir()} != set(TOGETHER):
+    while not (first.exists() and first.stat().st_size):
         if time.monotonic() > ends:
-            raise TimeoutError(f"the other consumer did not start: {sorted(p.name for p in folder.iterdir())}")
+            raise TimeoutError(f"no consumer claimed b: {first} is not there")
         time.sleep(0.1)
 
 
+#: The consumers that start together.
+TOGETHER = ("one", "other")
+FOUR = tuple(f"consumer_{n}" for n in range(4))
+
+
 def _files_of_this_run(ti: Any) -> list[str]:
-    """Every file under this run's cache folder, but the run marker."""
+    """Every file of the copies under this run's cache folder (not the run marker, nor the claims)."""
     folder = run_folder(settings.cache_uri(), ti.dag_id, ti.run_id).removeprefix("file://")
     return sorted(
         os.path.relpath(os.path.join(root, name), folder)
         for root, _, names in os.walk(folder)
         for name in names
-        if name != "_run.json"
+        if name != RUN_MARKER and os.path.relpath(root, folder) != CLAIMS
     )
 
 
@@ -130,14 +156,32 @@ with DAG(dag_id="cache_concurrent", max_active_runs=2, **_DAG):
         """The copies this run's cache folder holds before its release: ``<cache>/<copy>``."""
         folder = Path(run_folder(settings.cache_uri(), ti.dag_id, ti.run_id).removeprefix("file://"))
         return sorted(
-            f"{cache.name}/{copy.name}" for cache in folder.iterdir() if cache.is_dir() for copy in cache.iterdir()
+            f"{cache.name}/{copy.name}"
+            for cache in folder.iterdir()
+            if cache.is_dir() and cache.name != CLAIMS
+            for copy in cache.iterdir()
         )
 
     (
-        [_consumer(task_id, pre_execute=_both_started) for task_id in TOGETHER]
+        [_consumer(task_id, pre_execute=_all_started(*TOGETHER)) for task_id in TOGETHER]
         >> _consumer("reader")
         >> copies_before_release()
     )
+    release_caches()
+
+with DAG(dag_id="cache_four_consumers", **_DAG):
+    # Four consumers of b start together: one computes it, three wait for its copy.
+    [_consumer(task_id, pre_execute=_all_started(*FOUR)) for task_id in FOUR]
+    release_caches()
+
+with DAG(dag_id="cache_writer_fails", **_DAG):
+    # The consumer that claims b first fails while computing it; of the two waiting for it, one takes over.
+    fails = {"spark.spark_tables_test.fail_b": "true"}
+    _consumer("writer", FAILING_B, conf=fails)
+    [
+        _consumer(task_id, FAILING_B, conf={"spark.spark_tables_test.fail_b": "false"}, pre_execute=_claimed)
+        for task_id in ("waiter_1", "waiter_2")
+    ]
     release_caches()
 
 with DAG(dag_id="cache_sweep", **_DAG):

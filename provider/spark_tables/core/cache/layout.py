@@ -2,7 +2,8 @@
 
 ``<root>/<dag>/<run>/<cache name>-<fingerprint>/<task>__<map index>__<try>__<hash>-<nonce>/part-*.parquet``.
 Every task that writes a cache writes its own copy folder, so two writers never touch each other's files; the
-run folder holds ``_run.json`` (its dag and run ids, for the sweep of runs that no longer exist).
+run folder holds ``_run.json`` (its dag and run ids, for the sweep of runs that no longer exist) and ``_claims/``,
+the claims of the tables computed in the run (``<cache name>-<fingerprint>.<number>.json``, see ``claims``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from spark_tables.core.names import flat_name
 RUN_MARKER = "_run.json"
 #: In a copy folder: when a task last read the copy, for least-recently-used eviction under the quota.
 LAST_USED = "_last_used"
+#: In a run folder: the claims of its cached tables, beside the cache folders (its name is no cache's: no "-").
+CLAIMS = "_claims"
 
 
 def run_folder(cache_root: str, dag_id: str, run_id: str) -> str:
@@ -24,6 +27,10 @@ def run_folder(cache_root: str, dag_id: str, run_id: str) -> str:
 
 def cache_folder_name(table: CachedTable) -> str:
     return f"{table.name}-{table.fingerprint}"
+
+
+def claims_folder(run: str) -> str:
+    return f"{run}/{CLAIMS}"
 
 
 def cache_name(folder_name: str) -> str:

@@ -1,29 +1,34 @@
 """A task's part in its run's cached tables, around its job: find the registered copies before, settle after.
 
-Before the job: for each cached table the task reads, the copies of its definition this run has registered,
-and a fresh folder for the copy the job writes if none is whole. After the job (also when it failed): copies it
-found damaged are unregistered (their files deleted), the copy it wrote is registered, what it read is marked
-used; if another task registered a copy of the same definition first, this task's copy is withdrawn, so a run
-keeps one. Least recently used copies are evicted past ``[spark_tables] cache_quota``.
+Before the job: for each cached table the task reads that no copy of the run holds, the task claims it (single
+flight, ``core.cache.claims``), or, if another task of the run computes it, it waits for that copy
+(``CopyBeingComputed``: the operator defers); then, for each table, the copies of its definition this run has
+registered, and a fresh folder for the copy the job writes if none is whole. After the job (also when it failed):
+copies it found damaged are unregistered (their files deleted), the copy it wrote is registered, what it read is
+marked used, and its claims are released; if another task registered a copy of the same definition first (one that
+waited past the bound), this task's copy is withdrawn, so a run keeps one. Least recently used copies are evicted
+past ``[spark_tables] cache_quota``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import pendulum
 from airflow.providers.common.compat.sdk import Stats
 
+from spark_tables.core.cache.claims import CacheClaim, ClaimStep, claim_step
 from spark_tables.core.cache.descriptor import descriptor_of_copy
-from spark_tables.core.cache.layout import copy_folder, run_folder
+from spark_tables.core.cache.layout import cache_folder_name, copy_folder, run_folder
 from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse
-from spark_tables.hooks.cache import registry, storage
+from spark_tables.hooks.cache import claims, registry, storage
+from spark_tables.hooks.task_states import task_state
 from spark_tables.utils import settings
 
 log = logging.getLogger(__name__)
@@ -32,28 +37,91 @@ log = logging.getLogger(__name__)
 _COUNTERS = {"hit": "hits", "miss": "misses", "fallback": "fallbacks"}
 #: The numbers of a task's cache summary that add up over tasks (and are emitted as metrics).
 COUNTS = (*_COUNTERS.values(), "bytes_read", "bytes_written")
+#: How many claims a task tries to create in a row for one table before it waits for whoever created the latest.
+_CLAIM_ATTEMPTS = 5
+
+
+class CopyBeingComputed(Exception):
+    """Another task of the run holds the claim of a cached table this task reads: wait for that task's copy."""
+
+    def __init__(self, table: CachedTable, run: str, claim: CacheClaim) -> None:
+        super().__init__(f"cache {table.name}: {claim.describe()} computes it")
+        self.table, self.run, self.claim = table, run, claim
+
+
+@dataclass(frozen=True)
+class CacheWaits:
+    """What a task waited for, kept across its deferrals, by cache folder (``<name>-<fingerprint>``): since when
+    (ISO), for which task, and the tables it waited for past the bound (computed without a claim)."""
+
+    since: dict[str, str] = field(default_factory=dict)
+    writers: dict[str, str] = field(default_factory=dict)
+    past_bound: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"since": self.since, "writers": self.writers, "past_bound": list(self.past_bound)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> CacheWaits:
+        data = data or {}
+        return cls(dict(data.get("since", {})), dict(data.get("writers", {})), tuple(data.get("past_bound", ())))
+
+    def waiting(self, busy: CopyBeingComputed, now: str) -> CacheWaits:
+        """These waits, and the wait for ``busy``'s table (since its first wait)."""
+        folder = cache_folder_name(busy.table)
+        writer = busy.claim.holder.task_id if busy.claim.holder else ""
+        return CacheWaits(
+            {**self.since, folder: self.since.get(folder, now)}, {**self.writers, folder: writer}, self.past_bound
+        )
+
+    def with_bound_passed(self, cache_folder: str) -> CacheWaits:
+        return CacheWaits(self.since, self.writers, (*self.past_bound, cache_folder))
+
+    def summary(self, table: CachedTable) -> dict[str, Any] | None:
+        """What the task's cache summary says of its wait for ``table``: None if it did not wait."""
+        folder = cache_folder_name(table)
+        if folder not in self.since:
+            return None
+        seconds = (pendulum.now("UTC") - pendulum.parse(self.since[folder])).total_seconds()
+        return {"for": self.writers[folder], "seconds": round(seconds, 3), "past_bound": folder in self.past_bound}
 
 
 @dataclass(frozen=True)
 class TaskCaches:
-    """A task's cached tables in its run, around its job: ``prepare`` finds the copies before, ``settle`` records
-    what the job did with them after. ``writers`` are the tasks of the DAG that can register a copy."""
+    """A task's cached tables in its run, around its job: ``prepare`` claims and finds the copies before,
+    ``settle`` records what the job did with them after and releases the claims. ``writers`` are the tasks of the
+    DAG that can register a copy."""
 
     ti: Any
     writers: tuple[str, ...] = ()
     uses: tuple[CacheUse, ...] = ()
+    held: tuple[tuple[str, str, CacheClaim], ...] = ()  # (run folder, cache folder, claim) of each it computes
+    waits: CacheWaits = CacheWaits()
 
     @classmethod
-    def prepare(cls, ti: Any, tables: Iterable[CachedTable], writers: Iterable[str]) -> TaskCaches:
-        writers = tuple(writers)
-        return cls(ti, writers, cache_uses(ti, tables, list(writers)))
+    def prepare(
+        cls, ti: Any, tables: Iterable[CachedTable], writers: Iterable[str], waits: CacheWaits = CacheWaits()
+    ) -> TaskCaches:
+        """Raises ``CopyBeingComputed`` when another task of the run computes one of the tables: wait for it."""
+        writers, tables = tuple(writers), tuple(tables)
+        held = claim_missing(ti, tables, list(writers), waits.past_bound)
+        return cls(ti, writers, cache_uses(ti, tables, list(writers)), held, waits)
 
     def settle(self, result: JobResult | None) -> dict[str, Any]:
         """What the task's XCom says of its cached tables (``caches``, ``cache_evictions``); nothing when it read
         none."""
         if not self.uses:
             return {}
-        summary = settle(self.ti, self.uses, result.caches if result is not None else {}, list(self.writers))
+        reports = result.caches if result is not None else {}
+        try:
+            summary = settle(self.ti, self.uses, reports, list(self.writers))
+        finally:
+            self.release_claims()
+        claimed = {folder: claim.number for _, folder, claim in self.held}
+        for name, table in summary.items():
+            use = next(u for u in self.uses if u.table.name == name)
+            table["waited"] = self.waits.summary(use.table)
+            table["claim"] = claimed.get(cache_folder_name(use.table))
         return {"caches": summary, "cache_evictions": evict_over_quota(summary)}
 
     def settle_after_failure(self, result: JobResult | None) -> None:
@@ -62,6 +130,12 @@ class TaskCaches:
             self.settle(result)
         except Exception:
             log.exception("could not register what the failed job did with its cached tables")
+
+    def release_claims(self) -> None:
+        """Release the claims this task holds: it is done with them (its copies registered, or its job failed)."""
+        for run, folder, claim in self.held:
+            claims.release(run, folder, claim.number)
+            log.info("cache claim released: %s", claim.describe())
 
 
 def cache_uses(ti: Any, tables: Iterable[CachedTable], task_ids: list[str]) -> tuple[CacheUse, ...]:
@@ -78,6 +152,56 @@ def cache_uses(ti: Any, tables: Iterable[CachedTable], task_ids: list[str]) -> t
         log.info("cache %s: %d registered copies in this run", table.describe(), len(found))
         uses.append(CacheUse(table=table, registered=tuple(found), location=copy_folder(run, table, writer)))
     return tuple(uses)
+
+
+def claim_missing(
+    ti: Any, tables: tuple[CachedTable, ...], task_ids: list[str], unclaimed: Collection[str] = ()
+) -> tuple[tuple[str, str, CacheClaim], ...]:
+    """Claim each table no copy of the run holds (but those in ``unclaimed``, by cache folder, which the task waited
+    for past the bound): the claims this task now holds, with their run and cache folders. Tables are claimed in
+    one order (name, fingerprint), so that no two tasks ever wait for each other. Raises ``CopyBeingComputed`` for
+    the first table that another task's try computes and may still be computing."""
+    if not tables:
+        return ()
+    registry.require_backend()
+    held = []
+    run, me = run_folder(settings.cache_uri(), ti.dag_id, ti.run_id), TableOwner.of_task_instance(ti)
+    for table in sorted(tables, key=lambda t: (t.name, t.fingerprint)):
+        if cache_folder_name(table) in unclaimed or registry.registered(ti, table.name, task_ids, table.fingerprint):
+            continue
+        claim = _claim(ti, run, table, task_ids, me)
+        if claim is not None:
+            held.append((run, cache_folder_name(table), claim))
+    return tuple(held)
+
+
+def _claim(ti: Any, run: str, table: CachedTable, task_ids: list[str], me: TableOwner) -> CacheClaim | None:
+    """The claim of ``table`` this try holds now; None if a copy was registered meanwhile."""
+    folder = cache_folder_name(table)
+    current = None
+    for _ in range(_CLAIM_ATTEMPTS):
+        current = claims.current(run, folder)
+        step = claim_step(current, me, lambda c=current: task_state(ti.get_task_states, c.holder))
+        if step is ClaimStep.HOLD:
+            return current
+        if step is ClaimStep.WAIT:
+            raise CopyBeingComputed(table, run, current)
+        # The holder registers its copy before its try ends or releases the claim: look once more before taking over.
+        if registry.registered(ti, table.name, task_ids, table.fingerprint):
+            return None
+        claim = CacheClaim(current.number + 1 if current else 1, me, pendulum.now("UTC").isoformat())
+        if claims.create(run, folder, claim):
+            if current is None:
+                log.info("cache %s: no copy in this run yet; this task computes it (%s)", table.name, claim.describe())
+            else:
+                log.warning(
+                    "cache %s: %s ended without a copy; this task takes over (%s)",
+                    table.name,
+                    current.holder.describe() if current.holder else f"claim {current.number}",
+                    claim.describe(),
+                )
+            return claim
+    raise CopyBeingComputed(table, run, current or CacheClaim(1, None))  # others keep claiming it: wait for them
 
 
 def settle(ti: Any, uses: tuple[CacheUse, ...], reports: dict[str, dict[str, Any]], task_ids: list[str]) -> dict:

@@ -20,6 +20,7 @@ from airflow.sdk import ObjectStoragePath
 
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.exchange import cancel_uri, claim_uri, result_uri
+from spark_tables.hooks.task_states import task_state
 from spark_tables.utils import settings
 
 log = logging.getLogger(__name__)
@@ -91,17 +92,6 @@ def sweepable(ti: Any, catalog_conn_id: str) -> list[Claim]:
         same_task = _task(claim.owner) == {key: getattr(ti, key) for key in _task(claim.owner)}
         if same_task or claim.catalog_conn_id != catalog_conn_id:
             continue
-        if _task_state(ti, claim.owner) in FINISHED_STATES:
+        if task_state(ti.get_task_states, claim.owner) in FINISHED_STATES:
             found.append(claim)
     return found
-
-
-def _task_state(ti: Any, owner: TableOwner) -> str | None:
-    states = ti.get_task_states(
-        dag_id=owner.dag_id,
-        task_ids=[owner.task_id],
-        run_ids=[owner.run_id],
-        map_index=owner.map_index if owner.map_index >= 0 else None,
-    )
-    key = owner.task_id if owner.map_index < 0 else f"{owner.task_id}_{owner.map_index}"
-    return states.get(owner.run_id, {}).get(key)
