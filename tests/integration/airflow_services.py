@@ -91,6 +91,9 @@ class AirflowServices:
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
             # Every run here is one a test triggers: a DAG's schedule (an example's @daily) adds none when unpaused.
             "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
+            # A task whose worker was lost (its heartbeats stop) is failed, and its failure callback run, after a
+            # minute rather than Airflow's five.
+            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "60",
             # The workers' and triggerer's log servers, on ports of this session's own.
             "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),
             "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(_free_port()),
@@ -189,15 +192,22 @@ class AirflowServices:
         return self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}")["state"]
 
     def task_log(self, dag_id: str, run_id: str, task_id: str, attempt: int = 1) -> str:
-        path = (
-            self.home
-            / "logs"
-            / f"dag_id={dag_id}"
-            / f"run_id={run_id}"
-            / f"task_id={task_id}"
-            / f"attempt={attempt}.log"
-        )
+        path = self._task_logs(dag_id, run_id, task_id) / f"attempt={attempt}.log"
         return path.read_text() if path.exists() else ""
+
+    def trigger_log(self, dag_id: str, run_id: str, task_id: str, attempt: int = 1) -> str:
+        """What the triggers a task try deferred to logged in the triggerer, one after the other."""
+        logs = sorted(self._task_logs(dag_id, run_id, task_id).glob(f"attempt={attempt}.log.trigger.*.log"))
+        return "".join(log.read_text() for log in logs)
+
+    def dag_processor_log(self, dag_file: str) -> str:
+        """What the DAG processor logged while it processed ``dag_file`` (callbacks included)."""
+        return "".join(
+            log.read_text() for log in sorted((self.home / "logs" / "dag_processor").rglob(f"{dag_file}.log"))
+        )
+
+    def _task_logs(self, dag_id: str, run_id: str, task_id: str) -> Path:
+        return self.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / f"task_id={task_id}"
 
     def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
         entry = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/{key}")

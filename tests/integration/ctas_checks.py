@@ -11,6 +11,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import psycopg
 
 from spark_tables.core.catalog_config import PostgresMetastore
@@ -119,3 +120,16 @@ def read_until(process: subprocess.Popen[str], marker: str, lines: list[str]) ->
         if marker in line:
             return
     raise AssertionError(f"the run ended before {marker!r}:\n{''.join(lines[-60:])}")
+
+
+def spark_processes(table: str) -> list[psutil.Process]:
+    """spark-submit and the Python driver of the job that creates ``table`` (the spec is on their command line)."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            command = " ".join(process.cmdline())
+        except psutil.Error:
+            continue
+        if f'"table": "{table}"' in command:
+            found.append(process)
+    return found

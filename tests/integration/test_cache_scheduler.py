@@ -78,6 +78,7 @@ def test_two_runs_at_once_each_compute_b_once(airflow: AirflowServices):
         assert used["reader"]["status"] == "hit" and used["reader"]["waited"] is None, "b was there when it ran"
         assert f"/{flat_name([run_id])}/" in used["reader"]["location"], "the reader reads this run's own copy"
         assert "waiting, deferred, for its copy" in airflow.task_log("cache_concurrent", run_id, waiter)
+        assert "cache b, claim 1: released" in airflow.trigger_log("cache_concurrent", run_id, waiter), "triggerer"
         results = {task: airflow.xcom("cache_concurrent", run_id, task)["rows"] for task in ("one", "other")}
         assert results["one"] == results["other"] == airflow.xcom("cache_concurrent", run_id, "reader")["rows"]
         kept_copy = "/".join(used[writer]["location"].rstrip("/").split("/")[-2:])

@@ -11,22 +11,9 @@ import pytest
 
 from tests.integration.airflow_services import AirflowServices, wait_for
 from tests.integration.conftest import Deployment
-from tests.integration.ctas_checks import assert_gone, metastore_tables
+from tests.integration.ctas_checks import assert_gone, metastore_tables, spark_processes
 
 pytestmark = pytest.mark.integration
-
-
-def _spark_processes(table: str) -> list[psutil.Process]:
-    """spark-submit and the Python driver of the job that creates ``table`` (the spec is on their command line)."""
-    found = []
-    for process in psutil.process_iter():
-        try:
-            command = " ".join(process.cmdline())
-        except psutil.Error:
-            continue
-        if f'"table": "{table}"' in command:
-            found.append(process)
-    return found
 
 
 def _task_process(ti_id: str) -> psutil.Process:
@@ -45,7 +32,7 @@ def test_marking_the_task_failed_stops_the_job_and_drops_its_table(airflow: Airf
     wait_for(
         "the table's creation", lambda: f"created {table}, owned by" in airflow.task_log("ctas_endless", run_id, "ctas")
     )
-    spark = _spark_processes(table)
+    spark = spark_processes(table)
     assert spark and table in metastore_tables(postgres)
 
     airflow.api("PATCH", f"/dags/ctas_endless/dagRuns/{run_id}/taskInstances/ctas", {"new_state": "failed"})
@@ -65,7 +52,7 @@ def test_marking_a_replace_failed_keeps_the_old_table(airflow: AirflowServices, 
         "the staging table's creation",
         lambda: f"created {table}__staging_" in airflow.task_log("ctas_replace_endless", run_id, "replace"),
     )
-    spark = _spark_processes(table)
+    spark = spark_processes(table)
 
     airflow.api("PATCH", f"/dags/ctas_replace_endless/dagRuns/{run_id}/taskInstances/replace", {"new_state": "failed"})
 
@@ -85,7 +72,7 @@ def test_a_lost_worker_and_driver_are_swept_up_by_the_next_ctas(airflow: Airflow
     )
     ti_id = airflow.api("GET", f"/dags/ctas_endless/dagRuns/{run_id}/taskInstances/ctas")["id"]
 
-    for process in [_task_process(ti_id), *_spark_processes(table)]:  # all of it dies at once: nothing cleans up
+    for process in [_task_process(ti_id), *spark_processes(table)]:  # all of it dies at once: nothing cleans up
         process.kill()
     wait_for("the task to fail", lambda: airflow.task_state("ctas_endless", run_id, "ctas") == "failed")
     assert table in metastore_tables(postgres), "nothing could clean up yet: task process and driver died together"

@@ -301,6 +301,11 @@ def _table(ctx: dict[str, Any]) -> CachedTable:
 
 def test_waits_survive_the_round_trip_through_defer_kwargs():
     busy = CopyBeingComputed(B, "file:///run", CacheClaim(3, owner("max_b")))
-    waits = CacheWaits().waiting(busy, "2026-11-26T12:00:00+00:00").with_bound_passed(cache_folder_name(B))
+    waits = CacheWaits().waiting(busy, "2026-11-26T12:00:00+00:00")
+    waits = waits.resumed(cache_folder_name(B), "2026-11-26T12:00:30+00:00", past_bound=False)
     assert CacheWaits.from_dict(waits.to_dict()) == waits
-    assert waits.waiting(busy, "2026-11-26T13:00:00+00:00").since == waits.since, "since its first wait"
+    again = waits.waiting(busy, "2026-11-26T12:00:31+00:00")
+    assert again.since == waits.since, "since its first wait"
+    ended = again.resumed(cache_folder_name(B), "2026-11-26T13:00:00+00:00", past_bound=True)
+    assert ended.summary(B) == {"for": "max_b", "seconds": 3600.0, "past_bound": True}
+    assert ended.summary(CachedTable("c", query="SELECT 1 AS c")) is None

@@ -186,13 +186,12 @@ class SparkJobOperator(BaseOperator):
     def execute_after_waiting(self, context: Any, event: Any = None, waits: dict[str, Any] | None = None) -> Any:
         """Resumed after waiting for a cached table's copy: prepare again (a hit now, a takeover, or another wait)."""
         event = event or {}
-        self._cache_waits = CacheWaits.from_dict(waits)
+        past_bound = event.get("outcome") == WaitOutcome.TIMED_OUT.value
         self.log.info("cache %s: done waiting (%s)", event.get("cache"), event.get("outcome"))
-        if event.get("outcome") == WaitOutcome.TIMED_OUT.value:
-            self.log.warning(
-                "cache %s: waited past [spark_tables] cache_wait_timeout: computing it here", event["cache"]
-            )
-            self._cache_waits = self._cache_waits.with_bound_passed(event["cache_folder"])
+        if past_bound:
+            self.log.warning("cache %s: waited past [spark_tables] cache_wait_timeout: computes it", event["cache"])
+        now = pendulum.now("UTC").isoformat()
+        self._cache_waits = CacheWaits.from_dict(waits).resumed(event.get("cache_folder", ""), now, past_bound)
         return self.execute(context)
 
     def job_jars(self, job: Job) -> list[str]:

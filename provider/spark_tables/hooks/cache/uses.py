@@ -12,6 +12,7 @@ past ``[spark_tables] cache_quota``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
@@ -51,38 +52,46 @@ class CopyBeingComputed(Exception):
 
 @dataclass(frozen=True)
 class CacheWaits:
-    """What a task waited for, kept across its deferrals, by cache folder (``<name>-<fingerprint>``): since when
-    (ISO), for which task, and the tables it waited for past the bound (computed without a claim)."""
+    """What a task waited for, kept across its deferrals, by cache folder (``<name>-<fingerprint>``): since when and
+    until when (ISO), for which task, and the tables it waited for past the bound (computed without a claim)."""
 
     since: dict[str, str] = field(default_factory=dict)
+    until: dict[str, str] = field(default_factory=dict)
     writers: dict[str, str] = field(default_factory=dict)
     past_bound: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"since": self.since, "writers": self.writers, "past_bound": list(self.past_bound)}
+        return {"since": self.since, "until": self.until, "writers": self.writers, "past_bound": list(self.past_bound)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> CacheWaits:
         data = data or {}
-        return cls(dict(data.get("since", {})), dict(data.get("writers", {})), tuple(data.get("past_bound", ())))
+        return cls(
+            dict(data.get("since", {})),
+            dict(data.get("until", {})),
+            dict(data.get("writers", {})),
+            tuple(data.get("past_bound", ())),
+        )
 
     def waiting(self, busy: CopyBeingComputed, now: str) -> CacheWaits:
         """These waits, and the wait for ``busy``'s table (since its first wait)."""
         folder = cache_folder_name(busy.table)
         writer = busy.claim.holder.task_id if busy.claim.holder else ""
-        return CacheWaits(
-            {**self.since, folder: self.since.get(folder, now)}, {**self.writers, folder: writer}, self.past_bound
-        )
+        since = {**self.since, folder: self.since.get(folder, now)}
+        return dataclasses.replace(self, since=since, writers={**self.writers, folder: writer})
 
-    def with_bound_passed(self, cache_folder: str) -> CacheWaits:
-        return CacheWaits(self.since, self.writers, (*self.past_bound, cache_folder))
+    def resumed(self, cache_folder: str, now: str, past_bound: bool) -> CacheWaits:
+        """These waits, the wait for ``cache_folder``'s table ended ``now`` (``past_bound``: by the bound)."""
+        bound = (*self.past_bound, cache_folder) if past_bound else self.past_bound
+        return dataclasses.replace(self, until={**self.until, cache_folder: now}, past_bound=bound)
 
     def summary(self, table: CachedTable) -> dict[str, Any] | None:
         """What the task's cache summary says of its wait for ``table``: None if it did not wait."""
         folder = cache_folder_name(table)
         if folder not in self.since:
             return None
-        seconds = (pendulum.now("UTC") - pendulum.parse(self.since[folder])).total_seconds()
+        until = pendulum.parse(self.until[folder]) if folder in self.until else pendulum.now("UTC")
+        seconds = (until - pendulum.parse(self.since[folder])).total_seconds()
         return {"for": self.writers[folder], "seconds": round(seconds, 3), "past_bound": folder in self.past_bound}
 
 
