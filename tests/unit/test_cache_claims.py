@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import threading
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -26,7 +27,7 @@ from spark_tables.core.cache.claims import (
     claim_step,
     wait_step,
 )
-from spark_tables.core.cache.layout import cache_folder_name, run_folder
+from spark_tables.core.cache.layout import cache_folder_name, claims_folder, run_folder
 from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.hooks.cache import claims
@@ -138,6 +139,14 @@ class TestClaimFiles:
             thread.join()
         assert len(created) == 1
         assert claims.current(run, folder) == CacheClaim(1, owner(created[0]))
+
+    def test_a_claim_read_while_its_creator_writes_it_names_its_holder(self):
+        run, folder = self.run(), cache_folder_name(B)
+        path = Path(claims_folder(run).removeprefix("file://")) / claim_file_name(folder, 1)
+        path.parent.mkdir(parents=True)
+        path.touch()  # created exclusively, its content not written yet
+        threading.Timer(0.2, path.write_text, (CacheClaim(1, owner("max_b")).to_json(),)).start()
+        assert claims.current(run, folder) == CacheClaim(1, owner("max_b"))
 
     def test_the_current_claim_is_the_highest_and_knows_its_release(self):
         run, folder = self.run(), cache_folder_name(B)

@@ -12,53 +12,40 @@ from spark_tables.core.lookup.table import LookupTable
 from spark_tables.operators.lookup import SparkLookupReloadOperator
 from spark_tables.sensors.lookup_reload import LookupReloadSensor
 
-customers = LookupTable(
-    name="scenario_customers",
-    conn_id="spark_tables_lookup_demo",
-    table="spark_tables_demo.scenario_customers",
-    key=("customer_id",),
-    options={
-        "lookup.cache": "FULL",
-        "lookup.full-cache.periodic-reload.interval": "20 s",
-        "lookup.full-cache.periodic-reload.schedule-mode": "FIXED_DELAY",
-        "lookup.max-retries": "0",
-    },
-)
 
-with DAG(
-    dag_id="lookup_reload_scenario",
-    schedule=None,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-) as dag:
-    LookupReloadSensor(
-        task_id="wait_for_reload", lookup=customers, deferrable=True, failure_backoff="15 s"
-    ) >> SparkLookupReloadOperator(
-        task_id="reload", lookup=customers, scheduled_for="{{ ti.xcom_pull(task_ids='wait_for_reload') }}"
+def _reloaded_every_20_s(name: str, table: str, **options: str) -> LookupTable:
+    """A full cache of ``table``, reloaded 20 s after the end of the last load (FIXED_DELAY)."""
+    return LookupTable(
+        name=name,
+        conn_id="spark_tables_lookup_demo",
+        table=table,
+        key=("customer_id",),
+        options={
+            "lookup.cache": "FULL",
+            "lookup.full-cache.periodic-reload.interval": "20 s",
+            "lookup.full-cache.periodic-reload.schedule-mode": "FIXED_DELAY",
+            **options,
+        },
     )
 
-#: The example's customers (which its seed task makes and keeps), reloaded 20 s after the end of the last load.
-deferred_customers = LookupTable(
-    name="deferred_customers",
-    conn_id="spark_tables_lookup_demo",
-    table="spark_tables_demo.customers",
-    key=("customer_id",),
-    options={
-        "lookup.cache": "FULL",
-        "lookup.full-cache.periodic-reload.interval": "20 s",
-        "lookup.full-cache.periodic-reload.schedule-mode": "FIXED_DELAY",
-    },
-)
 
-with DAG(
-    dag_id="lookup_reload_deferred",
-    schedule=None,
-    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
-    catchup=False,
-):
-    # Its second run's sensor waits in the triggerer until the reload is due (tests/integration/test_as_deployed.py).
-    LookupReloadSensor(
-        task_id="wait_for_reload", lookup=deferred_customers, deferrable=True
-    ) >> SparkLookupReloadOperator(
-        task_id="reload", lookup=deferred_customers, scheduled_for="{{ ti.xcom_pull(task_ids='wait_for_reload') }}"
-    )
+def _reload_dag(dag_id: str, lookup: LookupTable, **sensor: str) -> DAG:
+    """One turn of a reload DAG: the sensor waits (deferred) until the reload is due, then the reload."""
+    with DAG(dag_id=dag_id, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False) as dag:
+        LookupReloadSensor(task_id="wait_for_reload", lookup=lookup, deferrable=True, **sensor) >> (
+            SparkLookupReloadOperator(
+                task_id="reload", lookup=lookup, scheduled_for="{{ ti.xcom_pull(task_ids='wait_for_reload') }}"
+            )
+        )
+    return dag
+
+
+customers = _reloaded_every_20_s(
+    "scenario_customers", "spark_tables_demo.scenario_customers", **{"lookup.max-retries": "0"}
+)
+dag = _reload_dag("lookup_reload_scenario", customers, failure_backoff="15 s")
+# The example's customers (which its seed task makes and keeps): under the scheduler, its second run's sensor waits
+# in the triggerer until the reload is due (tests/integration/test_as_deployed.py).
+deferred = _reload_dag(
+    "lookup_reload_deferred", _reloaded_every_20_s("deferred_customers", "spark_tables_demo.customers")
+)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -27,6 +28,11 @@ from spark_tables.core.cache.claims import (
 from spark_tables.core.cache.layout import claims_folder
 from spark_tables.core.storage_credentials import reached_by_airflow
 
+#: A claim file read empty is being written by its creator (whose write follows its exclusive creation at once):
+#: it is read again this many times, this many seconds apart, before its holder counts as not known yet.
+_EMPTY_CLAIM_READS = 40
+_EMPTY_CLAIM_PAUSE = 0.05
+
 
 @reached_by_airflow
 def current(run: str, cache_folder: str) -> CacheClaim | None:
@@ -39,8 +45,14 @@ def current(run: str, cache_folder: str) -> CacheClaim | None:
         return None
     number = max(numbers)
     released = (folder / released_file_name(cache_folder, number)).exists()
+    path = folder / claim_file_name(cache_folder, number)
     try:
-        text = (folder / claim_file_name(cache_folder, number)).read_text()
+        text = path.read_text()
+        for _ in range(_EMPTY_CLAIM_READS):  # created, not written yet (a local file: between open and close)
+            if text.strip():
+                break
+            time.sleep(_EMPTY_CLAIM_PAUSE)
+            text = path.read_text()
     except FileNotFoundError:  # the run's caches released meanwhile
         return None
     return CacheClaim.from_json(number, text, released)

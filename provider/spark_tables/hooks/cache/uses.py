@@ -92,7 +92,8 @@ class CacheWaits:
             return None
         until = pendulum.parse(self.until[folder]) if folder in self.until else pendulum.now("UTC")
         seconds = (until - pendulum.parse(self.since[folder])).total_seconds()
-        return {"for": self.writers[folder], "seconds": round(seconds, 3), "past_bound": folder in self.past_bound}
+        writer = self.writers[folder] or None  # None: its claim was not written yet when the task began to wait
+        return {"for": writer, "seconds": round(seconds, 3), "past_bound": folder in self.past_bound}
 
 
 @dataclass(frozen=True)
