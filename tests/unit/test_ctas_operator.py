@@ -765,6 +765,15 @@ class TestSqlJobCtasStatements:
         assert fake.jobs == [CtasCleanupJob(tables=("db.a", "db.b"), owner=_OWNER)]
         assert read_claim(_OWNER) is None
 
+    def test_a_lost_try_s_durable_claim_is_left_to_the_next_try_which_takes_its_driver_over(self, runs):
+        write_claim(Claim(("db.a",), _OWNER, _CATALOG, durable=True))
+        fake = runs(ctas_cleanup=_cleanup_result())
+
+        clean_up_before_retry({**_context(), "task": _sql_operator()})
+
+        assert fake.jobs == []
+        assert read_claim(_OWNER) == Claim(("db.a",), _OWNER, _CATALOG, durable=True)
+
     @pytest.mark.usefixtures("nothing_is_started")
     @pytest.mark.parametrize(
         ("sql", "named"),

@@ -466,10 +466,10 @@ FOLLOW_POLL_SECONDS = 0.5
 STATE_POLL_SECONDS = 5.0
 
 
-def follow_log(path: str, ended: Callable[[], bool]) -> Iterator[str]:
+def follow_log(path: str, ended: Callable[[], bool], ask_every: float = STATE_POLL_SECONDS) -> Iterator[str]:
     """The lines of a log file another process writes, as they come, until ``ended()`` says it is done; then the
-    rest. ``ended`` is asked at most every ``STATE_POLL_SECONDS`` while the file has nothing new."""
-    asked = 0.0
+    rest. ``ended`` is asked at most every ``ask_every`` seconds while the file has nothing new."""
+    asked: float | None = None
     with open(path, encoding="utf-8", errors="replace") as handle:
         partial = ""
         while True:
@@ -480,7 +480,7 @@ def follow_log(path: str, ended: Callable[[], bool]) -> Iterator[str]:
                     yield partial
                     partial = ""
                 continue
-            if time.monotonic() - asked >= STATE_POLL_SECONDS or asked == 0.0:
+            if asked is None or time.monotonic() - asked >= ask_every:
                 asked = time.monotonic()
                 if ended():
                     rest = partial + handle.read()
