@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from spark_tables.core.catalog_config import EmbeddedCatalog, PostgresMetastore
 from spark_tables.core.durable_job import START_TIMEOUT_SECONDS, DriverFacts, DriverLaunch, DriverState, driver_state
 from spark_tables.core.exchange import cancel_uri, spec_uri, started_uri
 from spark_tables.core.job_result import JobResult
@@ -213,29 +214,38 @@ class TestLaunchedFiles:
 
 
 class TestDetaching:
-    def test_a_standalone_master_in_client_mode_detaches_the_driver_of_a_durable_job(self, catalog, set_connection):
-        set_connection("spark_x", conn_type="spark", host="spark://m", port=7077, extra={"deploy-mode": "client"})
-        spec = JobSpec(job=SqlJob(statements=("SELECT 1",)), result_uri="file:///tmp/exchange/r.json")
+    SPEC = JobSpec(job=SqlJob(statements=("SELECT 1",)), result_uri="file:///tmp/exchange/r.json")
 
-        hook = SparkJobHook(spec=spec, catalog=catalog, conn_id="spark_x", durable=True)
+    def test_a_standalone_master_in_client_mode_detaches_the_driver_of_a_durable_job(self, metastore, set_connection):
+        set_connection("spark_x", conn_type="spark", host="spark://m", port=7077, extra={"deploy-mode": "client"})
+
+        hook = SparkJobHook(spec=self.SPEC, catalog=metastore, conn_id="spark_x", durable=True)
 
         assert hook.durable and hook.spec.durable
         assert hook.spec.watch_pid is None, "a detached driver outlives the task process"
-        assert hook.application_args == [f"@{spec_uri(spec.result_uri)}"], "a later try reads the spec back"
+        assert hook.application_args == [f"@{spec_uri(self.SPEC.result_uri)}"], "a later try reads the spec back"
 
     @pytest.mark.parametrize("master", ["local[2]", "yarn"])
-    def test_other_masters_do_not_detach(self, catalog, set_connection, master):
+    def test_other_masters_do_not_detach(self, metastore, set_connection, master):
         set_connection("spark_x", conn_type="spark", host=master)
-        spec = JobSpec(job=SqlJob(statements=("SELECT 1",)), result_uri="file:///tmp/exchange/r.json")
 
-        hook = SparkJobHook(spec=spec, catalog=catalog, conn_id="spark_x", durable=True)
+        hook = SparkJobHook(spec=self.SPEC, catalog=metastore, conn_id="spark_x", durable=True)
 
         assert not hook.durable and not hook.spec.durable
         assert hook.spec.watch_pid is not None
 
+    def test_the_embedded_catalog_does_not_detach_its_one_application_at_a_time(
+        self, spark_tables_home, set_connection
+    ):
+        set_connection("spark_x", conn_type="spark", host="spark://m", port=7077)
+
+        hook = SparkJobHook(
+            spec=self.SPEC, catalog=EmbeddedCatalog(home=str(spark_tables_home)), conn_id="spark_x", durable=True
+        )
+
+        assert not hook.durable
+
 
 @pytest.fixture
-def catalog(spark_tables_home):
-    from spark_tables.core.catalog_config import EmbeddedCatalog
-
-    return EmbeddedCatalog(home=str(spark_tables_home))
+def metastore(tmp_path) -> PostgresMetastore:
+    return PostgresMetastore(host="pg", port=5432, user="u", database="m", warehouse=str(tmp_path / "warehouse"))

@@ -99,8 +99,9 @@ class SparkJobHook(SparkSubmitAdapter):
             # Executors and driver use this Python, where the provider and pyspark are installed.
             self.spark_conf.setdefault("spark.pyspark.python", sys.executable)
             self.spark_conf.setdefault("spark.pyspark.driver.python", sys.executable)
-        #: Whether the job's driver runs detached, to outlive this process (``core/durable_job.py``).
-        self.durable = durable and self.detaches
+        #: Whether the job's driver runs detached, to outlive this process (``core/durable_job.py``): not on a
+        #: catalog that admits one application at a time (embedded Derby), whose lock this process holds.
+        self.durable = durable and self.detaches and not catalog.exclusive
         self._spec = dataclasses.replace(
             spec,
             watch_pid=os.getpid() if deploy_mode != "cluster" and not self.durable else None,
@@ -279,8 +280,11 @@ class SparkJobHook(SparkSubmitAdapter):
             else:
                 self.log.info("the driver's log is on %s, in %s: waiting for its result", launch.host, log_path)
                 wait_until(ended)
-        except BaseException:
+        except BaseException:  # interrupted (execution_timeout): the job stops in order, as in ``run``
             self._stop_and_wait()
+            if own is not None:
+                with contextlib.suppress(SparkJobFailed):
+                    self.take_detached_result(launch, own)
             raise
         finally:
             self._cancel_path = None
