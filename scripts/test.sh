@@ -16,9 +16,15 @@ postgres_ready SPARK_TABLES_TEST_PG_HOST/_PORT/_USER "$PG_HOST" "$PG_PORT" "$PG_
   exit 1
 }
 
-source "$(dirname "${BASH_SOURCE[0]}")/browser.sh"
-chromium_ready || exit 1
-export SPARK_TABLES_TEST_CHROMIUM="$CHROMIUM"
+source "$(dirname "${BASH_SOURCE[0]}")/debian_tools.sh"
+# The monitoring pages' browser: Debian's chromium (Playwright drives it; its own browser downloads are not used).
+export SPARK_TABLES_TEST_CHROMIUM=${SPARK_TABLES_TEST_CHROMIUM:-/usr/bin/chromium}
+debian_tool_ready "$SPARK_TABLES_TEST_CHROMIUM" chromium "the monitoring pages' browser tests use it" \
+  SPARK_TABLES_TEST_CHROMIUM || exit 1
+# docker/compose.yaml is validated with Debian's docker-compose (its `config` needs no Docker daemon).
+export SPARK_TABLES_TEST_DOCKER_COMPOSE=${SPARK_TABLES_TEST_DOCKER_COMPOSE:-/usr/bin/docker-compose}
+debian_tool_ready "$SPARK_TABLES_TEST_DOCKER_COMPOSE" docker-compose "the test of docker/compose.yaml validates it with it" \
+  SPARK_TABLES_TEST_DOCKER_COMPOSE || exit 1
 
 ruff check .
 ruff format --check .

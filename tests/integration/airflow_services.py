@@ -19,13 +19,15 @@ from typing import Any, TypeVar
 
 import redis
 
-from tests.integration.as_deployed import airflow_settings
+from tests.integration.as_deployed import AIRFLOW_COMPONENTS, airflow_settings
 from tests.integration.conftest import VENV_BIN, Deployment
 
 T = TypeVar("T")
 
 #: The broker: Redis on loopback, shared by whatever runs tests here (scripts/test.sh starts it when it is down).
 REDIS = os.environ.get("SPARK_TABLES_TEST_REDIS", "127.0.0.1:6379")
+#: The one component started apart, and again after ``kill_worker``.
+_CELERY_WORKER = ("celery", "worker")
 #: In a Redis database a test session uses: who it is; the key that claims the database.
 _REDIS_OWNER_KEY = "spark_tables_tests:owner"
 #: Databases a test session may claim: 0 is compose's; Redis has 16 by default.
@@ -103,9 +105,10 @@ class AirflowServices:
         self._token = ""
 
     def start(self) -> None:
-        self._start("api-server", ["api-server", "--port", str(self.port)])
-        for component in ("scheduler", "dag-processor", "triggerer"):
-            self._start(component, [component])
+        """Every component of ``as_deployed.AIRFLOW_COMPONENTS`` (the API server on this port, from the settings)."""
+        for component in AIRFLOW_COMPONENTS:
+            if component != _CELERY_WORKER:
+                self._start(component[0], list(component))
         self.start_worker()
         wait_for("the API server, scheduler, DAG processor and triggerer", self._healthy, timeout=120)
         self._token = json.loads(urllib.request.urlopen(self._url("/auth/token")).read())["access_token"]
@@ -127,7 +130,7 @@ class AirflowServices:
         it takes tasks; its name."""
         self._workers += 1
         name = f"celery-worker-{self._workers}"
-        command = ["celery", "worker", "--celery-hostname", f"{name}@%h", "--pid", str(self.home / f"{name}.pid")]
+        command = [*_CELERY_WORKER, "--celery-hostname", f"{name}@%h", "--pid", str(self.home / f"{name}.pid")]
         self._start(name, command)
         wait_for(f"{name} to be ready", lambda: " ready." in self._log_of_running(name))
         return name

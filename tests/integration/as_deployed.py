@@ -9,10 +9,20 @@ shared by whatever runs tests on the machine).
 
 from __future__ import annotations
 
+from typing import Any
+
 #: The Spark standalone cluster: a master and this many workers, each with these cores and memory.
 SPARK_WORKERS = 2
 SPARK_WORKER_CORES = 1
 SPARK_WORKER_MEMORY = "1g"
+
+#: What every Spark application is given (docker/spark-defaults.conf): one core, so that as many applications run at
+#: once as the cluster has cores (the first does not take them all while the others wait), and an executor that fits
+#: a worker's memory.
+SPARK_APP_CONF = {"spark.cores.max": "1", "spark.executor.memory": "512m"}
+
+#: The Airflow components, each its own process (its own service in compose.yaml): the arguments of ``airflow``.
+AIRFLOW_COMPONENTS = (("api-server",), ("scheduler",), ("dag-processor",), ("triggerer",), ("celery", "worker"))
 
 #: The CeleryExecutor's queue of tasks: Redis, database 0.
 CELERY_BROKER_DATABASE = 0
@@ -39,3 +49,36 @@ def airflow_settings(
         "AIRFLOW__CELERY__RESULT_BACKEND": f"db+{metadata_db.replace('+psycopg2', '', 1)}",
         "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(CELERY_WORKER_CONCURRENCY),
     }
+
+
+def spark_connection(*, master: str) -> str:
+    """``AIRFLOW_CONN_SPARK_DEFAULT``: the standalone master at ``master`` (``host:port``), drivers in client mode.
+
+    Spark runs a Python application's driver only in client mode on a standalone master (spark-submit refuses
+    cluster mode there), so the driver runs on the Airflow worker that runs the task.
+    """
+    return f"spark://{master}?deploy-mode=client"
+
+
+def spark_tables_settings(*, shared: str) -> dict[str, str]:
+    """The ``[spark_tables]`` settings: ``shared`` is a folder that Airflow's workers, the Spark drivers and the
+    executors all see at this path (an NFS mount, a volume). The exchange, cache, lookup and checkpoint roots are
+    under it, by default."""
+    return {"AIRFLOW__SPARK_TABLES__HOME": shared}
+
+
+def catalog_connection(
+    *, host: str, port: int, user: str, password: str | None, database: str, warehouse: str
+) -> dict[str, Any]:
+    """``AIRFLOW_CONN_SPARK_TABLES_DEFAULT`` (as JSON): the PostgreSQL metastore, its warehouse on the shared folder."""
+    connection: dict[str, Any] = {
+        "conn_type": "spark_tables",
+        "host": host,
+        "port": port,
+        "schema": database,
+        "login": user,
+        "extra": {"warehouse": warehouse},
+    }
+    if password is not None:
+        connection["password"] = password
+    return connection

@@ -217,6 +217,15 @@ class TestConsumers:
         [(_, _, taken)] = claim_missing(with_states("max_b", {"max_b": "running"}, try_number=2), (B,), TASKS)
         assert (taken.number, taken.holder) == (2, owner("max_b", 2))
 
+    def test_a_retry_that_takes_its_earlier_trys_durable_job_releases_that_trys_claim(self):
+        first = TaskCaches.prepare(with_states("max_b", {}), (B,), TASKS)
+        retry = TaskCaches.of_launched(ti("max_b", 2), TASKS, first.uses)
+        assert retry.held == first.held
+        retry.release_claims()
+        [(run, folder, _)] = first.held
+        assert claims.current(run, folder).released
+        assert TaskCaches.of_launched(ti("min_b"), TASKS, first.uses).held == (), "another task's claim is not its"
+
     def test_a_table_with_a_copy_or_waited_for_past_the_bound_is_not_claimed(self):
         registered_copy("max_b")
         assert claim_missing(with_states("min_b", {}), (B,), TASKS) == ()

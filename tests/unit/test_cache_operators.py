@@ -56,7 +56,14 @@ def context(dag: DAG, task_id: str, pulled: dict[str, Any] | None = None) -> dic
         return [(pulled or {}).get(task_id) for task_id in task_ids]
 
     ti = SimpleNamespace(
-        dag_id=dag.dag_id, run_id=RUN, task_id=task_id, map_index=-1, try_number=1, xcom_pull=xcom_pull, pushed={}
+        dag_id=dag.dag_id,
+        run_id=RUN,
+        task_id=task_id,
+        map_index=-1,
+        try_number=1,
+        xcom_pull=xcom_pull,
+        pushed={},
+        stats_tags={},
     )
     ti.get_dr_count = lambda dag_id, run_ids, states: 1
     ti.xcom_push = lambda key, value: ti.pushed.__setitem__(key, value)

@@ -69,7 +69,9 @@ def xcom(monkeypatch) -> type[InMemoryXCom]:
 
 
 def ti(task_id: str = "max_b", try_number: int = 1) -> SimpleNamespace:
-    return SimpleNamespace(dag_id="flip36", run_id=RUN, task_id=task_id, map_index=-1, try_number=try_number)
+    return SimpleNamespace(
+        dag_id="flip36", run_id=RUN, task_id=task_id, map_index=-1, try_number=try_number, stats_tags={}
+    )
 
 
 def a_copy(location: str, files: dict[str, bytes]) -> list[CachePartition]:

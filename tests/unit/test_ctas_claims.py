@@ -93,6 +93,7 @@ class TestClaimFiles:
             "tables": ["db.sales"],
             "owner": dataclasses.asdict(_OWNER),
             "catalog_conn_id": _CATALOG,
+            "durable": False,
         }
 
     def test_write_claim_creates_the_exchange_folder_and_one_flat_file(self, spark_tables_home):

@@ -27,8 +27,8 @@ from spark_tables.hooks.ctas import claims as ctas_claims
 from spark_tables.hooks.ctas.claims import Claim, read_claim, write_claim
 from spark_tables.hooks.spark_job import SparkJobFailed, SparkJobHook
 from spark_tables.operators.ctas import SparkCtasOperator
-from spark_tables.operators.ctas_lifecycle import clean_up_after_lost_try
-from spark_tables.operators.spark_job import SparkJobOperator
+from spark_tables.operators.ctas_lifecycle import clean_up_after_lost_try, clean_up_before_retry
+from spark_tables.operators.spark_job import SparkJobOperator, stop_lost_driver
 from spark_tables.operators.sql import SparkSqlJobOperator
 
 pytestmark = pytest.mark.usefixtures("spark_tables_home")
@@ -41,7 +41,8 @@ _CATALOG = "spark_tables_default"
 def _context(states: dict[str, str | None] | None = None, **ti_fields: Any) -> dict[str, Any]:
     """A task context: the ti (who runs, and ``states`` of other tasks of this run by task id); what the task
     pushes to XCom lands in ``ti.pushed``, by key."""
-    ti = {"dag_id": "sales", "run_id": _RUN, "task_id": "load", "map_index": -1, "try_number": 1, **ti_fields}
+    ti = {"dag_id": "sales", "run_id": _RUN, "task_id": "load", "map_index": -1, "try_number": 1, "stats_tags": {}}
+    ti.update(ti_fields)
     pushed: dict[str, Any] = {}
 
     def get_task_states(dag_id, task_ids, run_ids, map_index):
@@ -317,8 +318,8 @@ class TestCallbacks:
     def test_the_cleanup_callback_is_added_to_failure_and_retry(self):
         operator = _operator(sql="CREATE TABLE db.t AS SELECT 1")
 
-        assert operator.on_failure_callback == [clean_up_after_lost_try]
-        assert operator.on_retry_callback == [clean_up_after_lost_try]
+        assert operator.on_failure_callback == [stop_lost_driver, clean_up_after_lost_try]
+        assert operator.on_retry_callback == [clean_up_before_retry]
 
     def test_a_single_user_callback_is_kept_first(self):
         def alert(context):
@@ -326,8 +327,8 @@ class TestCallbacks:
 
         operator = _operator(sql="CREATE TABLE db.t AS SELECT 1", on_failure_callback=alert, on_retry_callback=alert)
 
-        assert operator.on_failure_callback == [alert, clean_up_after_lost_try]
-        assert operator.on_retry_callback == [alert, clean_up_after_lost_try]
+        assert operator.on_failure_callback == [alert, stop_lost_driver, clean_up_after_lost_try]
+        assert operator.on_retry_callback == [alert, clean_up_before_retry]
 
     @pytest.mark.parametrize("container", [list, tuple])
     def test_a_list_of_user_callbacks_is_kept_in_order(self, container):
@@ -343,8 +344,8 @@ class TestCallbacks:
             on_retry_callback=container([page]),
         )
 
-        assert operator.on_failure_callback == [alert, page, clean_up_after_lost_try]
-        assert operator.on_retry_callback == [page, clean_up_after_lost_try]
+        assert operator.on_failure_callback == [alert, page, stop_lost_driver, clean_up_after_lost_try]
+        assert operator.on_retry_callback == [page, clean_up_before_retry]
 
 
 class TestTemplates:
@@ -757,11 +758,21 @@ class TestSqlJobCtasStatements:
         fake = runs(ctas_cleanup=_cleanup_result())
         operator = _sql_operator()
 
-        assert operator.on_failure_callback == operator.on_retry_callback == [clean_up_after_lost_try]
-        clean_up_after_lost_try({**_context(), "task": operator})
+        assert operator.on_failure_callback == [stop_lost_driver, clean_up_after_lost_try]
+        assert operator.on_retry_callback == [clean_up_before_retry]
+        clean_up_before_retry({**_context(), "task": operator})
 
         assert fake.jobs == [CtasCleanupJob(tables=("db.a", "db.b"), owner=_OWNER)]
         assert read_claim(_OWNER) is None
+
+    def test_a_lost_try_s_durable_claim_is_left_to_the_next_try_which_takes_its_driver_over(self, runs):
+        write_claim(Claim(("db.a",), _OWNER, _CATALOG, durable=True))
+        fake = runs(ctas_cleanup=_cleanup_result())
+
+        clean_up_before_retry({**_context(), "task": _sql_operator()})
+
+        assert fake.jobs == []
+        assert read_claim(_OWNER) == Claim(("db.a",), _OWNER, _CATALOG, durable=True)
 
     @pytest.mark.usefixtures("nothing_is_started")
     @pytest.mark.parametrize(

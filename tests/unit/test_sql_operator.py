@@ -17,7 +17,7 @@ pytestmark = pytest.mark.usefixtures("spark_tables_home")
 def _context(**ti_fields):
     """The context of try 1 of ``load``; what it pushes to XCom lands in ``ti.pushed``, by key."""
     ti = {"dag_id": "sales", "run_id": "manual__2026-01-01T00:00:00+00:00", "task_id": "load", "map_index": -1}
-    ti.update({"try_number": 1, "pushed": {}, **ti_fields})
+    ti.update({"try_number": 1, "pushed": {}, "stats_tags": {}, **ti_fields})
     ti["xcom_push"] = lambda key, value: ti["pushed"].__setitem__(key, value)
     return {"ti": SimpleNamespace(**ti)}
 

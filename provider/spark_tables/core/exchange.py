@@ -46,6 +46,16 @@ def cancel_uri(result_uri: str) -> str:
     return result_uri.removesuffix(".json") + ".cancel"
 
 
+def started_uri(result_uri: str) -> str:
+    """Where a durable job's driver says that its session started, and in which application: beside the result."""
+    return result_uri.removesuffix(".json") + ".started.json"
+
+
+def log_uri(result_uri: str) -> str:
+    """Where a durable job's spark-submit writes its output, for any try of the task to follow: beside the result."""
+    return result_uri.removesuffix(".json") + ".log"
+
+
 def local_path(uri: str) -> str | None:
     """The local file path a ``file:`` URI (of no host or localhost) or a plain path names; None otherwise."""
     if "://" not in uri and not uri.startswith("file:"):

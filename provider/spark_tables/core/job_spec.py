@@ -70,7 +70,8 @@ class JobSpec:
     ``result_uri`` is a file URI both sides reach (local folder in client mode, shared storage in cluster
     mode). ``watch_pid`` is the Airflow task process in client mode: the driver stops itself if it dies.
     ``session_conf`` is Spark conf the driver sets on its session before it starts, for settings that hold a
-    secret (the metastore's password): spark-submit's ``--conf`` would put them on a command line.
+    secret (the metastore's password): spark-submit's ``--conf`` would put them on a command line. ``durable``: the
+    driver outlives the task process (``core/durable_job.py``): it says when its session started, beside its result.
     """
 
     job: Job
@@ -78,6 +79,7 @@ class JobSpec:
     watch_pid: int | None = None
     caches: tuple[CacheUse, ...] = ()
     session_conf: Mapping[str, str] = field(default_factory=dict)
+    durable: bool = False
 
     def __post_init__(self) -> None:
         names = [use.table.name for use in self.caches]
@@ -112,6 +114,8 @@ class JobSpec:
         }
         if self.session_conf:
             document["session_conf"] = self.session_conf
+        if self.durable:
+            document["durable"] = True
         return json.dumps(document)
 
     @classmethod
@@ -132,6 +136,7 @@ class JobSpec:
             watch_pid=data.get("watch_pid"),
             caches=tuple(CacheUse.from_dict(use) for use in data.get("caches", [])),
             session_conf=data.get("session_conf", {}),
+            durable=data.get("durable") is True,
         )
 
 

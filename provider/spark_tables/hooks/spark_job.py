@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import quote
@@ -18,13 +21,15 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowNotFoun
 from airflow.sdk import ObjectStoragePath
 
 from spark_tables.core.catalog_config import Catalog
+from spark_tables.core.durable_job import DriverFacts, DriverLaunch, DriverState, driver_state
 from spark_tables.core.errors import SpecError
-from spark_tables.core.exchange import cancel_uri, local_path, spec_uri
+from spark_tables.core.exchange import cancel_uri, local_path, log_uri, spec_uri, started_uri
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import JobSpec
 from spark_tables.core.spark_log import LineTally
 from spark_tables.core.storage_credentials import reached_by_airflow
 from spark_tables.hooks.spark_submit import SparkSubmitAdapter
+from spark_tables.hooks.standalone_master import MASTER_UI_EXTRA, application_active, master_ui_urls
 from spark_tables.utils import settings
 from spark_tables.utils.catalog_lock import exclusive_catalog
 from spark_tables.utils.class_archive import ClassArchive
@@ -69,6 +74,7 @@ class SparkJobHook(SparkSubmitAdapter):
         conf: dict[str, Any] | None = None,
         py_files: str | None = None,
         driver_class_path: str | None = None,
+        durable: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -83,6 +89,7 @@ class SparkJobHook(SparkSubmitAdapter):
         self.last_result: JobResult | None = None
         self._derby_busy = False
         self._cancel_path: ObjectStoragePath | None = None
+        self._launch: DriverLaunch | None = None
         master, deploy_mode = self.connection_settings["master"], self.connection_settings["deploy_mode"]
         if deploy_mode not in (None, *DEPLOY_MODES):
             raise SpecError(
@@ -92,10 +99,14 @@ class SparkJobHook(SparkSubmitAdapter):
             # Executors and driver use this Python, where the provider and pyspark are installed.
             self.spark_conf.setdefault("spark.pyspark.python", sys.executable)
             self.spark_conf.setdefault("spark.pyspark.driver.python", sys.executable)
+        #: Whether the job's driver runs detached, to outlive this process (``core/durable_job.py``): not on a
+        #: catalog that admits one application at a time (embedded Derby), whose lock this process holds.
+        self.durable = durable and self.detaches and not catalog.exclusive
         self._spec = dataclasses.replace(
             spec,
-            watch_pid=os.getpid() if deploy_mode != "cluster" else None,
+            watch_pid=os.getpid() if deploy_mode != "cluster" and not self.durable else None,
             session_conf=_session_conf(catalog, conf or {}, spec.session_conf),
+            durable=self.durable,
         )
         archive_folder = settings.jvm_class_archive() if deploy_mode != "cluster" else None
         self._class_archive = ClassArchive(archive_folder, self.driver_class_path) if archive_folder else None
@@ -105,6 +116,7 @@ class SparkJobHook(SparkSubmitAdapter):
             len(spec_json.encode()) > INLINE_SPEC_BYTES
             or self._spec.carries_credentials
             or self._spec.holds_connections
+            or self.durable  # a later try reads it back to take the job's result
         ):
             self._spec_file = (ObjectStoragePath(spec_uri(self._spec.result_uri)), spec_json)
             self.application_args = [f"@{spec_uri(self._spec.result_uri)}"]
@@ -112,6 +124,19 @@ class SparkJobHook(SparkSubmitAdapter):
             self.application_args = [spec_json]
         java_binary()  # spark-submit is a JVM: fail here, with what to do, rather than in its output
         self._spark_binary_path = spark_binary_path(self.connection_settings["spark_binary"])
+
+    @property
+    def detaches(self) -> bool:
+        """Whether a driver can run detached from this process and be found again by a later try: on a standalone
+        master in client mode, which says through its JSON API whether an application runs."""
+        return self.connection_settings["master"].startswith("spark://") and (
+            self.connection_settings["deploy_mode"] != "cluster"
+        )
+
+    @property
+    def spec(self) -> JobSpec:
+        """The job spec the driver gets."""
+        return self._spec
 
     @property
     def master(self) -> str:
@@ -138,6 +163,7 @@ class SparkJobHook(SparkSubmitAdapter):
                 ) from None
             conn = None
         self.history_server = (conn.extra_dejson.get(HISTORY_SERVER_EXTRA) or None) if conn is not None else None
+        self.master_ui = (conn.extra_dejson.get(MASTER_UI_EXTRA) or None) if conn is not None else None
         try:
             data = resolve()
         except ValueError as err:
@@ -182,6 +208,104 @@ class SparkJobHook(SparkSubmitAdapter):
             raise SparkJobFailed(self._failure_line(self.last_result)) from failure
         if self.last_result is None:
             raise SparkJobFailed(f"the Spark job ended without writing its result to {self._spec.result_uri}")
+        if not self.last_result.succeeded:
+            raise SparkJobFailed(self.last_result.error)
+        return self.last_result
+
+    def start_detached(self, try_number: int) -> DriverLaunch:
+        """Start the durable job's driver detached from this process: in a session of its own, its output in a log
+        file, not stopping when this process ends. What a later try needs to find it again."""
+        result_path = ObjectStoragePath(self._spec.result_uri)
+        cancel_path = ObjectStoragePath(cancel_uri(self._spec.result_uri))
+        _prepare_exchange(result_path, cancel_path, self._spec_file)
+        ObjectStoragePath(started_uri(self._spec.result_uri)).unlink(missing_ok=True)
+        self._use_class_archive()
+        log_path = driver_log_path(self._spec.result_uri)
+        os.makedirs(os.path.dirname(log_path), exist_ok=True)
+        descriptor = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as log_file:
+            self.submit_process = subprocess.Popen(
+                self.submit_command(ENTRY_SCRIPT),
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        self._cancel_path = cancel_path
+        launch = DriverLaunch(
+            result_uri=self._spec.result_uri,
+            host=socket.gethostname(),
+            pid=self.submit_process.pid,
+            launched_at=time.time(),
+            try_number=try_number,
+        )
+        self.log.info("Spark driver started detached (pid %d on %s), output in %s", launch.pid, launch.host, log_path)
+        return launch
+
+    def driver_state(self, launch: DriverLaunch) -> tuple[DriverState, str | None]:
+        """What became of a launched driver, and the application it started, as far as this process can learn."""
+        result_written = ObjectStoragePath(launch.result_uri).exists()
+        application_id = _started_application(launch.result_uri)
+        active = None
+        if application_id is not None and not result_written:
+            urls = master_ui_urls(self.connection_settings["master"], self.master_ui)
+            active = application_active(urls, application_id)
+        facts = DriverFacts(
+            result_written=result_written or ObjectStoragePath(launch.result_uri).exists(),
+            application_id=application_id,
+            application_active=active,
+            process_alive=_process_alive(launch),
+            seconds_since_launch=time.time() - launch.launched_at,
+        )
+        return driver_state(facts), application_id
+
+    def wait_detached(self, launch: DriverLaunch) -> JobResult:
+        """Follow a detached driver's log into the task log until it ends, then take its result, as ``run`` does.
+
+        The driver is this process's own when it started it, else a lost try's, whose state is asked for.
+        """
+        own = self.submit_process if self.submit_process is not None and self.submit_process.pid == launch.pid else None
+        self._launch = launch
+        self._cancel_path = ObjectStoragePath(cancel_uri(launch.result_uri))
+
+        def ended() -> bool:
+            if own is not None:
+                return own.poll() is not None
+            return self.driver_state(launch)[0] not in (DriverState.STARTING, DriverState.RUNNING)
+
+        try:
+            log_path = driver_log_path(launch.result_uri)
+            if os.path.exists(log_path):
+                self.pass_log_on(follow_log(log_path, ended))
+            else:
+                self.log.info("the driver's log is on %s, in %s: waiting for its result", launch.host, log_path)
+                wait_until(ended)
+        except BaseException:  # interrupted (execution_timeout): the job stops in order, as in ``run``
+            self._stop_and_wait()
+            if own is not None:
+                with contextlib.suppress(SparkJobFailed):
+                    self.take_detached_result(launch, own)
+            raise
+        finally:
+            self._cancel_path = None
+        return self.take_detached_result(launch, own)
+
+    def take_detached_result(self, launch: DriverLaunch, own: subprocess.Popen | None = None) -> JobResult:
+        """Take the result a detached driver wrote, and the files beside it; raise ``SparkJobFailed`` as ``run``
+        does when there is none, or it says the job failed. ``own``: the driver's process, when this one started
+        it."""
+        self.last_result = _take_result(ObjectStoragePath(launch.result_uri))
+        if self.last_result is not None or own is not None:  # a lost driver's files stay, for who looks into it
+            forget_launched_files(launch.result_uri)
+        if self._class_archive is not None and own is not None:
+            self._class_archive.keep()
+        if self.last_result is None:
+            if own is not None and own.returncode:
+                raise SparkJobFailed(self._failure_line(None))
+            raise SparkJobFailed(
+                f"the Spark driver of try {launch.try_number} (pid {launch.pid} on {launch.host}) ended without "
+                f"writing its result to {launch.result_uri}"
+            )
         if not self.last_result.succeeded:
             raise SparkJobFailed(self.last_result.error)
         return self.last_result
@@ -236,15 +360,22 @@ class SparkJobHook(SparkSubmitAdapter):
         process, cancel_path = self.submit_process, self._cancel_path
         if process is not None and process.poll() is None:
             threading.Thread(target=self._stop_job, args=(process, cancel_path), daemon=True).start()
+        elif self._launch is not None and cancel_path is not None:  # a lost try's driver, which this try waits for
+            threading.Thread(target=cancel_path.write_text, args=("stop",), daemon=True).start()
 
     def _stop_and_wait(self) -> None:
         """Stop the job as ``on_kill`` does, and wait for it, still passing its log on (a full pipe would block it)."""
         process = self.submit_process
+        if self._launch is not None and (process is None or process.pid != self._launch.pid):
+            self.log.warning("the task was interrupted: asking try %d's Spark job to stop", self._launch.try_number)
+            self.on_kill()
+            return  # the driver's result says it stopped; the next try, or the failure callback, reads it
         if process is None or process.poll() is not None:
             return
         self.log.warning("the task was interrupted: asking the Spark job to stop and undo what it created")
         self.on_kill()
-        self.pass_log_on(iter(process.stdout))
+        if process.stdout is not None:
+            self.pass_log_on(iter(process.stdout))
         process.wait()
 
     def _stop_job(self, process: subprocess.Popen, cancel_path: ObjectStoragePath | None) -> None:
@@ -285,6 +416,109 @@ def _stop_process_group(process: subprocess.Popen) -> None:
         return
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)  # what of the group outlived the JVM, such as the Python driver
+
+
+def read_launched_spec(result_uri: str) -> JobSpec | None:
+    """The spec a durable job's driver was started with, left beside its result; None once its result is taken."""
+    path = ObjectStoragePath(spec_uri(result_uri))
+    try:
+        spec = JobSpec.from_json(path.read_text())
+    except (FileNotFoundError, SpecError):
+        return None
+    return spec if spec.durable else None
+
+
+def forget_launched_files(result_uri: str) -> None:
+    """Remove what a durable job leaves beside its result: spec, cancel and started markers, and its log."""
+    for leftover in (result_uri, cancel_uri(result_uri), spec_uri(result_uri), started_uri(result_uri)):
+        ObjectStoragePath(leftover).unlink(missing_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(driver_log_path(result_uri))
+
+
+#: Seconds a stopped detached driver has to write its result: the task's grace, then the driver's own deadline.
+DETACHED_STOP_SECONDS = CANCEL_GRACE_SECONDS + 120
+
+
+def stop_detached_driver(result_uri: str, log: Any) -> None:
+    """Ask the detached driver of a lost try (its job's result at ``result_uri``) to stop and undo what it created,
+    wait for it to say it did, and remove its files. Nothing when that try started no durable job, or it ended."""
+    if read_launched_spec(result_uri) is None:
+        return
+    result_path = ObjectStoragePath(result_uri)
+    if not result_path.exists():
+        log.warning("the lost try's Spark driver may still run: asking it to stop and undo what it created")
+        ObjectStoragePath(cancel_uri(result_uri)).write_text("stop")
+        ends = time.monotonic() + DETACHED_STOP_SECONDS
+        while not result_path.exists() and time.monotonic() < ends:
+            time.sleep(STATE_POLL_SECONDS)
+    result = _take_result(result_path)
+    log.info("the lost try's Spark driver: %s", result.error or "succeeded" if result is not None else "no result")
+    forget_launched_files(result_uri)
+
+
+def driver_log_path(result_uri: str) -> str:
+    """Where a detached driver's output goes: beside its result when the exchange is a local (or mounted) folder,
+    else in ``[spark_tables] home``, on the machine that started it."""
+    name = log_uri(result_uri)
+    return local_path(name) or os.path.join(settings.home(), "drivers", os.path.basename(name))
+
+
+#: Seconds between two looks at a detached driver, when its log has nothing new.
+FOLLOW_POLL_SECONDS = 0.5
+#: Seconds between two questions about a lost try's driver (its files, the master's JSON) while following its log.
+STATE_POLL_SECONDS = 5.0
+
+
+def follow_log(path: str, ended: Callable[[], bool], ask_every: float = STATE_POLL_SECONDS) -> Iterator[str]:
+    """The lines of a log file another process writes, as they come, until ``ended()`` says it is done; then the
+    rest. ``ended`` is asked at most every ``ask_every`` seconds while the file has nothing new."""
+    asked: float | None = None
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        partial = ""
+        while True:
+            chunk = handle.readline()
+            if chunk:
+                partial += chunk
+                if partial.endswith("\n"):
+                    yield partial
+                    partial = ""
+                continue
+            if asked is None or time.monotonic() - asked >= ask_every:
+                asked = time.monotonic()
+                if ended():
+                    rest = partial + handle.read()
+                    yield from rest.splitlines(keepends=True)
+                    return
+            time.sleep(FOLLOW_POLL_SECONDS)
+
+
+def wait_until(ended: Callable[[], bool]) -> None:
+    """Ask ``ended`` every ``STATE_POLL_SECONDS`` until it says yes: another process's state, which sends no event."""
+    while not ended():
+        time.sleep(STATE_POLL_SECONDS)
+
+
+def _started_application(result_uri: str) -> str | None:
+    """The application a durable job's driver said it started, if it did."""
+    note = ObjectStoragePath(started_uri(result_uri))
+    try:
+        return json.loads(note.read_text()).get("application_id")
+    except (FileNotFoundError, ValueError, AttributeError):
+        return None
+
+
+def _process_alive(launch: DriverLaunch) -> bool | None:
+    """Whether the launch's spark-submit still runs; None on another machine, where this one cannot see it. The
+    process's command line must name the job's result, so a process id used again is not taken for it."""
+    if launch.host != socket.gethostname():
+        return None
+    try:
+        with open(f"/proc/{launch.pid}/cmdline", "rb") as handle:
+            command = handle.read()
+    except OSError:
+        return False
+    return launch.result_uri.encode() in command or spec_uri(launch.result_uri).encode() in command
 
 
 def _write_private(path: ObjectStoragePath, text: str) -> None:

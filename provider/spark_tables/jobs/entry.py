@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
 import logging
+import os
+import socket
 import sys
 import tempfile
 import time
@@ -20,7 +23,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from spark_tables.core.errors import JobError, one_line
-from spark_tables.core.exchange import cancel_uri
+from spark_tables.core.exchange import cancel_uri, started_uri
 from spark_tables.core.job_output import JobOutput
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse, Job, JobSpec
@@ -98,6 +101,13 @@ def session_builder(session_conf: dict[str, str]) -> SparkSession.Builder:
     return builder
 
 
+def announce_start(result_uri: str, application_id: str) -> None:
+    """Say, beside the result, that the session started and in which application: a later try of the task, which
+    did not start this driver, asks the cluster manager about that application."""
+    note = {"application_id": application_id, "host": socket.gethostname(), "pid": os.getpid()}
+    files.write_text(started_uri(result_uri), json.dumps(note))
+
+
 def main(argv: list[str]) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="spark_tables %(levelname)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
@@ -113,6 +123,8 @@ def main(argv: list[str]) -> int:
         spark = session_builder({**spec.session_conf, HIVE_RESOURCES_DIR: scratch}).getOrCreate()
         cancellation.interrupt_with(spark.interruptAll)
         session_seconds = round(time.monotonic() - started, 3)
+        if spec.durable:
+            announce_start(spec.result_uri, spark.sparkContext.applicationId)
         result = run_job(spark, spec.job, cancellation, spec.caches)
         files.write_text(spec.result_uri, dataclasses.replace(result, session_seconds=session_seconds).to_json())
         spark.stop()

@@ -8,13 +8,14 @@ from typing import Any
 from spark_tables.core.ctas.job import CtasCleanupJob, CtasJob
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.ctas.result import CtasCleanupResult, CtasResult
+from spark_tables.core.durable_job import DriverLaunch
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse, Job
 from spark_tables.core.sql.job import SqlJob
 from spark_tables.core.sql.result import SqlResult
 from spark_tables.hooks.ctas import claims as ctas_claims
 from spark_tables.hooks.spark_job import SparkJobHook
-from spark_tables.operators.spark_job import SparkJobOperator
+from spark_tables.operators.spark_job import SparkJobOperator, as_list
 
 
 class CtasLifecycleOperator(SparkJobOperator):
@@ -28,9 +29,10 @@ class CtasLifecycleOperator(SparkJobOperator):
     """
 
     def __init__(self, **kwargs: Any) -> None:
-        for callback in ("on_failure_callback", "on_retry_callback"):
-            kwargs[callback] = [*_as_list(kwargs.get(callback)), clean_up_after_lost_try]
         super().__init__(**kwargs)
+        # After the lost try's driver is stopped (``stop_lost_driver``, which the base adds), its tables are undone.
+        self.on_failure_callback = [*as_list(self.on_failure_callback), clean_up_after_lost_try]
+        self.on_retry_callback = [*as_list(self.on_retry_callback), clean_up_before_retry]
         self._claim: ctas_claims.Claim | None = None
 
     def table_owner(self, context: Any) -> TableOwner:
@@ -88,12 +90,26 @@ class CtasLifecycleOperator(SparkJobOperator):
             )
             return None
 
-    def hook_for(self, context: Any, job: Job, caches: tuple[CacheUse, ...] = (), purpose: str = "") -> SparkJobHook:
-        hook = super().hook_for(context, job, caches, purpose)
+    def hook_for(
+        self,
+        context: Any,
+        job: Job,
+        caches: tuple[CacheUse, ...] = (),
+        purpose: str = "",
+        result_uri: str | None = None,
+    ) -> SparkJobHook:
+        hook = super().hook_for(context, job, caches, purpose, result_uri)
         if isinstance(job, CtasJob | SqlJob) and job.owned_tables:  # last: only a job that will run claims tables
-            self._claim = ctas_claims.Claim(job.owned_tables, job.owner, self.catalog_conn_id)
-            ctas_claims.write_claim(self._claim)
+            self._claim = ctas_claims.Claim(job.owned_tables, job.owner, self.catalog_conn_id, hook.durable)
+            ctas_claims.write_claim(self._claim)  # the same again when this try takes over a lost try's job
         return hook
+
+    def undo_lost_job(self, context: Any, launch: DriverLaunch) -> None:
+        """Undo the tables the lost try's driver claimed, before the job runs again."""
+        claim = ctas_claims.read_claim(TableOwner.of_task_instance(context["ti"]))
+        if claim is not None and claim.owner.try_number == launch.try_number:
+            _run_cleanup(self, context, claim)
+        super().undo_lost_job(context, launch)
 
 
 def clean_up_after_lost_try(context: Any) -> None:
@@ -107,6 +123,15 @@ def clean_up_after_lost_try(context: Any) -> None:
     if claim is None or claim.owner.try_number != context["ti"].try_number:
         return  # released, or a later try's: that try is at work and cleans up after itself
     _run_cleanup(context["task"], context, claim)
+
+
+def clean_up_before_retry(context: Any) -> None:
+    """Retry callback: as ``clean_up_after_lost_try``, but a lost try's durable job is left to the next try, which
+    takes over its driver, or undoes what it left if it is gone."""
+    claim = ctas_claims.read_claim(TableOwner.of_task_instance(context["ti"]))
+    if claim is not None and claim.durable:
+        return
+    clean_up_after_lost_try(context)
 
 
 def _run_cleanup(operator: SparkJobOperator, context: Any, claim: ctas_claims.Claim) -> list[str]:
@@ -131,9 +156,3 @@ def _release_swept(result: JobResult | None) -> None:
 
 def _cleaned_up(result: JobResult | None) -> bool:
     return result is not None and isinstance(result.output, CtasResult | SqlResult) and result.output.cleaned_up is True
-
-
-def _as_list(callbacks: Any) -> list[Any]:
-    if callbacks is None:
-        return []
-    return list(callbacks) if isinstance(callbacks, list | tuple) else [callbacks]

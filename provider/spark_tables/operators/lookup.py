@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 from airflow.providers.common.compat.sdk import Stats
 
+from spark_tables.core.durable_job import DriverLaunch
 from spark_tables.core.exchange import metrics_uri
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.lookup.job import AVAILABLE_NOW, LookupJoinJob, LookupReloadJob
@@ -174,9 +175,9 @@ class SparkLookupReloadOperator(_LookupOperator):
             retained=self.retained,
         )
 
-    def run_hook(self, hook: Any) -> JobResult:
+    def run_hook(self, hook: Any, launch: DriverLaunch | None = None) -> JobResult:
         try:
-            return super().run_hook(hook)
+            return super().run_hook(hook, launch)
         except BaseException:
             result = hook.last_result
             if result is not None and isinstance(result.output, LookupReloadResult) and result.output.metrics:

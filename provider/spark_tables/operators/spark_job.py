@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar, NoReturn
 
@@ -13,12 +14,13 @@ from airflow.providers.common.compat.openlineage.utils.spark import (
     inject_parent_job_information_into_spark_properties,
     inject_transport_information_into_spark_properties,
 )
-from airflow.providers.common.compat.sdk import AirflowFailException, BaseOperator, conf
+from airflow.providers.common.compat.sdk import AirflowFailException, BaseOperator, ResumableJobMixin, conf
 
 from spark_tables.core.cache.claims import WaitOutcome
 from spark_tables.core.cache.layout import cache_folder_name
 from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.catalog_config import PostgresMetastore
+from spark_tables.core.durable_job import DriverLaunch, DriverState
 from spark_tables.core.errors import SpecError
 from spark_tables.core.exchange import result_uri
 from spark_tables.core.job_result import JobResult
@@ -27,7 +29,13 @@ from spark_tables.core.xcom_keys import FAILED_TRY
 from spark_tables.hooks.cache.claims import CachedTableTrigger
 from spark_tables.hooks.cache.uses import CacheWaits, CopyBeingComputed, TaskCaches
 from spark_tables.hooks.catalog import SparkTablesCatalogHook
-from spark_tables.hooks.spark_job import SparkJobHook
+from spark_tables.hooks.spark_job import (
+    SparkJobFailed,
+    SparkJobHook,
+    forget_launched_files,
+    read_launched_spec,
+    stop_detached_driver,
+)
 from spark_tables.operators.links import SparkApplicationLink, SparkJobTabLink
 from spark_tables.utils import settings
 from spark_tables.utils.metastore_schema import ensure_metastore_schema
@@ -52,7 +60,7 @@ def _abridged(output: dict[str, Any], width: int = 2000) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-class SparkJobOperator(BaseOperator):
+class SparkJobOperator(ResumableJobMixin, BaseOperator):
     """Runs one job of this provider through spark-submit; subclasses say which job in ``build_job``.
 
     XCom gets the job's output with its application (``application_id``, ``application_url`` in the history server
@@ -70,7 +78,13 @@ class SparkJobOperator(BaseOperator):
     :param caches: cached tables the job reads as temporary views (``CachedTable``): read from the copy an
         earlier task of the DAG run wrote, or computed and written once for the later ones. Their queries are
         rendered with this task's context.
+    :param durable: on a standalone ``spark://`` master, start the driver detached, so that it outlives a lost task
+        process (a worker killed, its machine gone): the next try finds it, waits for it and takes its result
+        instead of running the job again. A user's stop still stops it. No effect on other masters.
     """
+
+    #: The task state store's key of the launched driver (``DriverLaunch``): renaming it strands running drivers.
+    external_id_key = "spark_tables.driver"
 
     template_fields: Sequence[str] = ("conf", "name", "py_files", "jars")
     template_fields_renderers: ClassVar[dict[str, str]] = {"conf": "json"}
@@ -99,9 +113,11 @@ class SparkJobOperator(BaseOperator):
         openlineage_inject_transport_info: bool = conf.getboolean(
             "openlineage", "spark_inject_transport_info", fallback=False
         ),
+        durable: bool = True,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        kwargs["on_failure_callback"] = [*as_list(kwargs.get("on_failure_callback")), stop_lost_driver]
+        super().__init__(durable=durable, **kwargs)
         self.conn_id = conn_id
         self.catalog_conn_id = catalog_conn_id
         self.conf = conf
@@ -122,6 +138,8 @@ class SparkJobOperator(BaseOperator):
         self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
         self.openlineage_inject_transport_info = openlineage_inject_transport_info
         self._hook: SparkJobHook | None = None
+        self._caches: TaskCaches | None = None
+        self._result: JobResult | None = None
         self._cache_waits = CacheWaits()
 
     def build_job(self, context: Any) -> Job:
@@ -138,31 +156,122 @@ class SparkJobOperator(BaseOperator):
         )
 
     def execute(self, context: Any) -> dict[str, Any]:
-        waits = self._cache_waits
+        self._hook, self._caches, self._result = None, TaskCaches(context["ti"]), None
         try:  # a try that fails before its job starts (a missing connection, say) is reported as well
-            with _bad_input_fails_the_task():
-                job = self.build_job(context)
-                tables = self.cached_tables(context, job)
-                caches = TaskCaches.prepare(context["ti"], tables, cache_writers(context) if tables else (), waits)
+            result = self.execute_resumable(context)
         except CopyBeingComputed as busy:
-            self._wait_for_copy(busy, waits)
+            self._wait_for_copy(busy, self._cache_waits)
         except BaseException as err:
+            if self._hook is not None:
+                self._caches.settle_after_failure(self._hook.last_result)
+            else:
+                self._caches.release_claims()
             self.report_failed_try(context, err)
             raise
+        return {**self.xcom_value(result), **self._caches.settle(result)}
+
+    # ResumableJobMixin: a try whose task process was lost leaves its driver running on a cluster (``durable``);
+    # the next try finds it in the task state store, waits for it and takes its result (core/durable_job.py).
+
+    def submit_job(self, context: Any) -> dict[str, Any] | None:
+        """Prepare and start this try's job. Its driver starts detached on a standalone master when ``durable``:
+        what finds it again is returned, for the task state store. Elsewhere it runs to its end here, and None
+        is returned."""
+        with _bad_input_fails_the_task():
+            job = self.build_job(context)
+            tables = self.cached_tables(context, job)
+            writers = cache_writers(context) if tables else ()
+            self._caches = TaskCaches.prepare(context["ti"], tables, writers, self._cache_waits)
+            self._hook = self.hook_for(context, job, self._caches.uses)
+        if self._hook.durable:
+            return self._hook.start_detached(context["ti"].try_number).to_dict()
+        if self.durable:
+            self.log.info(
+                "durable: does not apply on %s: a lost task process ends its Spark job (it applies on a standalone "
+                "spark:// master in client mode)",
+                self._hook.master,
+            )
+        self._result = self.run_hook(self._hook)
+        return None
+
+    def get_job_status(self, external_id: Any, context: Any) -> str:
+        """What became of the driver an earlier try launched: a driver that ended without a result, or with a
+        failed one, is undone and its job started again; else this try waits for it and takes its result."""
+        launch = DriverLaunch.from_dict(external_id)
+        if launch is None or launch.try_number >= context["ti"].try_number:
+            return DriverState.LOST
+        with _bad_input_fails_the_task():
+            self._hook = self._hook_for_launch(context, launch)
+        if self._hook is None:
+            state, application = DriverState.LOST, None
+        else:
+            state, application = self._hook.driver_state(launch)
+        self.log.info(
+            "try %d's Spark driver (pid %d on %s, application %s): %s",
+            launch.try_number,
+            launch.pid,
+            launch.host,
+            application or "not started",
+            state,
+        )
+        if state == DriverState.FINISHED and not self._finished_well(context, launch):
+            state = DriverState.LOST
+        if state == DriverState.LOST:
+            self.undo_lost_job(context, launch)
+            self._hook, self._caches = None, TaskCaches(context["ti"])
+        return state
+
+    def is_job_active(self, status: str) -> bool:
+        return status in (DriverState.STARTING, DriverState.RUNNING)
+
+    def is_job_succeeded(self, status: str) -> bool:
+        return status == DriverState.FINISHED
+
+    def poll_until_complete(self, external_id: Any, context: Any) -> JobResult:
+        """Wait for the job's detached driver and take its result (for a job run here, the result it had)."""
+        launch = DriverLaunch.from_dict(external_id)
+        if launch is None or self._hook is None:
+            return self._result
         try:
-            with _bad_input_fails_the_task():
-                self._hook = self.hook_for(context, job, caches.uses)
-        except BaseException as err:
-            caches.release_claims()
-            self.report_failed_try(context, err)
-            raise
+            self._result = self.run_hook(self._hook, launch)
+        finally:
+            if self._hook.last_result is not None:
+                _forget_launch(context, self.external_id_key)
+        return self._result
+
+    def get_job_result(self, external_id: Any, context: Any) -> JobResult:
+        if self._result is None:
+            return self.poll_until_complete(external_id, context)
+        return self._result
+
+    def _hook_for_launch(self, context: Any, launch: DriverLaunch) -> SparkJobHook | None:
+        """A hook for the job an earlier try launched, from the spec it left in the exchange; None when it left
+        none (its result taken already)."""
+        spec = read_launched_spec(launch.result_uri)
+        if spec is None:
+            return None
+        hook = self.hook_for(context, spec.job, spec.caches, result_uri=spec.result_uri)
+        self._caches = TaskCaches.of_launched(context["ti"], cache_writers(context) if spec.caches else (), spec.caches)
+        return hook
+
+    def _finished_well(self, context: Any, launch: DriverLaunch) -> bool:
+        """Take a finished driver's result: True when its job succeeded; a failed job is run again, as a retry
+        would run it."""
+        assert self._hook is not None
         try:
-            result = self.run_hook(self._hook)
-        except BaseException as err:
-            caches.settle_after_failure(self._hook.last_result)
-            self.report_failed_try(context, err)
-            raise
-        return {**self.xcom_value(result), **caches.settle(result)}
+            self._result = self._hook.take_detached_result(launch)
+        except SparkJobFailed as err:
+            self.log.info("try %d's Spark job failed (%s): running it again", launch.try_number, err)
+            return False
+        finally:
+            _forget_launch(context, self.external_id_key)
+        self.log_job_done(self._result)
+        return True
+
+    def undo_lost_job(self, context: Any, launch: DriverLaunch) -> None:
+        """Undo what the driver of an earlier try, lost without a result, may have left: nothing by default; a job
+        that makes tables undoes them (``CtasLifecycleOperator``)."""
+        forget_launched_files(launch.result_uri)
 
     def _wait_for_copy(self, busy: CopyBeingComputed, waits: CacheWaits) -> NoReturn:
         """Defer until the task computing ``busy``'s table is done with it (or was lost, or the bound has passed)."""
@@ -198,8 +307,13 @@ class SparkJobOperator(BaseOperator):
         """Jars the job needs besides ``jars`` (a JDBC driver, say)."""
         return []
 
-    def run_hook(self, hook: SparkJobHook) -> JobResult:
-        result = hook.run()
+    def run_hook(self, hook: SparkJobHook, launch: DriverLaunch | None = None) -> JobResult:
+        """Run the hook's job to its end, or wait for the detached driver of ``launch``; log how it went."""
+        result = hook.run() if launch is None else hook.wait_detached(launch)
+        self.log_job_done(result)
+        return result
+
+    def log_job_done(self, result: JobResult) -> None:
         self.log.info(
             "Spark application %s done: session started in %.1f s, job took %.1f s",
             result.application_id,
@@ -207,13 +321,20 @@ class SparkJobOperator(BaseOperator):
             result.work_seconds or 0.0,
         )
         self.log.info("job output: %s", _abridged(result.output.to_dict() if result.output is not None else {}))
-        return result
 
-    def hook_for(self, context: Any, job: Job, caches: tuple[CacheUse, ...] = (), purpose: str = "") -> SparkJobHook:
-        """A hook that runs ``job`` for this task try; everything that can fail on bad input fails here."""
+    def hook_for(
+        self,
+        context: Any,
+        job: Job,
+        caches: tuple[CacheUse, ...] = (),
+        purpose: str = "",
+        result_uri: str | None = None,
+    ) -> SparkJobHook:
+        """A hook that runs ``job`` for this task try (or waits for an earlier try's, whose result goes to
+        ``result_uri``); everything that can fail on bad input fails here."""
         catalog = SparkTablesCatalogHook(catalog_conn_id=self.catalog_conn_id).get_catalog()
         ti = context["ti"]
-        spec = JobSpec(job=job, result_uri=self.result_uri(context, purpose), caches=caches)
+        spec = JobSpec(job=job, result_uri=result_uri or self.result_uri(context, purpose), caches=caches)
         spark_conf = dict(self.conf or {})
         if self.openlineage_inject_parent_job_info:
             spark_conf = inject_parent_job_information_into_spark_properties(spark_conf, context)
@@ -234,6 +355,7 @@ class SparkJobOperator(BaseOperator):
             num_executors=self.num_executors,
             deploy_mode=self.deploy_mode,
             verbose=self.verbose,
+            durable=self.durable and not purpose,  # a cleanup job is short, and run again by the next try
         )
         if isinstance(catalog, PostgresMetastore):
             ensure_metastore_schema(catalog)  # the first write anywhere: after every check of the input
@@ -287,6 +409,34 @@ class SparkJobOperator(BaseOperator):
     def on_kill(self) -> None:
         if self._hook is not None:
             self._hook.on_kill()
+
+
+def stop_lost_driver(context: Any) -> None:
+    """Failure callback: stop the detached driver of a try that was lost and will not be retried.
+
+    Run by the DAG processor once Airflow notices the lost task (after a retry, the next try takes the driver
+    over instead). Asks the driver to stop and undo what it created, as ``on_kill`` would have, and waits for it;
+    the CTAS cleanup runs after it. A try that ended in its task process left nothing here.
+    """
+    operator = context["task"]
+    stop_detached_driver(operator.result_uri(context), log=operator.log)
+
+
+def _forget_launch(context: Any, key: str) -> None:
+    """Take the launched driver out of the task state store once its result is taken: a later try starts anew."""
+    store = context.get("task_state_store")
+    if store is not None:
+        try:
+            store.delete(key)
+        except Exception as err:  # a stale launch is found finished or lost by the next try: harmless
+            logging.getLogger(__name__).warning("could not forget the launched Spark driver: %s", err)
+
+
+def as_list(callbacks: Any) -> list[Any]:
+    """Callbacks as a list, however the DAG gave them."""
+    if callbacks is None:
+        return []
+    return list(callbacks) if isinstance(callbacks, list | tuple) else [callbacks]
 
 
 def cache_writers(context: Any) -> list[str]:

@@ -52,6 +52,10 @@ class CacheClaim:
         data: dict[str, Any] = json.loads(text)
         return cls(number, TableOwner.from_dict(data["holder"]), data.get("claimed_at", ""), released)
 
+    def held_by_task_of(self, owner: TableOwner) -> bool:
+        """Whether a try of ``owner``'s task (this one or another) holds the claim."""
+        return self.holder is not None and _same_task(self.holder, owner)
+
     def describe(self) -> str:
         return f"claim {self.number} ({self.holder.describe() if self.holder else 'its holder not known yet'})"
 
@@ -76,7 +80,7 @@ def claim_step(current: CacheClaim | None, me: TableOwner, holder_state: Callabl
         return ClaimStep.TAKE_OVER
     if holder is None:
         return ClaimStep.WAIT
-    if _same_task(holder, me):  # this try, or an earlier try of this task, which has ended since this one runs
+    if current.held_by_task_of(me):  # this try, or an earlier try of this task, which has ended since this one runs
         return ClaimStep.HOLD if holder.try_number == me.try_number else ClaimStep.TAKE_OVER
     return ClaimStep.WAIT if holder_state() in LIVE_STATES else ClaimStep.TAKE_OVER
 

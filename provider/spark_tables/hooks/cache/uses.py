@@ -117,6 +117,19 @@ class TaskCaches:
         held = claim_missing(ti, tables, list(writers), waits.past_bound)
         return cls(ti, writers, cache_uses(ti, tables, list(writers)), held, waits)
 
+    @classmethod
+    def of_launched(cls, ti: Any, writers: Iterable[str], uses: tuple[CacheUse, ...]) -> TaskCaches:
+        """The cached tables of the job an earlier try of this task launched, which this try takes the result of:
+        with the claims that try held, which this one releases once it has settled them."""
+        run, me = run_folder(settings.cache_uri(), ti.dag_id, ti.run_id), TableOwner.of_task_instance(ti)
+        held = []
+        for use in uses:
+            folder = cache_folder_name(use.table)
+            current = claims.current(run, folder) if not use.registered else None
+            if current is not None and not current.released and current.held_by_task_of(me):
+                held.append((run, folder, current))
+        return cls(ti, tuple(writers), uses, tuple(held))
+
     def settle(self, result: JobResult | None) -> dict[str, Any]:
         """What the task's XCom says of its cached tables (``caches``, ``cache_evictions``); nothing when it read
         none."""

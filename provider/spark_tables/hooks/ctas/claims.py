@@ -31,19 +31,32 @@ FINISHED_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", 
 
 @dataclass(frozen=True)
 class Claim:
+    """``durable``: the job's driver outlives a lost task process, and the task's next try takes it over."""
+
     tables: tuple[str, ...]
     owner: TableOwner
     catalog_conn_id: str
+    durable: bool = False
 
     def to_json(self) -> str:
         return json.dumps(
-            {"tables": list(self.tables), "owner": asdict(self.owner), "catalog_conn_id": self.catalog_conn_id}
+            {
+                "tables": list(self.tables),
+                "owner": asdict(self.owner),
+                "catalog_conn_id": self.catalog_conn_id,
+                "durable": self.durable,
+            }
         )
 
     @classmethod
     def from_json(cls, text: str) -> Claim:
         data = json.loads(text)
-        return cls(tuple(data["tables"]), TableOwner.from_dict(data["owner"]), data["catalog_conn_id"])
+        return cls(
+            tuple(data["tables"]),
+            TableOwner.from_dict(data["owner"]),
+            data["catalog_conn_id"],
+            data.get("durable") is True,
+        )
 
 
 def _task(owner: TableOwner) -> dict[str, Any]:

@@ -1,0 +1,224 @@
+"""docker/: compose.yaml is valid, and deploys what the tests run (tests/integration/as_deployed.py).
+
+There is no Docker daemon here: ``docker-compose config`` (Debian's docker-compose, which scripts/test.sh installs)
+validates the file and resolves its anchors and defaults without one, and the tests read what it resolved. Hosts
+are service names there, loopback in the tests; every other value must be the same.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import re
+import subprocess
+import tomllib
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+from packaging.requirements import Requirement
+
+from tests.integration import as_deployed
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKER = ROOT / "docker"
+DOCKER_COMPOSE = os.environ.get("SPARK_TABLES_TEST_DOCKER_COMPOSE", "/usr/bin/docker-compose")
+#: Where compose.yaml puts what the tests run on loopback.
+API_SERVER, REDIS, POSTGRES, SPARK_MASTER = "airflow-apiserver:8080", "redis:6379", "postgres:5432", "spark-master:7077"
+SHARED = "/opt/spark_tables"
+METASTORE_DATABASE = "metastore"
+
+
+def _config(compose: Path) -> dict[str, Any]:
+    """``compose`` as ``docker-compose config`` validates and resolves it, with the defaults it gives."""
+    try:
+        done = subprocess.run(
+            [DOCKER_COMPOSE, "--file", str(compose), "config"],
+            env={"PATH": os.environ.get("PATH", "")},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except FileNotFoundError:
+        pytest.fail(
+            f"{DOCKER_COMPOSE} is missing: run 'apt-get install docker-compose' as root (scripts/test.sh does), "
+            "or set SPARK_TABLES_TEST_DOCKER_COMPOSE"
+        )
+    assert done.returncode == 0, done.stderr
+    return yaml.safe_load(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def config() -> dict[str, Any]:
+    return _config(DOCKER / "compose.yaml")
+
+
+@pytest.fixture(scope="module")
+def services(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return config["services"]
+
+
+def _command(service: dict[str, Any]) -> str:
+    command = service.get("command", "")
+    return command if isinstance(command, str) else " ".join(command)
+
+
+def _spark(services: dict[str, dict[str, Any]], main_class: str) -> dict[str, dict[str, Any]]:
+    return {
+        name: s for name, s in services.items() if f"spark-class org.apache.spark.deploy.{main_class}" in _command(s)
+    }
+
+
+def _of_the_image(services: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The services that run the image docker/Dockerfile builds: Airflow's and Spark's."""
+    return {name: s for name, s in services.items() if "build" in s}
+
+
+def _airflow(services: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {name: s for name, s in _of_the_image(services).items() if "spark-class" not in _command(s)}
+
+
+def _mounts(service: dict[str, Any]) -> dict[str, str]:
+    """Target to source of a service's volumes."""
+    return {target: source for source, target, *_ in (volume.split(":") for volume in service.get("volumes", []))}
+
+
+def _metadata_db(services: dict[str, dict[str, Any]]) -> str:
+    postgres = services[POSTGRES.split(":")[0]]["environment"]
+    return (
+        f"postgresql+psycopg2://{postgres['POSTGRES_USER']}:{postgres['POSTGRES_PASSWORD']}@{POSTGRES}/"
+        f"{postgres['POSTGRES_DB']}"
+    )
+
+
+def test_compose_validates_and_a_broken_copy_does_not(config: dict[str, Any], tmp_path: Path) -> None:
+    assert "airflow-worker" in config["services"] and "spark-tables" in config["volumes"]
+    text = (DOCKER / "compose.yaml").read_text()
+    assert "service_completed_successfully" in text
+    broken = tmp_path / "compose.yaml"
+    broken.write_text(text.replace("service_completed_successfully", "service_done"))
+    with pytest.raises(AssertionError, match="service_done"):
+        _config(broken)
+
+
+def test_every_airflow_component_the_tests_run_is_a_service(services: dict[str, dict[str, Any]]) -> None:
+    commands = [_command(service) for service in _airflow(services).values()]
+    for component in as_deployed.AIRFLOW_COMPONENTS:
+        assert commands.count(" ".join(component)) == 1, f"airflow {' '.join(component)}: not one service"
+    api_server = services[API_SERVER.split(":")[0]]
+    assert _command(api_server) == "api-server"  # on its default port, which it publishes
+    assert [port["target"] for port in api_server["ports"]] == [int(API_SERVER.split(":")[1])]
+
+
+def test_every_airflow_service_has_the_tests_settings(services: dict[str, dict[str, Any]]) -> None:
+    expected = {
+        **as_deployed.airflow_settings(api_server=API_SERVER, redis=REDIS, metadata_db=_metadata_db(services)),
+        **as_deployed.spark_tables_settings(shared=SHARED),
+        "AIRFLOW_CONN_SPARK_DEFAULT": as_deployed.spark_connection(master=SPARK_MASTER),
+    }
+    postgres = services[POSTGRES.split(":")[0]]["environment"]
+    catalog = as_deployed.catalog_connection(
+        host=POSTGRES.split(":")[0],
+        port=int(POSTGRES.split(":")[1]),
+        user=postgres["POSTGRES_USER"],
+        password=postgres["POSTGRES_PASSWORD"],
+        database=METASTORE_DATABASE,
+        warehouse=f"{SHARED}/warehouse",
+    )
+    airflow = _airflow(services)
+    assert set(airflow) >= {"airflow-init", "airflow-apiserver", "airflow-worker"}
+    for name, service in airflow.items():
+        environment = service["environment"]
+        different = {
+            key: (environment.get(key), value) for key, value in expected.items() if environment.get(key) != value
+        }
+        assert different == {}, f"{name}: settings unlike the tests' (compose's, the tests')"
+        assert json.loads(environment["AIRFLOW_CONN_SPARK_TABLES_DEFAULT"]) == catalog, name
+
+
+def test_the_brokers_and_databases_are_services(services: dict[str, dict[str, Any]]) -> None:
+    """Redis and PostgreSQL at the hosts the settings name, with every database a connection names."""
+    assert REDIS.split(":")[0] in services and POSTGRES.split(":")[0] in services
+    postgres = services[POSTGRES.split(":")[0]]
+    init_scripts = [
+        Path(source)
+        for target, source in _mounts(postgres).items()
+        if target.startswith("/docker-entrypoint-initdb.d/")
+    ]
+    created = {postgres["environment"]["POSTGRES_DB"]} | {
+        name for script in init_scripts for name in re.findall(r"CREATE DATABASE (\w+)", script.read_text())
+    }
+    named = {METASTORE_DATABASE}
+    for service in _airflow(services).values():
+        for key, value in service["environment"].items():
+            if key.startswith("AIRFLOW_CONN_") and value.startswith("postgres://"):
+                assert urlsplit(value).netloc.endswith(f"@{POSTGRES}"), key
+                named.add(urlsplit(value).path.lstrip("/"))
+    assert named <= created, f"databases no init script creates: {named - created}"
+
+
+def test_the_spark_cluster_is_the_tests_one(services: dict[str, dict[str, Any]]) -> None:
+    masters, workers = _spark(services, "master.Master"), _spark(services, "worker.Worker")
+    assert list(masters) == [SPARK_MASTER.split(":")[0]]
+    assert len(workers) == as_deployed.SPARK_WORKERS
+    for name, worker in workers.items():
+        assert _command(worker).endswith(f"worker.Worker spark://{SPARK_MASTER}"), name
+        assert worker["environment"]["SPARK_WORKER_CORES"] == str(as_deployed.SPARK_WORKER_CORES), name
+        assert worker["environment"]["SPARK_WORKER_MEMORY"] == as_deployed.SPARK_WORKER_MEMORY, name
+
+
+def test_every_application_gets_the_tests_spark_conf(services: dict[str, dict[str, Any]]) -> None:
+    for name, service in _airflow(services).items():
+        defaults = Path(_mounts(service)[service["environment"]["SPARK_CONF_DIR"] + "/spark-defaults.conf"])
+        lines = [line.split(None, 1) for line in defaults.read_text().splitlines() if line and line[0] != "#"]
+        assert {key: value.strip() for key, value in lines} == as_deployed.SPARK_APP_CONF, name
+
+
+def test_airflow_and_spark_share_the_image_and_one_volume_at_one_path(config: dict[str, Any]) -> None:
+    services = config["services"]
+    of_the_image = _of_the_image(services)
+    assert set(_spark(services, "")) < set(of_the_image) and set(_airflow(services)) < set(of_the_image)
+    assert {(s["build"]["context"], s["build"]["dockerfile"], s["image"]) for s in of_the_image.values()} == {
+        (str(ROOT), "docker/Dockerfile", of_the_image["airflow-worker"]["image"])
+    }
+    shared = {name: _mounts(service).get(SHARED) for name, service in of_the_image.items()}
+    [volume] = set(shared.values())
+    assert volume in config["volumes"], shared  # a named volume, the same in every container
+
+
+def test_the_dockerfile_installs_what_the_tests_run() -> None:
+    """Airflow, Python, the pyspark pair and the Celery provider of the image are pyproject.toml's and this venv's."""
+    arguments = dict(re.findall(r"^ARG (\w+)=(\S+)$", (DOCKER / "Dockerfile").read_text(), re.MULTILINE))
+    image = re.fullmatch(
+        r"apache/airflow:(?:slim-)?(?P<airflow>[\d.]+)-python(?P<python>[\d.]+)", arguments["AIRFLOW_IMAGE"]
+    )
+    assert image, arguments["AIRFLOW_IMAGE"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pinned = {
+        Requirement(r).name: Requirement(r).specifier
+        for r in project["dependencies"] + project["optional-dependencies"]["test"]
+    }
+    assert (
+        image["airflow"] == importlib.metadata.version("apache-airflow")
+        and image["airflow"] in pinned["apache-airflow"]
+    )
+    assert f"{image['python']}.0" in Requirement(f"python{project['requires-python']}").specifier
+    assert str(pinned["pyspark"]) == str(pinned["pyspark-client"]) == f"=={arguments['PYSPARK_VERSION']}"
+    celery = arguments["CELERY_PROVIDER_VERSION"]
+    assert celery == importlib.metadata.version("apache-airflow-providers-celery")
+    assert celery in pinned["apache-airflow-providers-celery"]
+
+
+def test_the_build_context_holds_what_the_dockerfile_copies() -> None:
+    """.dockerignore lets in exactly what the Dockerfile copies from the repository (no .venv, no .airflow)."""
+    copied = {
+        source
+        for line in re.findall(r"^COPY (?!--from)(.+)$", (DOCKER / "Dockerfile").read_text(), re.MULTILINE)
+        for source in [word for word in line.split() if not word.startswith("--")][:-1]
+    }
+    rules = [line for line in (ROOT / ".dockerignore").read_text().splitlines() if line and line[0] != "#"]
+    assert rules[0] == "*" and {rule[1:] for rule in rules if rule.startswith("!")} == copied
+    assert all((ROOT / source).exists() for source in copied)
