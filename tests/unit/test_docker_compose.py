@@ -190,7 +190,8 @@ def test_airflow_and_spark_share_the_image_and_one_volume_at_one_path(config: di
 
 
 def test_the_dockerfile_installs_what_the_tests_run() -> None:
-    """Airflow, Python, the pyspark pair and the Celery provider of the image are pyproject.toml's and this venv's."""
+    """Airflow, Python, the pyspark pair, the Celery provider and Celery of the image are pyproject.toml's and this
+    venv's."""
     arguments = dict(re.findall(r"^ARG (\w+)=(\S+)$", (DOCKER / "Dockerfile").read_text(), re.MULTILINE))
     image = re.fullmatch(
         r"apache/airflow:(?:slim-)?(?P<airflow>[\d.]+)-python(?P<python>[\d.]+)", arguments["AIRFLOW_IMAGE"]
@@ -210,6 +211,7 @@ def test_the_dockerfile_installs_what_the_tests_run() -> None:
     celery = arguments["CELERY_PROVIDER_VERSION"]
     assert celery == importlib.metadata.version("apache-airflow-providers-celery")
     assert celery in pinned["apache-airflow-providers-celery"]
+    assert f'"celery{pinned["celery"]}"' in (DOCKER / "Dockerfile").read_text(), "Celery, as pyproject.toml pins it"
 
 
 def test_the_build_context_holds_what_the_dockerfile_copies() -> None:
