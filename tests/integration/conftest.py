@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -206,7 +207,9 @@ def airflow(tmp_path_factory: pytest.TempPathFactory, postgres: Deployment) -> I
     deployment = postgres_deployment(
         home, postgres.catalog.database, Path(postgres.catalog.warehouse), AIRFLOW_METADATA_DATABASE
     )
-    deployment.env["AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO"] = LOOKUP_DEMO_CONN
+    deployment = dataclasses.replace(
+        deployment, env={**deployment.env, "AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO": LOOKUP_DEMO_CONN}
+    )
     dags = home / "dags"  # the examples and the scenarios, in one DAGs folder
     dags.mkdir()
     (dags / "examples").symlink_to(REPO / "dags")

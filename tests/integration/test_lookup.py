@@ -15,18 +15,19 @@ import psycopg
 import pytest
 
 from spark_tables.core.lookup.snapshot import POINTER
-from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, SCENARIOS, Deployment
+from tests.integration.conftest import LOOKUP_DEMO_CONN, PG_HOST, PG_PORT, PG_USER, SCENARIOS, Deployment
 
 pytestmark = pytest.mark.integration
 
-CONN = f"postgres://{PG_USER}@{PG_HOST}:{PG_PORT}/spark_tables_test"
 #: The reload scenario's table: a copy of the example's customers, made and dropped by the test.
 SCENARIO_TABLE = "spark_tables_demo.scenario_customers"
 
 
 @pytest.fixture(scope="module")
 def lookups(embedded: Deployment) -> Deployment:
-    return dataclasses.replace(embedded, env={**embedded.env, "AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO": CONN})
+    return dataclasses.replace(
+        embedded, env={**embedded.env, "AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO": LOOKUP_DEMO_CONN}
+    )
 
 
 @pytest.fixture(scope="module")
