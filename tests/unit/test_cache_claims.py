@@ -79,7 +79,7 @@ class TestClaimStep:
     def test_another_task_that_may_still_run_is_waited_for(self, state):
         assert claim_step(CacheClaim(1, owner("max_b")), owner("min_b"), lambda: state) is ClaimStep.WAIT
 
-    @pytest.mark.parametrize("state", ["success", "failed", "up_for_retry", "upstream_failed", "removed", None])
+    @pytest.mark.parametrize("state", ["success", "failed", "upstream_failed", "removed", None])
     def test_another_task_that_ended_without_releasing_is_taken_over(self, state):
         assert claim_step(CacheClaim(1, owner("max_b")), owner("min_b"), lambda: state) is ClaimStep.TAKE_OVER
 
@@ -206,11 +206,17 @@ class TestConsumers:
             claim_missing(with_states("count_b", {"max_b": "failed", "min_b": "running"}), (B,), TASKS)
         assert busy.value.claim == taken
 
-    @pytest.mark.parametrize("state", ["failed", "up_for_retry", None])
+    @pytest.mark.parametrize("state", ["failed", None])
     def test_a_lost_writer_is_taken_over(self, state):
         claim_missing(with_states("max_b", {}), (B,), TASKS)  # never released: its worker died with it
         [(_, _, taken)] = claim_missing(with_states("min_b", {"max_b": state}), (B,), TASKS)
         assert (taken.number, taken.holder) == (2, owner("min_b"))
+
+    def test_a_lost_writer_up_for_retry_is_waited_for_its_retry_takes_it_over(self):
+        claim_missing(with_states("max_b", {}), (B,), TASKS)  # its worker died with it; a retry is due
+        with pytest.raises(CopyBeingComputed) as busy:
+            claim_missing(with_states("min_b", {"max_b": "up_for_retry"}), (B,), TASKS)
+        assert busy.value.claim.holder == owner("max_b")
 
     def test_the_retry_of_a_lost_writer_takes_over_its_own_claim(self):
         claim_missing(with_states("max_b", {}), (B,), TASKS)

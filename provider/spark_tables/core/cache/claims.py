@@ -25,10 +25,13 @@ from typing import Any
 
 from spark_tables.core.ctas.ownership import TableOwner
 
-#: Task instance states in which the try that holds a claim may still be running (or resume after deferring).
-#: Any other (success, failed, up_for_retry, upstream_failed, skipped, removed, none: cleared) means it ended; a
-#: try of the holder's task that is running now, when it is not the holder's, takes over itself.
-LIVE_STATES = frozenset({"running", "deferred", "queued", "scheduled", "up_for_reschedule", "restarting"})
+#: Task instance states in which the try that holds a claim may still be running (or resume after deferring), or
+#: its task's next try will take the claim over itself: up for retry, a lost try's durable driver may still compute
+#: the table, and the retry takes its result (core/durable_job.py); without one the retry computes it again. Any
+#: other (success, failed, upstream_failed, skipped, removed, none: cleared) means it ended without a copy.
+LIVE_STATES = frozenset(
+    {"running", "deferred", "queued", "scheduled", "up_for_reschedule", "up_for_retry", "restarting"}
+)
 
 
 @dataclass(frozen=True)
