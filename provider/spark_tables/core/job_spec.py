@@ -71,6 +71,8 @@ class JobSpec:
     mode). ``watch_pid`` is the Airflow task process in client mode: the driver stops itself if it dies.
     ``session_conf`` is Spark conf the driver sets on its session before it starts, for settings that hold a
     secret (the metastore's password): spark-submit's ``--conf`` would put them on a command line.
+    ``shared_folders`` are the folders the job's executors write and its driver reads, by the setting that names
+    each (``[spark_tables] cache_uri``, say): on a cluster the driver checks that they are shared before the work.
     """
 
     job: Job
@@ -78,6 +80,7 @@ class JobSpec:
     watch_pid: int | None = None
     caches: tuple[CacheUse, ...] = ()
     session_conf: Mapping[str, str] = field(default_factory=dict)
+    shared_folders: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         names = [use.table.name for use in self.caches]
@@ -89,6 +92,11 @@ class JobSpec:
         ):
             raise SpecError("job spec: session_conf must map Spark setting names to string values")
         object.__setattr__(self, "session_conf", dict(self.session_conf))
+        if not isinstance(self.shared_folders, Mapping) or not all(
+            isinstance(key, str) and isinstance(value, str) for key, value in self.shared_folders.items()
+        ):
+            raise SpecError("job spec: shared_folders must map setting names to folder URIs")
+        object.__setattr__(self, "shared_folders", dict(self.shared_folders))
 
     @property
     def carries_credentials(self) -> bool:
@@ -112,6 +120,8 @@ class JobSpec:
         }
         if self.session_conf:
             document["session_conf"] = self.session_conf
+        if self.shared_folders:
+            document["shared_folders"] = self.shared_folders
         return json.dumps(document)
 
     @classmethod
@@ -132,6 +142,7 @@ class JobSpec:
             watch_pid=data.get("watch_pid"),
             caches=tuple(CacheUse.from_dict(use) for use in data.get("caches", [])),
             session_conf=data.get("session_conf", {}),
+            shared_folders=data.get("shared_folders", {}),
         )
 
 
