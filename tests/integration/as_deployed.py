@@ -12,9 +12,19 @@ from __future__ import annotations
 SPARK_WORKERS = 2
 SPARK_WORKER_CORES = 1
 SPARK_WORKER_MEMORY = "1g"
+#: The master's settings (``SPARK_MASTER_OPTS``). An application that does not set ``spark.cores.max`` takes every
+#: core of the cluster, so a second one, a parallel task's, would wait for the first to end: each application gets
+#: one core (one executor of the default 1 GiB, which fits a worker) unless it asks for more, and two tasks run at
+#: once. The REST submission server answers a driver's status (the master's JSON API lists applications).
+SPARK_MASTER_CONF = {"spark.deploy.defaultCores": "1", "spark.master.rest.enabled": "true"}
 
 #: The CeleryExecutor's queue of tasks: Redis, database 0.
 CELERY_BROKER_DATABASE = 0
+
+
+def java_options(conf: dict[str, str]) -> str:
+    """Spark settings as the ``-D`` options of a daemon's ``SPARK_MASTER_OPTS`` or ``SPARK_WORKER_OPTS``."""
+    return " ".join(f"-D{key}={value}" for key, value in conf.items())
 
 
 def airflow_settings(*, api_server: str, redis: str, metadata_db: str) -> dict[str, str]:
