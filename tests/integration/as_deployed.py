@@ -15,6 +15,11 @@ from typing import Any
 SPARK_WORKERS = 2
 SPARK_WORKER_CORES = 1
 SPARK_WORKER_MEMORY = "1g"
+#: The master's settings (``SPARK_MASTER_OPTS``). An application that does not set ``spark.cores.max`` takes every
+#: core of the cluster, so a second one, a parallel task's, would wait for the first to end: each application gets
+#: one core (one executor of the default 1 GiB, which fits a worker) unless it asks for more, and two tasks run at
+#: once. The REST submission server answers a driver's status (the master's JSON API lists applications).
+SPARK_MASTER_CONF = {"spark.deploy.defaultCores": "1", "spark.master.rest.enabled": "true"}
 
 #: What every Spark application is given (docker/spark-defaults.conf): one core, so that as many applications run at
 #: once as the cluster has cores (the first does not take them all while the others wait), and an executor that fits
@@ -28,6 +33,11 @@ AIRFLOW_COMPONENTS = (("api-server",), ("scheduler",), ("dag-processor",), ("tri
 CELERY_BROKER_DATABASE = 0
 #: Tasks one Celery worker runs at once: enough for four consumers of one cached table and the task beside them.
 CELERY_WORKER_CONCURRENCY = 4
+
+
+def java_options(conf: dict[str, str]) -> str:
+    """Spark settings as the ``-D`` options of a daemon's ``SPARK_MASTER_OPTS`` or ``SPARK_WORKER_OPTS``."""
+    return " ".join(f"-D{key}={value}" for key, value in conf.items())
 
 
 def airflow_settings(

@@ -36,6 +36,9 @@ PG_DATABASE = "spark_tables_test" + (
 #: The metadata database of the Airflow that runs its scheduler: PostgreSQL, as deployed (SQLite refuses a
 #: write that meets another process's for longer than its busy timeout, and the API server then answers 500).
 AIRFLOW_METADATA_DATABASE = PG_DATABASE.replace("spark_tables_test", "spark_tables_airflow", 1)
+#: The metastore of the deployment on the Spark standalone cluster: its own, so its tables (the examples', by the
+#: same names) never meet those of the local deployments.
+CLUSTER_METASTORE_DATABASE = PG_DATABASE.replace("spark_tables_test", "spark_tables_cluster", 1)
 
 
 @dataclass(frozen=True)
@@ -68,15 +71,14 @@ class Deployment:
         assert row is not None, f"no XCom return_value for {dag_id}.{task_id}"
         return json.loads(row[0])
 
-    def latest_xcoms(self, dag_id: str) -> dict[str, Any]:
-        """The return values of the DAG's latest run, by task."""
+    def latest_xcoms(self, dag_id: str, key: str = "return_value") -> dict[str, Any]:
+        """The XComs under ``key`` (the return values) of the DAG's latest run, by task."""
         import sqlite3
 
         with sqlite3.connect(self.home / "airflow.db") as db:
             [run_id] = db.execute("SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC", (dag_id,)).fetchone()
             rows = db.execute(
-                "SELECT task_id, value FROM xcom WHERE dag_id = ? AND run_id = ? AND key = 'return_value'",
-                (dag_id, run_id),
+                "SELECT task_id, value FROM xcom WHERE dag_id = ? AND run_id = ? AND key = ?", (dag_id, run_id, key)
             ).fetchall()
         return {task: json.loads(value) for task, value in rows}
 
@@ -216,6 +218,31 @@ def airflow(tmp_path_factory: pytest.TempPathFactory, postgres: Deployment) -> I
     (dags / "scenarios").symlink_to(SCENARIOS)
     with running_airflow(deployment, dags) as services:
         yield services
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A Spark standalone master and its workers on loopback, once per test session (per pytest-xdist worker)."""
+    from tests.integration.spark_cluster import running_spark_cluster
+
+    with running_spark_cluster(tmp_path_factory.mktemp("spark-cluster")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def on_cluster(tmp_path_factory: pytest.TempPathFactory, spark_cluster: Any) -> Deployment:
+    """An Airflow whose ``spark_default`` is the standalone cluster (client deploy mode), on a PostgreSQL metastore.
+
+    Its ``[spark_tables] home`` (warehouse, cache root, lookup root, checkpoints, exchange) is the folder every
+    worker sees, as an NFS mount would be on machines of their own.
+    """
+    home = tmp_path_factory.mktemp("airflow-cluster")
+    database = _empty_database(CLUSTER_METASTORE_DATABASE)
+    deployment = postgres_deployment(home, database, home / "spark_tables" / "warehouse")
+    connection = {"conn_type": "spark", "host": spark_cluster.master_url, "extra": {"deploy-mode": "client"}}
+    # The drivers listen on loopback too, where the executors reach them.
+    env = {**deployment.env, "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(connection), "SPARK_LOCAL_IP": "127.0.0.1"}
+    return dataclasses.replace(deployment, env=env)
 
 
 @pytest.fixture(autouse=True)

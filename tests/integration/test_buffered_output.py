@@ -7,11 +7,12 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from tests.integration.conftest import Deployment
-from tests.integration.test_plan import CONN, _pg
+from tests.integration.test_plan import DATABASE, _pg, demo_connection
 
 pytestmark = pytest.mark.integration
 
@@ -28,8 +29,8 @@ def _expected_views() -> list[tuple[str, int, int, int]]:
     return sorted((page, slot, len(visitors), len(set(visitors))) for (page, slot), visitors in views.items())
 
 
-def _table(way: str) -> list[tuple[str, int, int, int]]:
-    rows = _pg(f"SELECT page, slot_start, slot_end, views, visitors FROM spark_tables_demo.page_views_{way}")
+def _table(way: str, database: str) -> list[tuple[str, int, int, int]]:
+    rows = _pg(f"SELECT page, slot_start, slot_end, views, visitors FROM spark_tables_demo.page_views_{way}", database)
     first = min(start for _page, start, _end, _views, _visitors in rows)
     assert all(end - start == timedelta(minutes=2) for _page, start, end, _views, _visitors in rows)
     return sorted(
@@ -38,8 +39,16 @@ def _table(way: str) -> list[tuple[str, int, int, int]]:
 
 
 def test_the_example_writes_the_same_tables_three_ways_with_fewer_writes_when_buffered(embedded: Deployment) -> None:
-    deployment = dataclasses.replace(embedded, env={**embedded.env, "AIRFLOW_CONN_SPARK_TABLES_BUFFERED_DEMO": CONN})
-    _pg("DROP TABLE IF EXISTS " + ", ".join(f"spark_tables_demo.page_views_{way}" for way in WAYS))
+    check_example_buffered_output(embedded, DATABASE)
+
+
+def check_example_buffered_output(deployment: Deployment, database: str) -> dict[str, Any]:
+    """Run the example on ``deployment`` with its tables in ``database``, check what it did; its XComs."""
+    connection = demo_connection(database)
+    deployment = dataclasses.replace(
+        deployment, env={**deployment.env, "AIRFLOW_CONN_SPARK_TABLES_BUFFERED_DEMO": connection}
+    )
+    _pg("DROP TABLE IF EXISTS " + ", ".join(f"spark_tables_demo.page_views_{way}" for way in WAYS), database)
 
     # An interval that no run crosses: the run's flushes do not depend on how long it takes.
     done = deployment.airflow("dags", "test", DAG_ID, "2026-01-02", "--conf", '{"flush_max_interval": "3650 d"}')
@@ -48,7 +57,7 @@ def test_the_example_writes_the_same_tables_three_ways_with_fewer_writes_when_bu
     expected = _expected_views()
     assert len(expected) == 100  # 20 pages x 5 windows
     for way in WAYS:
-        assert _table(way) == expected, way
+        assert _table(way, database) == expected, way
 
     x = deployment.latest_xcoms(DAG_ID)
     unbuffered, buffered, memory = (x[f"views_{way}"]["query"] for way in WAYS)
@@ -73,3 +82,4 @@ def test_the_example_writes_the_same_tables_three_ways_with_fewer_writes_when_bu
     assert [op["operator"] for op in memory["state_operators"]] == ["stateStoreSave"]
     assert "sink page_views_buffered: 2016 record(s) in" not in done.stdout + done.stderr
     assert "sink page_views_buffered: 2000 record(s) in, 100 emitted, 1 write call(s)" in done.stdout + done.stderr
+    return x

@@ -96,7 +96,11 @@ def test_a_sql_job_failing_after_its_ctas_statements_leaves_none_of_their_tables
 
 
 def test_example_ctas_dag_on_the_embedded_default(embedded: Deployment) -> None:
-    deployment = embedded
+    check_example_ctas(embedded)
+
+
+def check_example_ctas(deployment: Deployment) -> None:
+    """Run the example on ``deployment`` and check what it did."""
     done = deployment.airflow("dags", "test", "example_spark_ctas", "2026-11-20")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
 

@@ -16,6 +16,11 @@ DS = "2026-11-20"
 
 
 def test_example_dag_writes_tables_that_outlive_its_applications(deployment: Deployment) -> None:
+    check_example_sql(deployment)
+
+
+def check_example_sql(deployment: Deployment) -> None:
+    """Run the example on ``deployment`` and check what it did."""
     done = deployment.airflow("dags", "test", "example_spark_sql", DS)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
 

@@ -15,7 +15,8 @@ import psycopg
 import pytest
 
 from spark_tables.core.lookup.snapshot import POINTER
-from tests.integration.conftest import LOOKUP_DEMO_CONN, PG_HOST, PG_PORT, PG_USER, SCENARIOS, Deployment
+from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, SCENARIOS, Deployment
+from tests.integration.test_plan import DATABASE, demo_connection
 
 pytestmark = pytest.mark.integration
 
@@ -23,11 +24,15 @@ pytestmark = pytest.mark.integration
 SCENARIO_TABLE = "spark_tables_demo.scenario_customers"
 
 
+def with_lookup_connection(deployment: Deployment, database: str) -> Deployment:
+    """``deployment`` with the example's connection on ``database``, where the example seeds its dimension table."""
+    connection = demo_connection(database)
+    return dataclasses.replace(deployment, env={**deployment.env, "AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO": connection})
+
+
 @pytest.fixture(scope="module")
 def lookups(embedded: Deployment) -> Deployment:
-    return dataclasses.replace(
-        embedded, env={**embedded.env, "AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO": LOOKUP_DEMO_CONN}
-    )
+    return with_lookup_connection(embedded, DATABASE)
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +69,12 @@ def _xcoms(deployment: Deployment, dag_id: str, run_id: str) -> dict[str, Any]:
 
 
 def test_example_dag_enriches_the_same_rows_through_every_cache(lookups: Deployment, example_run: str) -> None:
-    xcoms = _xcoms(lookups, "example_spark_lookup", example_run)
+    check_example_lookup(lookups, example_run)
+
+
+def check_example_lookup(lookups: Deployment, run_id: str) -> dict[str, Any]:
+    """What the example's run ``run_id`` did, checked; its XComs."""
+    xcoms = _xcoms(lookups, "example_spark_lookup", run_id)
 
     reload = xcoms["reload"]
     assert reload["snapshot"]["rows"] == 1000 and reload["snapshot"]["scheduled_for"] == xcoms["wait_for_reload"]
@@ -85,6 +95,7 @@ def test_example_dag_enriches_the_same_rows_through_every_cache(lookups: Deploym
     assert full["hitCount"] == 20000 and full["missCount"] == 0  # a full cache answers every key (Flink's meaning)
     assert full["unmatchedCount"] == int(tables["full"]["name"].isna().sum())
     assert xcoms["enrich_full"]["snapshot"] == reload["snapshot"]["version"]
+    return xcoms
 
 
 def test_the_reload_sensor_defers_until_due_and_backs_off_after_failed_loads(

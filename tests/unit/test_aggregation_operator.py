@@ -45,6 +45,15 @@ def test_the_job_has_the_sinks_connection_the_flush_options_and_a_checkpoint_per
     assert JobSpec.from_json(spec.to_json()).job == job
 
 
+def test_the_checkpoint_is_shared_with_the_executors_named_by_what_set_it(serving: None) -> None:
+    default = SparkStreamingAggregationOperator(task_id="counts", sql=QUERY, sink=SINK)
+    own = SparkStreamingAggregationOperator(task_id="counts", sql=QUERY, sink=SINK, checkpoint="file:///c/counts")
+
+    job = default.build_job(task_context())
+    assert default.shared_folders(job, ()) == {"[spark_tables] checkpoint_uri": job.checkpoint}
+    assert own.shared_folders(own.build_job(task_context()), ()) == {"checkpoint": "file:///c/counts"}
+
+
 @pytest.mark.parametrize(
     ("parameters", "message"),
     [

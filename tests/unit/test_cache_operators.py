@@ -122,6 +122,11 @@ class TestJobOperatorsWithCaches:
         assert (first["caches"]["b"]["misses"], second["caches"]["b"]["hits"]) == (1, 1)
         assert first["cache_evictions"] == [] and first["rows"] == [[1]]
 
+    def test_a_job_reading_cached_tables_shares_the_cache_root_with_its_executors(self, jobs, spark_tables_home):
+        run_task(flip36(), "max_b")
+
+        assert jobs.specs[0].shared_folders == {"[spark_tables] cache_uri": f"file://{spark_tables_home}/cache"}
+
     def test_the_query_of_a_cached_table_is_rendered_for_the_task(self, jobs):
         run_task(flip36(), "max_b")
 

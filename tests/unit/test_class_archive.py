@@ -102,5 +102,5 @@ def test_the_archive_can_be_turned_off(hook_for, monkeypatch):
 
 
 def test_a_driver_in_cluster_mode_gets_no_archive(hook_for, set_connection):
-    set_connection("spark_cluster", conn_type="spark", host="spark://m", port=7077, extra={"deploy-mode": "cluster"})
+    set_connection("spark_cluster", conn_type="spark", host="yarn", extra={"deploy-mode": "cluster"})
     assert "XX:" not in _java_options(hook_for(conn_id="spark_cluster"))

@@ -186,7 +186,9 @@ def _main_with_spec(spec: JobSpec, folder: Any, monkeypatch: Any, ran: list[Any]
     builder = FakeBuilder()
     monkeypatch.setattr(entry, "watch", lambda *args, **kwargs: None)
     monkeypatch.setattr(entry.SparkSession, "builder", builder)
-    monkeypatch.setattr(entry, "run_job", lambda spark, job, cancellation, caches: ran.append(job) or JobResult("sql"))
+    monkeypatch.setattr(
+        entry, "run_job", lambda spark, job, cancellation, caches, folders: ran.append(job) or JobResult("sql")
+    )
     assert entry.main(["entry.py", f"@file://{folder}/r.spec.json"]) == 0
     return builder
 

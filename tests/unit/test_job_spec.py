@@ -167,6 +167,21 @@ def test_a_spec_without_session_conf_is_written_as_before():
     assert JobSpec.from_json(_spec_document()).session_conf == {}
 
 
+def test_shared_folders_survive_a_json_round_trip_and_are_left_out_when_there_are_none():
+    folders = {"[spark_tables] cache_uri": "file:///shared/cache"}
+    spec = JobSpec(job=SqlJob(statements=("SELECT 1",)), result_uri="file:///r.json", shared_folders=folders)
+
+    assert JobSpec.from_json(spec.to_json()).shared_folders == folders
+    assert "shared_folders" not in json.loads(JobSpec(job=spec.job, result_uri=spec.result_uri).to_json())
+    assert JobSpec.from_json(_spec_document()).shared_folders == {}
+
+
+@pytest.mark.parametrize("folders", [["file:///a"], {"[spark_tables] cache_uri": None}])
+def test_shared_folders_must_map_settings_to_uris(folders):
+    with pytest.raises(SpecError, match="shared_folders must map setting names to folder URIs"):
+        JobSpec.from_json(_spec_document(shared_folders=folders))
+
+
 @pytest.mark.parametrize("session_conf", [["a", "b"], {"spark.x": 1}, {"spark.x": None}, "spark.x=1"])
 def test_session_conf_must_map_names_to_strings(session_conf):
     with pytest.raises(SpecError, match="session_conf must map Spark setting names to string values"):

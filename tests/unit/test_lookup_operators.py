@@ -121,6 +121,37 @@ class TestOperators:
         assert job.metrics_uri.endswith(".metrics") and job.lookup.snapshots.endswith("/lookup/customers")
         assert operator.job_jars(job) == [str(crm)]
 
+    @pytest.mark.parametrize(("cache", "lookup_root"), [("NONE", False), ("PARTIAL", False), ("FULL", True)])
+    def test_a_join_shares_the_exchange_with_its_executors_and_the_lookup_root_when_full(
+        self, crm: Path, spark_tables_home: Path, cache: str, lookup_root: bool
+    ) -> None:
+        """The executors leave their metrics in the exchange; a FULL join reads the snapshot there."""
+        options = {"lookup.cache": cache, "lookup.partial-cache.max-rows": "100"}
+        operator = SparkLookupJoinOperator(
+            task_id="t", lookup=_table(), lookup_options=options, probe="SELECT 1 AS id", on="id"
+        )
+
+        folders = operator.shared_folders(operator.build_job(task_context()), ())
+
+        expected = {"[spark_tables] exchange_uri": f"file://{spark_tables_home}/exchange"}
+        if lookup_root:
+            expected["[spark_tables] lookup_uri"] = f"file://{spark_tables_home}/lookup"
+        assert folders == expected
+
+    def test_a_streaming_join_shares_its_checkpoint_and_a_reload_the_lookup_root(
+        self, crm: Path, spark_tables_home: Path
+    ) -> None:
+        stream = {"format": "json", "path": "/in", "schema": "id INT"}
+        operator = SparkLookupJoinOperator(
+            task_id="t", lookup=_table(), probe_stream=stream, on="id", output_table="o", checkpoint="file:///c"
+        )
+        assert operator.shared_folders(operator.build_job(task_context()), ())["checkpoint"] == "file:///c"
+
+        reload = SparkLookupReloadOperator(task_id="t", lookup=_table())
+        assert reload.shared_folders(reload.build_job(task_context()), ()) == {
+            "[spark_tables] lookup_uri": f"file://{spark_tables_home}/lookup"
+        }
+
     def test_a_joins_xcom_names_the_tables_definition_for_the_monitoring_pages(self, crm: Path) -> None:
         operator = SparkLookupJoinOperator(
             task_id="t",

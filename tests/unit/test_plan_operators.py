@@ -84,6 +84,19 @@ def test_executing_resolves_the_connections_of_the_declared_sinks_and_of_the_pla
     assert set(compile_and_execute.build_job(task_context()).options.connections) == {"counts"}
 
 
+def test_only_executing_a_plan_shares_its_checkpoints_with_the_executors(serving: None, tmp_path: Path) -> None:
+    plan_file = tmp_path / "p.json"
+    plan_file.write_text(json.dumps(example_2()))
+    compile_plan = SparkCompilePlanOperator(task_id="c", plan_uri=str(plan_file), sql=INSERT)
+    execute = SparkExecutePlanOperator(task_id="e", plan_uri=str(plan_file))
+    own = SparkExecutePlanOperator(task_id="e", plan_uri=str(plan_file), checkpoints="file:///shared/checkpoints")
+
+    assert compile_plan.shared_folders(compile_plan.build_job(task_context()), ()) == {}
+    [(setting, folder)] = execute.shared_folders(execute.build_job(task_context()), ()).items()
+    assert setting == "[spark_tables] checkpoint_uri" and folder.endswith("spark_tables_home/checkpoints")
+    assert own.shared_folders(own.build_job(task_context()), ()) == {"checkpoints": "file:///shared/checkpoints"}
+
+
 def test_a_sinks_missing_connection_fails_the_task_before_any_job(nothing_is_started: None, tmp_path: Path) -> None:
     operator = SparkExecutePlanOperator(
         task_id="e", plan_uri=str(tmp_path / "none.json"), if_exists=True, postgres_sinks=[COUNTS]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import stat
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from spark_tables.core.ctas.result import CtasResult
 from spark_tables.core.errors import SpecError
 from spark_tables.core.job_spec import JobSpec
 from spark_tables.core.sql.job import SqlJob
-from spark_tables.hooks.spark_job import DEFAULT_MASTER, SparkJobHook
+from spark_tables.hooks.spark_job import DEFAULT_MASTER, SparkJobHook, SparkMasterUnreachable
 from spark_tables.utils.job_package import ENTRY_SCRIPT
 
 pytestmark = pytest.mark.usefixtures("spark_tables_home")
@@ -34,9 +35,7 @@ def catalog(spark_tables_home) -> EmbeddedCatalog:
 
 @pytest.fixture
 def cluster_connection(set_connection) -> str:
-    set_connection(
-        "spark_cluster", conn_type="spark", host="spark://master", port=7077, extra={"deploy-mode": "cluster"}
-    )
+    set_connection("spark_cluster", conn_type="spark", host="yarn", extra={"deploy-mode": "cluster"})
     return "spark_cluster"
 
 
@@ -109,6 +108,22 @@ def test_invalid_deploy_mode_in_the_connection_is_rejected(catalog, set_connecti
 
     with pytest.raises(SpecError, match="deploy-mode 'sideways' is invalid"):
         SparkJobHook(spec=SPEC, catalog=catalog, conn_id="spark_x")
+
+
+@pytest.mark.parametrize("how", ["connection", "argument"])
+def test_cluster_deploy_mode_on_a_standalone_master_fails_before_submitting(catalog, set_connection, how):
+    """spark-submit refuses it for Python applications on standalone masters, after starting a JVM."""
+    extra = {"deploy-mode": "cluster"} if how == "connection" else {}
+    set_connection("spark_x", conn_type="spark", host="spark://admin:pw@m1:7077,m2:7077", extra=extra)
+    argument = {"deploy_mode": "cluster"} if how == "argument" else {}
+
+    with pytest.raises(SpecError) as raised:
+        SparkJobHook(spec=SPEC, catalog=catalog, conn_id="spark_x", **argument)
+
+    assert str(raised.value) == (
+        "Spark connection 'spark_x': deploy-mode cluster on the standalone master spark://m1:7077,m2:7077: Spark runs "
+        "Python drivers only in client mode there: set deploy-mode client"
+    )
 
 
 def test_deploy_mode_argument_overrides_the_connections(catalog, set_connection):
@@ -213,7 +228,7 @@ def test_cluster_mode_spec_watches_no_process(catalog, cluster_connection):
 
     command = _command(SparkJobHook(spec=spec, catalog=catalog, conn_id=cluster_connection))
 
-    assert _option(command, "--master") == "spark://master:7077"
+    assert _option(command, "--master") == "yarn"
     assert _option(command, "--deploy-mode") == "cluster"
     assert _spec_argument(command).watch_pid is None
     assert json.loads(command[-1])["watch_pid"] is None
@@ -418,3 +433,28 @@ def test_a_password_the_task_conf_gives_wins_over_the_catalogs():
     assert _confs(command)[key] == "the-tasks-own"  # the task's explicit choice, as for any other setting
     assert _spec_argument(command).session_conf == {}, "the catalog's password is not set over it in the driver"
     assert METASTORE_PASSWORD not in " ".join(command)
+
+
+def test_a_standalone_master_that_takes_no_connection_fails_naming_it(catalog, set_connection):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    set_connection("spark_x", conn_type="spark", host=f"spark://127.0.0.1:{port}", extra={"deploy-mode": "client"})
+    hook = SparkJobHook(spec=SPEC, catalog=catalog, conn_id="spark_x")
+
+    with pytest.raises(SparkMasterUnreachable) as raised:
+        hook.check_master()
+
+    assert str(raised.value) == (
+        f"Spark master spark://127.0.0.1:{port} of connection 'spark_x' cannot be reached (127.0.0.1:{port}: "
+        "Connection refused): start it, or correct the connection's host and port"
+    )
+
+
+def test_a_standalone_master_that_listens_passes_the_check(catalog, set_connection):
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        master = f"spark://127.0.0.1:{server.getsockname()[1]}"
+        set_connection("spark_x", conn_type="spark", host=master)
+        SparkJobHook(spec=SPEC, catalog=catalog, conn_id="spark_x").check_master()

@@ -72,6 +72,8 @@ class JobSpec:
     ``session_conf`` is Spark conf the driver sets on its session before it starts, for settings that hold a
     secret (the metastore's password): spark-submit's ``--conf`` would put them on a command line. ``durable``: the
     driver outlives the task process (``core/durable_job.py``): it says when its session started, beside its result.
+    ``shared_folders`` are the folders the job's executors write and its driver reads, by the setting that names
+    each (``[spark_tables] cache_uri``, say): on a cluster the driver checks that they are shared before the work.
     """
 
     job: Job
@@ -80,6 +82,7 @@ class JobSpec:
     caches: tuple[CacheUse, ...] = ()
     session_conf: Mapping[str, str] = field(default_factory=dict)
     durable: bool = False
+    shared_folders: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         names = [use.table.name for use in self.caches]
@@ -91,6 +94,11 @@ class JobSpec:
         ):
             raise SpecError("job spec: session_conf must map Spark setting names to string values")
         object.__setattr__(self, "session_conf", dict(self.session_conf))
+        if not isinstance(self.shared_folders, Mapping) or not all(
+            isinstance(key, str) and isinstance(value, str) for key, value in self.shared_folders.items()
+        ):
+            raise SpecError("job spec: shared_folders must map setting names to folder URIs")
+        object.__setattr__(self, "shared_folders", dict(self.shared_folders))
 
     @property
     def carries_credentials(self) -> bool:
@@ -116,6 +124,8 @@ class JobSpec:
             document["session_conf"] = self.session_conf
         if self.durable:
             document["durable"] = True
+        if self.shared_folders:
+            document["shared_folders"] = self.shared_folders
         return json.dumps(document)
 
     @classmethod
@@ -137,6 +147,7 @@ class JobSpec:
             caches=tuple(CacheUse.from_dict(use) for use in data.get("caches", [])),
             session_conf=data.get("session_conf", {}),
             durable=data.get("durable") is True,
+            shared_folders=data.get("shared_folders", {}),
         )
 
 

@@ -35,6 +35,7 @@ from spark_tables.utils.catalog_lock import exclusive_catalog
 from spark_tables.utils.class_archive import ClassArchive
 from spark_tables.utils.job_package import ENTRY_SCRIPT, job_package
 from spark_tables.utils.local_spark import java_binary, spark_binary_path
+from spark_tables.utils.spark_master import is_standalone, unreachable
 
 DEFAULT_MASTER = "local[*]"
 #: The Spark connection's extra naming its Spark history server, for the tasks' "Spark application" link.
@@ -55,6 +56,10 @@ _DERBY_BUSY = ("ERROR XSDB6", "ERROR XJ040", "Another instance of Derby may have
 
 class SparkJobFailed(AirflowException):
     """The Spark job failed; the message is the job's own one-line error."""
+
+
+class SparkMasterUnreachable(AirflowException):
+    """The standalone master takes no connection: nothing was submitted. A retry may find it up again."""
 
 
 class SparkJobHook(SparkSubmitAdapter):
@@ -94,6 +99,11 @@ class SparkJobHook(SparkSubmitAdapter):
         if deploy_mode not in (None, *DEPLOY_MODES):
             raise SpecError(
                 f"Spark connection {conn_id!r}: deploy-mode {deploy_mode!r} is invalid: use client or cluster"
+            )
+        if deploy_mode == "cluster" and is_standalone(master):
+            raise SpecError(
+                f"Spark connection {conn_id!r}: deploy-mode cluster on the standalone master {self.master}: Spark "
+                "runs Python drivers only in client mode there: set deploy-mode client"
             )
         if master.startswith("local"):
             # Executors and driver use this Python, where the provider and pyspark are installed.
@@ -142,6 +152,18 @@ class SparkJobHook(SparkSubmitAdapter):
     def master(self) -> str:
         """The master URL the job runs on, without any user or password it may carry (it goes to XCom and pages)."""
         return re.sub(r"://[^/@]*@", "://", self.connection_settings["master"])
+
+    def check_master(self) -> None:
+        """Fail at once, naming the master, when a standalone master's port takes no connection (spark-submit would
+        try to register with it for a minute and more before giving up)."""
+        if not is_standalone(self.master):
+            return
+        problem = unreachable(self.master)
+        if problem:
+            raise SparkMasterUnreachable(
+                f"Spark master {self.master} of connection {self.conn_id!r} cannot be reached ({problem}): start it, "
+                "or correct the connection's host and port"
+            )
 
     def application_url(self, application_id: str | None) -> str | None:
         """The application's page in the history server the connection names (extra ``history-server-url``)."""

@@ -16,7 +16,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pyspark.errors import PySparkException
@@ -30,6 +30,7 @@ from spark_tables.core.job_spec import CacheUse, Job, JobSpec
 from spark_tables.jobs import files
 from spark_tables.jobs.cache.views import prepare_cached_views
 from spark_tables.jobs.cancellation import Cancellation, watch
+from spark_tables.jobs.shared_folders import check_shared_folders
 
 log = logging.getLogger("spark_tables")
 
@@ -59,9 +60,14 @@ HIVE_RESOURCES_DIR = "spark.hadoop.hive.downloaded.resources.dir"
 
 
 def run_job(
-    spark: SparkSession, job: Job, cancellation: Cancellation | None = None, caches: tuple[CacheUse, ...] = ()
+    spark: SparkSession,
+    job: Job,
+    cancellation: Cancellation | None = None,
+    caches: tuple[CacheUse, ...] = (),
+    shared_folders: Mapping[str, str] | None = None,
 ) -> JobResult:
-    """Make the cached tables views, then run one job on a session and describe how it went.
+    """Check that the executors share ``shared_folders`` with the driver (on a cluster), make the cached tables
+    views, then run one job on a session and describe how it went.
 
     A failure becomes the result's one-line error.
     """
@@ -75,6 +81,7 @@ def run_job(
     started, cache_reports = time.monotonic(), {}
     try:
         cancellation.check()
+        check_shared_folders(spark, shared_folders or {})
         prepare_cached_views(spark, caches, cancellation, cache_reports)
         output = runner(job.kind)(spark, job, cancellation)
     except Exception as err:
@@ -125,7 +132,7 @@ def main(argv: list[str]) -> int:
         session_seconds = round(time.monotonic() - started, 3)
         if spec.durable:
             announce_start(spec.result_uri, spark.sparkContext.applicationId)
-        result = run_job(spark, spec.job, cancellation, spec.caches)
+        result = run_job(spark, spec.job, cancellation, spec.caches, spec.shared_folders)
         files.write_text(spec.result_uri, dataclasses.replace(result, session_seconds=session_seconds).to_json())
         spark.stop()
     return 0 if result.succeeded else 1

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 from spark_tables.core.aggregation.job import StreamingAggregationJob
 from spark_tables.core.aggregation.result import StreamingAggregationResult
 from spark_tables.core.job_result import JobResult
+from spark_tables.core.job_spec import CacheUse
 from spark_tables.core.plan.job import PlanOptions
 from spark_tables.core.plan.sinks import KeyedSink, PostgresUpsertSink, TableUpsertSink
 from spark_tables.hooks.postgres import PostgresSinkHook
@@ -68,6 +69,11 @@ class SparkStreamingAggregationOperator(StreamingJobOperator):
         postgres = [self.sink] if isinstance(self.sink, PostgresUpsertSink) else []
         connections = PostgresSinkHook().sink_connections(postgres)
         return dataclasses.replace(job, options=dataclasses.replace(options, connections=connections))
+
+    def shared_folders(self, job: Any, caches: tuple[CacheUse, ...]) -> dict[str, str]:
+        """Besides cached tables': the query's checkpoint, where its executors keep their state."""
+        setting = "checkpoint" if self.checkpoint else "[spark_tables] checkpoint_uri"
+        return {**super().shared_folders(job, caches), setting: job.checkpoint}
 
     def xcom_value(self, result: JobResult) -> dict[str, Any]:
         if isinstance(result.output, StreamingAggregationResult):

@@ -12,11 +12,14 @@ from airflow.providers.common.compat.sdk import Stats
 from spark_tables.core.durable_job import DriverLaunch
 from spark_tables.core.exchange import metrics_uri
 from spark_tables.core.job_result import JobResult
+from spark_tables.core.job_spec import CacheUse
 from spark_tables.core.lookup.job import AVAILABLE_NOW, LookupJoinJob, LookupReloadJob
+from spark_tables.core.lookup.options import CacheMode
 from spark_tables.core.lookup.result import LookupJoinResult, LookupReloadResult
 from spark_tables.core.lookup.table import LookupTable
 from spark_tables.hooks.lookup.tables import LookupTableHook
 from spark_tables.operators.spark_job import SparkJobOperator
+from spark_tables.utils import settings
 from spark_tables.utils.sql_reader import checked_query
 
 #: The FLIP's counters (added to Airflow's counters of the same name) and gauges (set), plus our hit rate.
@@ -120,6 +123,16 @@ class SparkLookupJoinOperator(_LookupOperator):
         self.checkpoint = checkpoint
         self.trigger = trigger
 
+    def shared_folders(self, job: Any, caches: tuple[CacheUse, ...]) -> dict[str, str]:
+        """Besides cached tables': the exchange, where each executor worker leaves its cache metrics; the lookup
+        root, whose snapshot a FULL join reads; a streaming probe's checkpoint."""
+        folders = {**super().shared_folders(job, caches), "[spark_tables] exchange_uri": settings.exchange_uri()}
+        if job.lookup.lookup_options.cache is CacheMode.FULL:
+            folders["[spark_tables] lookup_uri"] = settings.lookup_uri()
+        if job.checkpoint:
+            folders["checkpoint"] = job.checkpoint
+        return folders
+
     def build_job(self, context: Any) -> LookupJoinJob:
         return LookupJoinJob(
             lookup=self.lookup_hook.spec(),
@@ -174,6 +187,10 @@ class SparkLookupReloadOperator(_LookupOperator):
             num_partitions=self.num_partitions,
             retained=self.retained,
         )
+
+    def shared_folders(self, job: Any, caches: tuple[CacheUse, ...]) -> dict[str, str]:
+        """Besides cached tables': the lookup root, where the executors write the new snapshot."""
+        return {**super().shared_folders(job, caches), "[spark_tables] lookup_uri": settings.lookup_uri()}
 
     def run_hook(self, hook: Any, launch: DriverLaunch | None = None) -> JobResult:
         try:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from spark_tables.core.job_result import JobResult
+from spark_tables.core.job_spec import CacheUse
 from spark_tables.core.plan.job import FORCE_RECOMPILE_OPTION, PlanJob
 from spark_tables.core.plan.result import PlanResult
 from spark_tables.core.plan.sinks import PostgresUpsertSink
@@ -63,6 +64,13 @@ class _PlanOperator(StreamingJobOperator):
             trigger_interval=duration_text(self.trigger_interval),
         )
         return PlanJob(statement=statement, options=options)
+
+    def shared_folders(self, job: Any, caches: tuple[CacheUse, ...]) -> dict[str, str]:
+        """Besides cached tables': the checkpoints, where an executed plan's executors keep their state."""
+        folders = super().shared_folders(job, caches)
+        if job.statement.executes:
+            folders["checkpoints" if self.checkpoints else "[spark_tables] checkpoint_uri"] = job.options.checkpoints
+        return folders
 
 
 class SparkCompilePlanOperator(_PlanOperator):

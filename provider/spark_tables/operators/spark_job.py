@@ -303,6 +303,12 @@ class SparkJobOperator(ResumableJobMixin, BaseOperator):
         self._cache_waits = CacheWaits.from_dict(waits).resumed(event.get("cache_folder", ""), now, past_bound)
         return self.execute(context)
 
+    def shared_folders(self, job: Job, caches: tuple[CacheUse, ...]) -> dict[str, str]:
+        """The folders the job's executors write and its driver reads, by the setting (or parameter) that names
+        each: on a cluster the driver checks that its executors share them before the job's work. The cache root
+        when the job reads cached tables."""
+        return {"[spark_tables] cache_uri": settings.cache_uri()} if caches else {}
+
     def job_jars(self, job: Job) -> list[str]:
         """Jars the job needs besides ``jars`` (a JDBC driver, say)."""
         return []
@@ -334,7 +340,12 @@ class SparkJobOperator(ResumableJobMixin, BaseOperator):
         ``result_uri``); everything that can fail on bad input fails here."""
         catalog = SparkTablesCatalogHook(catalog_conn_id=self.catalog_conn_id).get_catalog()
         ti = context["ti"]
-        spec = JobSpec(job=job, result_uri=result_uri or self.result_uri(context, purpose), caches=caches)
+        spec = JobSpec(
+            job=job,
+            result_uri=result_uri or self.result_uri(context, purpose),
+            caches=caches,
+            shared_folders=self.shared_folders(job, caches),
+        )
         spark_conf = dict(self.conf or {})
         if self.openlineage_inject_parent_job_info:
             spark_conf = inject_parent_job_information_into_spark_properties(spark_conf, context)
@@ -357,6 +368,7 @@ class SparkJobOperator(ResumableJobMixin, BaseOperator):
             verbose=self.verbose,
             durable=self.durable and not purpose,  # a cleanup job is short, and run again by the next try
         )
+        hook.check_master()
         if isinstance(catalog, PostgresMetastore):
             ensure_metastore_schema(catalog)  # the first write anywhere: after every check of the input
         return hook
