@@ -31,6 +31,7 @@ import os
 import random
 import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -184,42 +185,58 @@ def spark_confs(spark_tables_home: str) -> tuple[dict[str, str], dict[str, str]]
 
 
 def build_dag(args: argparse.Namespace, folders: Folders) -> Any:
+    plain, ours = task_kinds(args, folders, DAG_ID)
+    makers = {
+        "plain": lambda task_id: plain(task_id, "spark_default"),
+        "ours": lambda task_id: ours(task_id, "spark_default"),
+        "uncounted": lambda task_id: ours(task_id, "spark_default", count_rows=False),
+    }
+    return rounds_dag(DAG_ID, makers, args.rounds)
+
+
+def task_kinds(args: argparse.Namespace, folders: Folders, dag_id: str) -> tuple[Callable[..., Any], ...]:
+    """The two kinds of task the sides are made of, with the same statements and conf: ``plain(task_id, conn_id)``,
+    the plain application through ``SparkSubmitOperator``, and ``ours(task_id, conn_id, count_rows=True)``."""
     from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-    from airflow.sdk import DAG, chain
 
     from spark_tables.operators.sql import SparkSqlJobOperator
 
     sql = statements(args.rows)
     plain_conf, ours_conf = spark_confs(folders.spark_tables_home)
 
-    def plain(task_id: str) -> SparkSubmitOperator:
+    def plain(task_id: str, conn_id: str) -> SparkSubmitOperator:
         return SparkSubmitOperator(
             task_id=task_id,
-            conn_id="spark_default",
+            conn_id=conn_id,
             application=folders.plain_job,
             application_args=[json.dumps(sql), os.path.join(folders.plain_timings, f"{task_id}.json")],
             conf=plain_conf,
-            name=f"{DAG_ID}.{task_id}",
+            name=f"{dag_id}.{task_id}",
         )
 
-    def ours(task_id: str, count_rows: bool = True) -> SparkSqlJobOperator:
-        return SparkSqlJobOperator(
-            task_id=task_id, conn_id="spark_default", sql=sql, conf=ours_conf, count_rows=count_rows
-        )
+    def ours(task_id: str, conn_id: str, count_rows: bool = True) -> SparkSqlJobOperator:
+        return SparkSqlJobOperator(task_id=task_id, conn_id=conn_id, sql=sql, conf=ours_conf, count_rows=count_rows)
 
-    makers = {"plain": plain, "ours": ours, "uncounted": lambda task_id: ours(task_id, count_rows=False)}
+    return plain, ours
 
+
+def rounds_dag(dag_id: str, makers: dict[str, Callable[[str], Any]], rounds: int) -> Any:
+    """One task at a time: a ``warmup`` of the first side (not measured), then ``rounds`` rounds of every side,
+    each round in the order ``round_order`` gives; a task of side ``s`` in round ``n`` is ``s_n``."""
+    from airflow.sdk import DAG, chain
+
+    sides = tuple(makers)
     with DAG(
-        dag_id=DAG_ID,
+        dag_id=dag_id,
         schedule=None,
         start_date=datetime(2026, 1, 1),
         catchup=False,
         default_args={"retries": 0},
         tags=["benchmark"],
     ) as dag:
-        tasks: list[Any] = [plain("warmup")]
-        for number in range(1, args.rounds + 1):
-            tasks += [makers[side](f"{side}_{number}") for side in round_order(number)]
+        tasks: list[Any] = [makers[sides[0]]("warmup")]
+        for number in range(1, rounds + 1):
+            tasks += [makers[side](f"{side}_{number}") for side in round_order(number, sides)]
         chain(*tasks)
     return dag
 
@@ -227,10 +244,10 @@ def build_dag(args: argparse.Namespace, folders: Folders) -> Any:
 SIDES = ("plain", "ours", "uncounted")
 
 
-def round_order(number: int) -> tuple[str, ...]:
-    """The order of round ``number``'s tasks: ``SIDES`` rotated, so each side is first, second and third in turn."""
-    shift = (number - 1) % len(SIDES)
-    return SIDES[shift:] + SIDES[:shift]
+def round_order(number: int, sides: tuple[str, ...] = SIDES) -> tuple[str, ...]:
+    """The order of round ``number``'s tasks: ``sides`` rotated, so each side is first, second, ... in turn."""
+    shift = (number - 1) % len(sides)
+    return sides[shift:] + sides[:shift]
 
 
 def collect(dag_run: Any, folders: Folders) -> dict[str, TaskTiming]:
@@ -253,6 +270,18 @@ def collect(dag_run: Any, folders: Folders) -> dict[str, TaskTiming]:
             timing.rows = reported["rows"]
         timings[task_id] = timing
     return timings
+
+
+def print_time_split(sides: dict[str, list[TaskTiming]]) -> None:
+    """Each side's median task time, and its driver's session start, work and the rest."""
+    print(f"{'':10}{'total':>7}{'session':>9}{'work':>7}{'rest':>7}")
+    for side, timings in sides.items():
+        print(
+            f"{side:10}{fmt(med([t.seconds for t in timings])):>7}"
+            f"{fmt(med([t.session_seconds for t in timings])):>9}"
+            f"{fmt(med([t.work_seconds for t in timings])):>7}"
+            f"{fmt(med([t.outside_driver_seconds for t in timings])):>7}"
+        )
 
 
 def median_interval(values: list[float], resamples: int = 5000) -> tuple[float, float]:
@@ -311,14 +340,7 @@ def report(args: argparse.Namespace, timings: dict[str, TaskTiming], wall_second
     print("where the time goes (medians, seconds): driver session start, SQL work, and the rest")
     print("(rest = JVM and spark-submit start/stop, Python start, Airflow task and operator work;")
     print(" ours' work also includes counting each written table for its XCom row_counts, which the others skip)")
-    print(f"{'':10}{'total':>7}{'session':>9}{'work':>7}{'rest':>7}")
-    for side in SIDES:
-        print(
-            f"{side:10}{fmt(med([t.seconds for t in sides[side]])):>7}"
-            f"{fmt(med([t.session_seconds for t in sides[side]])):>9}"
-            f"{fmt(med([t.work_seconds for t in sides[side]])):>7}"
-            f"{fmt(med([t.outside_driver_seconds for t in sides[side]])):>7}"
-        )
+    print_time_split(sides)
     print()
     measured = sum(t.seconds for t in timings.values())
     print(
