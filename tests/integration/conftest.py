@@ -239,7 +239,8 @@ def on_cluster(tmp_path_factory: pytest.TempPathFactory, spark_cluster: Any) -> 
     home = tmp_path_factory.mktemp("airflow-cluster")
     database = _empty_database(CLUSTER_METASTORE_DATABASE)
     deployment = postgres_deployment(home, database, home / "spark_tables" / "warehouse")
-    connection = {"conn_type": "spark", "host": spark_cluster.master_url, "extra": {"deploy-mode": "client"}}
+    extra = {"deploy-mode": "client", "master-ui-url": spark_cluster.ui_url}
+    connection = {"conn_type": "spark", "host": spark_cluster.master_url, "extra": extra}
     # The drivers listen on loopback too, where the executors reach them.
     env = {**deployment.env, "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(connection), "SPARK_LOCAL_IP": "127.0.0.1"}
     return dataclasses.replace(deployment, env=env)
