@@ -81,22 +81,24 @@ class SparkCluster:
             for folder in ("local", "tmp"):
                 (work / folder).mkdir(parents=True)
             self._worker_ui_ports.append(free_port())
-            self._worker_processes.append(
-                self._spark_class(
-                    f"worker-{index}",
-                    [
-                        *("org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1"),
-                        *("--port", str(free_port()), "--webui-port", str(self._worker_ui_ports[-1])),
-                        *("--cores", str(SPARK_WORKER_CORES), "--memory", SPARK_WORKER_MEMORY),
-                        *("--work-dir", str(work / "work"), self.master_url),
-                    ],
-                    # Shuffle and spill files, and the temporary files of its executors' Python workers, in the
-                    # worker's own folders: not a /tmp that every JVM here, the driver's too, shares.
-                    {"SPARK_LOCAL_DIRS": str(work / "local"), "TMPDIR": str(work / "tmp")},
-                    hide=self.driver_only,
-                )
-            )
+            self._worker_processes.append(self._start_worker(index))
         wait_for(f"{self._workers} ALIVE Spark workers", self._all_alive, timeout=START_SECONDS)
+
+    def _start_worker(self, index: int) -> subprocess.Popen[bytes]:
+        work = self.root / f"worker-{index}"
+        return self._spark_class(
+            f"worker-{index}",
+            [
+                *("org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1"),
+                *("--port", str(free_port()), "--webui-port", str(self._worker_ui_ports[index])),
+                *("--cores", str(SPARK_WORKER_CORES), "--memory", SPARK_WORKER_MEMORY),
+                *("--work-dir", str(work / "work"), self.master_url),
+            ],
+            # Shuffle and spill files, and the temporary files of its executors' Python workers, in the worker's
+            # own folders: not a /tmp that every JVM here, the driver's too, shares.
+            {"SPARK_LOCAL_DIRS": str(work / "local"), "TMPDIR": str(work / "tmp")},
+            hide=self.driver_only,
+        )
 
     def applications(self) -> list[dict[str, Any]]:
         """The master's active and completed applications, as its JSON API lists them."""
@@ -115,8 +117,9 @@ class SparkCluster:
             with contextlib.suppress(OSError, ValueError):
                 state = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/", timeout=5).read())
                 found += [
-                    {**executor, "worker": index}
-                    for executor in [*state["executors"], *state["finishedexecutors"]]
+                    {**executor, "worker": index, "finished": finished}
+                    for finished, listed in ((False, state["executors"]), (True, state["finishedexecutors"]))
+                    for executor in listed
                     if executor["appid"] == application_id
                 ]
         return found
@@ -125,6 +128,13 @@ class SparkCluster:
         """SIGKILL worker ``index``'s JVM, as a lost machine would go; its executors notice and exit."""
         os.kill(self._worker_processes[index].pid, signal.SIGKILL)
         self._worker_processes[index].wait()
+
+    def restart_worker(self, index: int) -> None:
+        """Start worker ``index`` again after ``kill_worker``, and wait until every worker is ALIVE again."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._worker_processes[index].pid, signal.SIGKILL)  # its executors, if any outlived it
+        self._worker_processes[index] = self._start_worker(index)
+        wait_for(f"{self._workers} ALIVE Spark workers", self._all_alive, timeout=START_SECONDS)
 
     def stop(self) -> None:
         processes = [*self._worker_processes, *([self._master] if self._master else [])]

@@ -22,6 +22,7 @@ import psutil
 import psycopg
 import pytest
 
+from spark_tables.core.names import flat_name
 from spark_tables.utils.metastore_schema import ensure_metastore_schema
 from tests.integration.airflow_services import AirflowServices, running_airflow, wait_for
 from tests.integration.conftest import (
@@ -199,6 +200,8 @@ def test_a_driver_lost_with_its_worker_is_undone_and_its_job_run_again(deployed:
 def test_marking_a_durable_task_failed_still_stops_its_driver_which_undoes_its_table(
     deployed: Deployed, gate_table: str
 ):
+    """The driver undoes its table. The task process may be killed (5 s after the mark) before it takes the
+    driver's result: then its claim, result and files wait for the next CTAS on the catalog, which sweeps them."""
     table = "durable_marked_failed"
     since = time.time()
     run_id = deployed.trigger("durable_ctas", {"table": table})
@@ -213,9 +216,42 @@ def test_marking_a_durable_task_failed_still_stops_its_driver_which_undoes_its_t
                 not [app for app in _applications(deployed, "durable_ctas.ctas", since) if app["state"] == "RUNNING"]
             ),
         )
-
     assert deployed.read_back(f"SHOW TABLES LIKE '{table}'") == []
-    assert _exchange_files(deployed, "durable_ctas") == []
+
+    next_run = deployed.trigger("durable_ctas", {"table": "durable_after_marked_failed"})  # the gate is open
+    assert deployed.finished("durable_ctas", next_run) == "success"
+    marked = flat_name(["durable_ctas", run_id]).rsplit("__", 1)[0]  # how the exchange's files name the run
+    assert not [name for name in _exchange_files(deployed, "durable_ctas") if name.startswith(marked)]
+
+
+def test_a_spark_worker_lost_under_a_cached_table_consumer_is_replaced_by_spark_and_the_task_succeeds(
+    deployed: Deployed, gate_table: str
+):
+    since = time.time()
+    run_id = deployed.trigger("durable_cache_consumer", {})
+
+    with closed_gate() as gate:
+        wait_for("the consumer at the gate", lambda: _waiting_at_gate(gate), timeout=300)
+        [app] = [app for app in _applications(deployed, "durable_cache_consumer.consume", since)]
+        [worker] = [e["worker"] for e in deployed.cluster.executors(app["id"]) if not e["finished"]]
+        deployed.cluster.kill_worker(worker)
+        try:
+            wait_for(
+                "Spark to give the application an executor on the other worker, which waits at the gate again",
+                lambda: (
+                    any(e["worker"] != worker for e in deployed.cluster.executors(app["id"])) and _waiting_at_gate(gate)
+                ),
+                timeout=300,
+            )
+            _open(gate)
+            assert deployed.finished("durable_cache_consumer", run_id) == "success"
+        finally:
+            deployed.cluster.restart_worker(worker)
+
+    assert deployed.task_instance("durable_cache_consumer", run_id, "consume")["try_number"] == 1, "no Airflow retry"
+    consumed = deployed.xcom("durable_cache_consumer", run_id, "consume")
+    assert consumed["rows"] == [[100, 100]]
+    assert consumed["caches"]["durable_c"]["hits"] == 1, "the copy was read, on the new executor"
 
 
 def _drives(process: psutil.Process, dag_id: str) -> bool:

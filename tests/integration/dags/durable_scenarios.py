@@ -64,3 +64,21 @@ CUSTOMERS = LookupTable(
 
 with DAG(dag_id="durable_lookup_reload", **_DAG):
     SparkLookupReloadOperator(task_id="reload", lookup=CUSTOMERS, **_RETRY)
+
+#: A cached table its producer computes at once; its consumer reads the copy behind the gate, on the executor whose
+#: worker the test kills.
+C = CachedTable(
+    "durable_c",
+    query="SELECT id % 100 AS k, max(sha2(CAST(id AS STRING), 256)) AS h FROM range(0, 100000, 1, 4) GROUP BY id % 100",
+)
+
+with DAG(dag_id="durable_cache_consumer", **_DAG):
+    SparkSqlJobOperator(
+        task_id="produce", sql="SELECT count(*) AS keys FROM durable_c", caches=[C]
+    ) >> SparkSqlJobOperator(
+        task_id="consume",
+        sql=f"SELECT count(*) AS keys, count(DISTINCT h) AS hashes FROM durable_c CROSS JOIN {GATE}",
+        caches=[C],
+        **_JDBC,
+    )
+    release_caches()

@@ -19,7 +19,8 @@ from typing import Any
 from airflow.sdk import ObjectStoragePath
 
 from spark_tables.core.ctas.ownership import TableOwner
-from spark_tables.core.exchange import cancel_uri, claim_uri, result_uri
+from spark_tables.core.exchange import claim_uri, result_uri
+from spark_tables.hooks.spark_job import forget_launched_files
 from spark_tables.hooks.task_states import task_state
 from spark_tables.utils import settings
 
@@ -79,11 +80,12 @@ def read_claim(owner: TableOwner) -> Claim | None:
 
 
 def release_claim(owner: TableOwner) -> None:
-    """Forget the claim, and what its try may have left in the exchange: results and cancel markers."""
+    """Forget the claim, and what its try may have left in the exchange: results, cancel markers, and a durable
+    job's spec, started note and log."""
     for purpose in ("", "cleanup"):
-        uri = result_uri(settings.exchange_uri(), **_task(owner), try_number=owner.try_number, purpose=purpose)
-        for leftover in (ObjectStoragePath(uri), ObjectStoragePath(cancel_uri(uri))):
-            leftover.unlink(missing_ok=True)
+        forget_launched_files(
+            result_uri(settings.exchange_uri(), **_task(owner), try_number=owner.try_number, purpose=purpose)
+        )
     _path(owner).unlink(missing_ok=True)
 
 
