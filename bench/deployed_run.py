@@ -137,6 +137,7 @@ def main(argv: list[str]) -> None:
     command = reproduce_command(__file__, argv)
     root = Path(tempfile.mkdtemp(prefix="spark_tables_deployed_", dir="/tmp"))
     shared = root / "shared"  # the folder every Airflow and Spark process sees, as an NFS mount would be
+    (root / "cluster").mkdir()
     with running_spark_cluster(root / "cluster") as cluster:
         cluster_home = root / "deployed"
         cluster_home.mkdir()
