@@ -24,8 +24,8 @@ from spark_tables.hooks.spark_job import (
     read_launched_spec,
     stop_detached_driver,
 )
-from spark_tables.hooks.standalone_master import application_active, master_ui_urls
 from spark_tables.jobs.entry import announce_start
+from spark_tables.utils.spark_master import application_active, master_ui_urls
 
 LAUNCH = DriverLaunch(result_uri="file:///x/r.json", host="worker-1", pid=4242, launched_at=1000.0, try_number=1)
 
@@ -109,6 +109,8 @@ class TestStandaloneMaster:
         assert master_ui_urls("spark://m1:7077") == ["http://m1:8080"]
         assert master_ui_urls("spark://m1:7077,m2:7077") == ["http://m1:8080", "http://m2:8080"]
         assert master_ui_urls("spark://m1:7077", "http://ui.example:9090/") == ["http://ui.example:9090"]
+        assert master_ui_urls("spark://admin:s3cret@m1:7077") == ["http://m1:8080"]
+        assert master_ui_urls("spark://[::1]:7077") == ["http://[::1]:8080"]
 
     def test_an_application_is_active_while_the_master_lists_it_so(self, master_ui, monkeypatch):
         monkeypatch.setattr(

@@ -29,13 +29,18 @@ from spark_tables.core.job_spec import JobSpec
 from spark_tables.core.spark_log import LineTally
 from spark_tables.core.storage_credentials import reached_by_airflow
 from spark_tables.hooks.spark_submit import SparkSubmitAdapter
-from spark_tables.hooks.standalone_master import MASTER_UI_EXTRA, application_active, master_ui_urls
 from spark_tables.utils import settings
 from spark_tables.utils.catalog_lock import exclusive_catalog
 from spark_tables.utils.class_archive import ClassArchive
 from spark_tables.utils.job_package import ENTRY_SCRIPT, job_package
 from spark_tables.utils.local_spark import java_binary, spark_binary_path
-from spark_tables.utils.spark_master import is_standalone, unreachable
+from spark_tables.utils.spark_master import (
+    MASTER_UI_EXTRA,
+    application_active,
+    is_standalone,
+    master_ui_urls,
+    unreachable,
+)
 
 DEFAULT_MASTER = "local[*]"
 #: The Spark connection's extra naming its Spark history server, for the tasks' "Spark application" link.
@@ -139,8 +144,8 @@ class SparkJobHook(SparkSubmitAdapter):
     def detaches(self) -> bool:
         """Whether a driver can run detached from this process and be found again by a later try: on a standalone
         master in client mode, which says through its JSON API whether an application runs."""
-        return self.connection_settings["master"].startswith("spark://") and (
-            self.connection_settings["deploy_mode"] != "cluster"
+        return (
+            is_standalone(self.connection_settings["master"]) and self.connection_settings["deploy_mode"] != "cluster"
         )
 
     @property
@@ -273,6 +278,7 @@ class SparkJobHook(SparkSubmitAdapter):
             urls = master_ui_urls(self.connection_settings["master"], self.master_ui)
             active = application_active(urls, application_id)
         facts = DriverFacts(
+            # Again: a driver may write its result and end between the first look and the master's answer.
             result_written=result_written or ObjectStoragePath(launch.result_uri).exists(),
             application_id=application_id,
             application_active=active,
@@ -532,7 +538,8 @@ def _started_application(result_uri: str) -> str | None:
 
 def _process_alive(launch: DriverLaunch) -> bool | None:
     """Whether the launch's spark-submit still runs; None on another machine, where this one cannot see it. The
-    process's command line must name the job's result, so a process id used again is not taken for it."""
+    process's command line must name the job's spec file (a durable job's spec always goes to one), so a process id
+    used again is not taken for it."""
     if launch.host != socket.gethostname():
         return None
     try:
@@ -540,7 +547,7 @@ def _process_alive(launch: DriverLaunch) -> bool | None:
             command = handle.read()
     except OSError:
         return False
-    return launch.result_uri.encode() in command or spec_uri(launch.result_uri).encode() in command
+    return spec_uri(launch.result_uri).encode() in command
 
 
 def _write_private(path: ObjectStoragePath, text: str) -> None:
