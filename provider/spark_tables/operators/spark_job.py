@@ -187,8 +187,8 @@ class SparkJobOperator(ResumableJobMixin, BaseOperator):
             return self._hook.start_detached(context["ti"].try_number).to_dict()
         if self.durable:
             self.log.info(
-                "durable: does not apply on %s: a lost task process ends its Spark job (it applies on a standalone "
-                "spark:// master in client mode)",
+                "durable: does not apply on %s here: a lost task process ends its Spark job (it applies on a "
+                "standalone spark:// master in client mode, with a catalog other than the embedded Derby one)",
                 self._hook.master,
             )
         self._result = self.run_hook(self._hook)
@@ -240,8 +240,7 @@ class SparkJobOperator(ResumableJobMixin, BaseOperator):
         return self._result
 
     def get_job_result(self, external_id: Any, context: Any) -> JobResult:
-        if self._result is None:
-            return self.poll_until_complete(external_id, context)
+        """The result ``poll_until_complete`` (or, for a finished driver, ``get_job_status``) took."""
         return self._result
 
     def _hook_for_launch(self, context: Any, launch: DriverLaunch) -> SparkJobHook | None:
