@@ -193,8 +193,13 @@ def deployment(request: pytest.FixtureRequest) -> Deployment:
     return request.getfixturevalue(request.param)
 
 
+def demo_connection(database: str) -> str:
+    """The examples' PostgreSQL connection (type postgres) as an Airflow connection URI, on ``database``."""
+    return f"postgres://{PG_USER}@{PG_HOST}:{PG_PORT}/{database}"
+
+
 #: The lookup example's PostgreSQL connection: its dimension table lives in the tests' spark_tables_test.
-LOOKUP_DEMO_CONN = f"postgres://{PG_USER}@{PG_HOST}:{PG_PORT}/spark_tables_test"
+LOOKUP_DEMO_CONN = demo_connection("spark_tables_test")
 
 
 @pytest.fixture(scope="session")

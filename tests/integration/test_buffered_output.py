@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import Deployment
-from tests.integration.test_plan import DATABASE, _pg, demo_connection
+from tests.integration.conftest import Deployment, demo_connection
+from tests.integration.test_plan import DATABASE, _pg
 
 pytestmark = pytest.mark.integration
 

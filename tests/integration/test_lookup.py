@@ -15,8 +15,8 @@ import psycopg
 import pytest
 
 from spark_tables.core.lookup.snapshot import POINTER
-from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, SCENARIOS, Deployment
-from tests.integration.test_plan import DATABASE, demo_connection
+from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, SCENARIOS, Deployment, demo_connection
+from tests.integration.test_plan import DATABASE
 
 pytestmark = pytest.mark.integration
 

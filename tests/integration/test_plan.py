@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, Deployment
+from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, Deployment, demo_connection
 
 pytestmark = pytest.mark.integration
 
@@ -19,11 +19,6 @@ pytestmark = pytest.mark.integration
 DATABASE = "spark_tables_test"
 #: A warning line of Spark's log4j layout (``yy/MM/dd HH:mm:ss LEVEL logger: message``).
 SPARK_WARNING = re.compile(r"\d\d/\d\d/\d\d \d\d:\d\d:\d\d WARN ")
-
-
-def demo_connection(database: str) -> str:
-    """The examples' PostgreSQL connection (type postgres) as an Airflow connection URI, on ``database``."""
-    return f"postgres://{PG_USER}@{PG_HOST}:{PG_PORT}/{database}"
 
 
 def _pg(query: str, database: str = DATABASE) -> list[tuple]:
