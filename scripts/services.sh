@@ -1,5 +1,6 @@
-# Sourced by scripts/setup.sh: the PostgreSQL part of the setup, one function that scripts/test.sh and
-# scripts/demo.sh call (the test command stops when it fails, the demo leaves out its lookup example).
+# Sourced by scripts/setup.sh: the services part of the setup. postgres_ready, which scripts/test.sh and
+# scripts/demo.sh call (the test command stops when it fails, the demo leaves out its lookup example), and
+# redis_ready, which scripts/test.sh calls (the Celery executor's broker in the tests of Airflow as deployed).
 #
 #   postgres_ready CHOOSER HOST PORT USER PASSWORD DATABASE...
 #
@@ -94,4 +95,49 @@ PY
   [ "$_POSTGRES_STATUS" -eq 0 ] && return 0
   POSTGRES_PROBLEM=${POSTGRES_PROBLEM:-checking PostgreSQL at $host:$port failed (the error is above)}
   return 1
+}
+
+#   redis_ready CHOOSER HOST:PORT
+#
+# makes sure that Redis answers at HOST:PORT: as root, on loopback, starts a redis-server there when none answers
+# (keeping nothing on disk: the tests' broker queues need not outlive it), installing Debian's redis-server first
+# when it is missing. Returns 0 when Redis answers; otherwise 1, with REDIS_PROBLEM set to one line saying what is
+# missing and the command that fixes it.
+redis_ready() {
+  local chooser=$1 address=$2 host port
+  host=${address%:*} port=${address##*:}
+  REDIS_PROBLEM=""
+  _redis_answers "$host" "$port" && return 0
+  if [[ ! "$host" =~ ^(127\.0\.0\.1|localhost)$ ]] || [ "$(id -u)" -ne 0 ]; then
+    REDIS_PROBLEM="Redis does not answer at $address: start it there ('redis-server --port $port --daemonize yes'), or set $chooser to host:port of one that does"
+    return 1
+  fi
+  if ! command -v redis-server > /dev/null; then
+    echo "installing Redis (apt-get install redis-server) ..."
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server; } \
+      < /dev/null > "$AIRFLOW_HOME/apt-get-redis.log" 2>&1
+    if ! command -v redis-server > /dev/null; then
+      REDIS_PROBLEM="installing Redis failed (log: $AIRFLOW_HOME/apt-get-redis.log): run 'apt-get install redis-server' as root"
+      return 1
+    fi
+    _redis_answers "$host" "$port" && return 0  # the package's own service, where it starts one
+  fi
+  echo "starting Redis (redis-server on $address) ..."
+  redis-server --bind "$host" --port "$port" --daemonize yes --save '' --appendonly no \
+    --logfile "$AIRFLOW_HOME/redis.log" < /dev/null > /dev/null 2>&1 || true
+  for _ in $(seq 1 30); do _redis_answers "$host" "$port" && return 0; sleep 1; done
+  REDIS_PROBLEM="starting Redis on $address failed (log: $AIRFLOW_HOME/redis.log): start it there, or set $chooser to host:port of one that does"
+  return 1
+}
+
+# With the venv's redis client, so that redis-cli is not needed.
+_redis_answers() {
+  python - "$1" "$2" <<'PY' 2> /dev/null
+import sys
+
+import redis
+
+host, port = sys.argv[1], int(sys.argv[2])
+sys.exit(0 if redis.Redis(host=host, port=port, socket_connect_timeout=2).ping() else 1)
+PY
 }

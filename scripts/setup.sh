@@ -4,7 +4,8 @@
 #   - points Airflow at .airflow/ (SQLite metadata DB) and its DAGs folder at AIRFLOW__CORE__DAGS_FOLDER when that
 #     is set (made absolute), else this repo's dags/, and migrates the DB
 #   - defines postgres_ready (scripts/services.sh), which test.sh and demo.sh call for their PostgreSQL: the JDBC
-#     driver installed, the server started, the databases created, where that can be done
+#     driver installed, the server started, the databases created, where that can be done; and redis_ready, which
+#     test.sh calls for the Celery executor's broker: the server started (installed first) where that can be done
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # A DAGs folder of one's own, named relative to where the command was started: absolute before the cd below.

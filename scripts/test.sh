@@ -16,6 +16,12 @@ postgres_ready SPARK_TABLES_TEST_PG_HOST/_PORT/_USER "$PG_HOST" "$PG_PORT" "$PG_
   exit 1
 }
 
+# The Celery executor's broker in the tests of Airflow as deployed (tests/integration/airflow_services.py).
+redis_ready SPARK_TABLES_TEST_REDIS "${SPARK_TABLES_TEST_REDIS:-127.0.0.1:6379}" || {
+  echo "error: $REDIS_PROBLEM" >&2
+  exit 1
+}
+
 source "$(dirname "${BASH_SOURCE[0]}")/debian_tools.sh"
 # The monitoring pages' browser: Debian's chromium (Playwright drives it; its own browser downloads are not used).
 export SPARK_TABLES_TEST_CHROMIUM=${SPARK_TABLES_TEST_CHROMIUM:-/usr/bin/chromium}

@@ -114,3 +114,44 @@ def _alive(processes: list[psutil.Process]) -> list[psutil.Process]:
             if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
                 alive.append(process)
     return alive
+
+
+def _redis_ready(address: str, home: Path) -> subprocess.CompletedProcess[str]:
+    """scripts/services.sh's ``redis_ready`` on ``address``, as scripts/test.sh calls it."""
+    script = (
+        f'source "{REPO}/scripts/services.sh"; redis_ready SPARK_TABLES_TEST_REDIS {address}'
+        ' || { echo "error: $REDIS_PROBLEM" >&2; exit 1; }'
+    )
+    return subprocess.run(
+        ["bash", "-c", script], env=_env(AIRFLOW_HOME=str(home)), capture_output=True, text=True, check=False
+    )
+
+
+def test_the_test_command_starts_redis_where_none_answers(tmp_path: Path) -> None:
+    """As root on loopback, a port where no Redis answers gets one (this test's own port, stopped after); a second
+    call finds it and starts nothing."""
+    import redis
+
+    port = _free_port()
+    done = _redis_ready(f"127.0.0.1:{port}", tmp_path)
+    try:
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.stdout == f"starting Redis (redis-server on 127.0.0.1:{port}) ...\n"
+        client = redis.Redis(host="127.0.0.1", port=port)
+        assert client.ping() and client.config_get("save") == {"save": ""}, "it keeps nothing on disk"
+        again = _redis_ready(f"127.0.0.1:{port}", tmp_path)
+        assert (again.returncode, again.stdout, again.stderr) == (0, "", "")
+    finally:
+        with contextlib.suppress(redis.ConnectionError):
+            redis.Redis(host="127.0.0.1", port=port).shutdown(nosave=True)
+
+
+def test_the_test_command_stops_in_one_line_when_a_redis_elsewhere_does_not_answer(tmp_path: Path) -> None:
+    """A Redis the tests are pointed at on another host (192.0.2.1: an address for documentation, where nothing
+    answers) is not theirs to start."""
+    done = _redis_ready("192.0.2.1:6379", tmp_path)
+    assert done.returncode == 1
+    assert done.stderr == (
+        "error: Redis does not answer at 192.0.2.1:6379: start it there ('redis-server --port 6379 "
+        "--daemonize yes'), or set SPARK_TABLES_TEST_REDIS to host:port of one that does\n"
+    )
