@@ -48,7 +48,8 @@ ADD_PAGE_VIEWS = [
        SELECT /*+ REPARTITION(8) */ page, visitor, ts
        FROM (SELECT concat('page_', CAST(floor(pow(id % 400, 2) / 8000) AS STRING)) AS page,
                     CAST(id * 7 % 300 AS INT) AS visitor,
-                    timestamp_seconds({{ logical_date.int_timestamp }} + id * 600 DIV 2000) AS ts
+                    timestamp_seconds({{ (logical_date or dag_run.run_after).timestamp() | int }}
+                                      + id * 600 DIV 2000) AS ts
              FROM range(2000))""",
 ]
 #: FLIP-365's example: views per page and 2-minute window (its times scaled down). The watermark lets Spark drop

@@ -50,13 +50,14 @@ SEED_SINKS = [
     "(order_id integer PRIMARY KEY, shop text, customer_id integer, name text, tier text)",
 ]
 #: Streaming sources are catalog tables: each INSERT adds files to their folders, which the next execution reads.
-#: 200 orders a run, of 180 ids: the last 20 of a run are duplicates of its first 20, sent again.
+#: 200 orders a run, of 180 ids: the last 20 of a run are duplicates of its first 20, sent again. A run's ids come
+#: from its time: its logical date, or when it was triggered if it has none (a run from the UI or the REST API).
 ADD_ORDERS = [
     "CREATE DATABASE IF NOT EXISTS plan_demo",
     "CREATE TABLE IF NOT EXISTS plan_demo.orders (order_id INT, shop STRING, customer_id INT, amount INT) USING json",
     "CREATE TABLE IF NOT EXISTS plan_demo.customers (customer_id INT, name STRING, tier STRING) USING json",
     """INSERT INTO plan_demo.orders
-       SELECT CAST({{ logical_date.int_timestamp % 100000 }} * 1000 + id % 180 AS INT),
+       SELECT CAST({{ (logical_date or dag_run.run_after).timestamp() | int % 100000 }} * 1000 + id % 180 AS INT),
               concat('shop_', CAST(id % 5 AS STRING)), CAST(id % 180 % 40 AS INT), CAST(id % 180 % 97 AS INT)
        FROM range(200)""",
     """INSERT INTO plan_demo.customers

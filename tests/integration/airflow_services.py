@@ -78,6 +78,7 @@ class AirflowServices:
 
     def __init__(self, deployment: Deployment, dags_folder: Path, redis_db: int, heartbeat_timeout: int = 60) -> None:
         self.port = _free_port()
+        self.deployment = deployment  # its catalog, for what a test reads back
         self.home = deployment.home
         self.env = {
             **deployment.env,

@@ -102,6 +102,29 @@ class Deployment:
         return json.loads(marked[-1][len("ROWS ") :])
 
 
+@dataclass(frozen=True)
+class ExampleRun:
+    """A finished run of an example DAG, however it ran (``airflow dags test``, or the scheduler and a Celery
+    worker): its tasks' return values, their logs, and the deployment whose catalog and provider home it used."""
+
+    deployment: Deployment
+    xcoms: dict[str, Any]
+    log: str
+
+    @property
+    def home(self) -> Path:
+        """The provider's home (``[spark_tables] home``): the exchange, the cache and lookup roots, the embedded
+        catalog's warehouse."""
+        return Path(self.deployment.env["AIRFLOW__SPARK_TABLES__HOME"])
+
+
+def dags_test(deployment: Deployment, dag_id: str, *args: str) -> ExampleRun:
+    """One successful ``airflow dags test`` of ``dag_id`` (``args`` after it: a logical date, ``--conf ...``)."""
+    done = deployment.airflow("dags", "test", dag_id, *args)
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+    return ExampleRun(deployment, deployment.latest_xcoms(dag_id), done.stdout + done.stderr)
+
+
 def _base_env(home: Path) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("AIRFLOW")}
     env.update(
@@ -249,6 +272,41 @@ def on_cluster(tmp_path_factory: pytest.TempPathFactory, spark_cluster: Any) -> 
     # The drivers listen on loopback too, where the executors reach them.
     env = {**deployment.env, "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(connection), "SPARK_LOCAL_IP": "127.0.0.1"}
     return dataclasses.replace(deployment, env=env)
+
+
+@pytest.fixture(scope="session")
+def cluster_airflow(
+    tmp_path_factory: pytest.TempPathFactory, on_cluster: Deployment, spark_cluster: Any
+) -> Iterator[Any]:
+    """Airflow as deployed (``airflow_services``: API server, scheduler, DAG processor, triggerer, a Celery worker)
+    whose Spark is the standalone cluster, on ``on_cluster``'s metastore and shared folder, once per test session:
+    the example DAGs and the scenarios, their PostgreSQL tables in the cluster's metastore database. A lost worker is
+    noticed after 30 s without heartbeats."""
+    from tests.integration.airflow_services import running_airflow
+    from tests.integration.test_buffered_output import buffered_demo_env
+    from tests.integration.test_plan import plan_demo_env
+
+    assert isinstance(on_cluster.catalog, PostgresMetastore)
+    home = tmp_path_factory.mktemp("airflow-on-cluster")
+    catalog = on_cluster.catalog
+    metadata = AIRFLOW_METADATA_DATABASE.replace("airflow", "cluster_airflow", 1)
+    deployment = postgres_deployment(home, catalog.database, Path(catalog.warehouse), metadata)
+    env = {
+        **deployment.env,
+        "AIRFLOW__SPARK_TABLES__HOME": on_cluster.env["AIRFLOW__SPARK_TABLES__HOME"],
+        "AIRFLOW_CONN_SPARK_DEFAULT": on_cluster.env["AIRFLOW_CONN_SPARK_DEFAULT"],
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO": demo_connection(CLUSTER_METASTORE_DATABASE),
+        **plan_demo_env(CLUSTER_METASTORE_DATABASE, home / "plans" / "example_spark_plan.json"),
+        **buffered_demo_env(CLUSTER_METASTORE_DATABASE),
+    }
+    deployment = Deployment(home=home, catalog=catalog, env=env)
+    dags = home / "dags"  # the examples and the scenarios, in one DAGs folder
+    dags.mkdir()
+    (dags / "examples").symlink_to(REPO / "dags")
+    (dags / "scenarios").symlink_to(SCENARIOS)
+    with running_airflow(deployment, dags, heartbeat_timeout=30) as services:
+        yield services
 
 
 @pytest.fixture(autouse=True)

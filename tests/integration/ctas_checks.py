@@ -99,7 +99,7 @@ def assert_gone(deployment: Deployment, table: str) -> None:
 
 
 def assert_exchange_empty(deployment: Deployment) -> None:
-    exchange = deployment.home / "spark_tables" / "exchange"
+    exchange = Path(deployment.env["AIRFLOW__SPARK_TABLES__HOME"]) / "exchange"
     assert not exchange.exists() or os.listdir(exchange) == [], f"left in the exchange: {os.listdir(exchange)}"
 
 

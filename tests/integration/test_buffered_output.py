@@ -5,13 +5,13 @@ with real spark-submit jobs."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections import defaultdict
 from datetime import timedelta
-from typing import Any
 
 import pytest
 
-from tests.integration.conftest import Deployment, demo_connection
+from tests.integration.conftest import Deployment, ExampleRun, dags_test, demo_connection
 from tests.integration.test_plan import DATABASE, _pg
 
 pytestmark = pytest.mark.integration
@@ -39,27 +39,34 @@ def _table(way: str, database: str) -> list[tuple[str, int, int, int]]:
 
 
 def test_the_example_writes_the_same_tables_three_ways_with_fewer_writes_when_buffered(embedded: Deployment) -> None:
-    check_example_buffered_output(embedded, DATABASE)
+    deployment = dataclasses.replace(embedded, env={**embedded.env, **buffered_demo_env(DATABASE)})
+    prepare_example_buffered_output(DATABASE)
+    conf = json.dumps(EXAMPLE_CONF)
+    check_example_buffered_output(dags_test(deployment, DAG_ID, "2026-01-02", "--conf", conf), DATABASE)
 
 
-def check_example_buffered_output(deployment: Deployment, database: str) -> dict[str, Any]:
-    """Run the example on ``deployment`` with its tables in ``database``, check what it did; its XComs."""
-    connection = demo_connection(database)
-    deployment = dataclasses.replace(
-        deployment, env={**deployment.env, "AIRFLOW_CONN_SPARK_TABLES_BUFFERED_DEMO": connection}
-    )
+#: The example's run conf: an interval that no run crosses, so its flushes do not depend on how long it takes.
+EXAMPLE_CONF = {"flush_max_interval": "3650 d"}
+
+
+def buffered_demo_env(database: str) -> dict[str, str]:
+    """The example's PostgreSQL connection, on ``database``, as its environment gives it."""
+    return {"AIRFLOW_CONN_SPARK_TABLES_BUFFERED_DEMO": demo_connection(database)}
+
+
+def prepare_example_buffered_output(database: str) -> None:
+    """Before a run of the example: no tables of an earlier one in ``database``."""
     _pg("DROP TABLE IF EXISTS " + ", ".join(f"spark_tables_demo.page_views_{way}" for way in WAYS), database)
 
-    # An interval that no run crosses: the run's flushes do not depend on how long it takes.
-    done = deployment.airflow("dags", "test", DAG_ID, "2026-01-02", "--conf", '{"flush_max_interval": "3650 d"}')
-    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
 
+def check_example_buffered_output(run: ExampleRun, database: str) -> None:
+    """What the example's run (with :data:`EXAMPLE_CONF`) did, its tables in ``database``."""
     expected = _expected_views()
     assert len(expected) == 100  # 20 pages x 5 windows
     for way in WAYS:
         assert _table(way, database) == expected, way
 
-    x = deployment.latest_xcoms(DAG_ID)
+    x = run.xcoms
     unbuffered, buffered, memory = (x[f"views_{way}"]["query"] for way in WAYS)
     # 8 files read one a micro-batch, each with views of most results; the buffered query has one more (its end flush).
     assert [query["batches"] for query in (unbuffered, buffered, memory)] == [8, 9, 8]
@@ -80,6 +87,5 @@ def check_example_buffered_output(deployment: Deployment, database: str) -> dict
     }
     assert (memory["rows_upserted"], memory["write_calls"]) == (100, 1)
     assert [op["operator"] for op in memory["state_operators"]] == ["stateStoreSave"]
-    assert "sink page_views_buffered: 2016 record(s) in" not in done.stdout + done.stderr
-    assert "sink page_views_buffered: 2000 record(s) in, 100 emitted, 1 write call(s)" in done.stdout + done.stderr
-    return x
+    assert "sink page_views_buffered: 2016 record(s) in" not in run.log
+    assert "sink page_views_buffered: 2000 record(s) in, 100 emitted, 1 write call(s)" in run.log

@@ -1,33 +1,47 @@
-"""Every example DAG through `airflow dags test` on a Spark standalone cluster: a master and two workers on loopback,
-``spark_default`` on its master in client deploy mode, a PostgreSQL metastore, and ``[spark_tables] home`` (warehouse,
-cache root, lookup root, checkpoints, exchange) on a folder every worker sees. Each example is checked as on local
-Spark, by the same checks, and each of its applications ran its executors in the workers' JVMs, not the driver's."""
+"""Every example DAG as deployed on a Spark standalone cluster: a master and two workers on loopback, the scheduler
+and a Celery worker (``cluster_airflow``) running the examples' tasks, ``spark_default`` on the master in client
+deploy mode, a PostgreSQL metastore, and ``[spark_tables] home`` (warehouse, cache root, lookup root, checkpoints,
+exchange) on a folder every worker sees. The examples are triggered at once through the REST API as a user would,
+and each is checked as on local Spark, by the same checks; each of their applications ran its executors in the
+workers' JVMs, not the driver's. The runs' Spark tables tabs and the overview show what they did. Then what the
+cluster refuses: a root the executors do not share, a master that cannot be reached, cluster deploy mode."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import socket
+from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 import pytest
 
 from spark_tables.core.xcom_keys import FAILED_TRY
-from tests.integration.airflow_services import _free_port
-from tests.integration.conftest import CLUSTER_METASTORE_DATABASE, SCENARIOS, Deployment
+from tests.integration.airflow_services import AirflowServices, _free_port, wait_for
+from tests.integration.conftest import CLUSTER_METASTORE_DATABASE, SCENARIOS, Deployment, ExampleRun
+from tests.integration.ctas_checks import metastore_tables
 from tests.integration.spark_cluster import SparkCluster
-from tests.integration.test_buffered_output import check_example_buffered_output
+from tests.integration.test_buffered_output import (
+    EXAMPLE_CONF,
+    check_example_buffered_output,
+    prepare_example_buffered_output,
+)
 from tests.integration.test_ctas import check_example_ctas
+from tests.integration.test_example_dag import DS as SQL_DS
 from tests.integration.test_example_dag import check_example_sql
-from tests.integration.test_lookup import _run, check_example_lookup, with_lookup_connection
-from tests.integration.test_plan import check_example_plan
+from tests.integration.test_lookup import check_example_lookup
+from tests.integration.test_plan import check_example_plan, prepare_example_plan
 
 pytestmark = pytest.mark.integration
 
 #: The examples' PostgreSQL tables (lookup dimension, plan and aggregation sinks): in the cluster's metastore
-#: database, beside the metastore's own tables, so no local test's tables meet them.
+#: database, beside the metastore's own tables, so no local test's tables meet them (``cluster_airflow``'s
+#: connections).
 DATABASE = CLUSTER_METASTORE_DATABASE
+#: The CTAS example's day (it is @daily: its tables are named after the run's logical date).
+CTAS_DS = "2026-11-20"
 
 
 def ran_on_the_workers(cluster: SparkCluster, xcoms: dict[str, Any]) -> list[str]:
@@ -42,22 +56,68 @@ def ran_on_the_workers(cluster: SparkCluster, xcoms: dict[str, Any]) -> list[str
     return [x["application_id"] for x in jobs.values()]
 
 
-def test_sql(on_cluster: Deployment, spark_cluster: SparkCluster) -> None:
-    check_example_sql(on_cluster)
-    ran_on_the_workers(spark_cluster, on_cluster.latest_xcoms("example_spark_sql"))
+def _scheduled_run(airflow: AirflowServices, dag_id: str, run_id: str) -> ExampleRun:
+    """A run the scheduler ran: its tasks' return values (those that have one) and their logs, one after the other."""
+    tasks = airflow.api("GET", f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances")["task_instances"]
+    xcoms, logs = {}, []
+    for task in sorted(tasks, key=lambda t: t["start_date"] or ""):
+        entries = airflow.api(
+            "GET", f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task['task_id']}/xcomEntries"
+        )["xcom_entries"]
+        if any(entry["key"] == "return_value" for entry in entries):
+            xcoms[task["task_id"]] = airflow.xcom(dag_id, run_id, task["task_id"])
+        logs.append(airflow.task_log(dag_id, run_id, task["task_id"]))
+    return ExampleRun(airflow.deployment, xcoms, "\n".join(logs))
 
 
-def test_ctas(on_cluster: Deployment, spark_cluster: SparkCluster) -> None:
-    check_example_ctas(on_cluster)
-    ran_on_the_workers(spark_cluster, on_cluster.latest_xcoms("example_spark_ctas"))
+@pytest.fixture(scope="module")
+def examples(cluster_airflow: AirflowServices) -> dict[str, tuple[str, ExampleRun]]:
+    """The six examples, triggered at once and finished: each one's run id and run."""
+    prepare_example_plan(DATABASE)
+    prepare_example_buffered_output(DATABASE)
+    airflow = cluster_airflow
+    runs = {
+        "example_spark_sql": airflow.trigger("example_spark_sql", {}, logical_date=f"{SQL_DS}T00:00:00Z"),
+        "example_spark_ctas": airflow.trigger("example_spark_ctas", {}, logical_date=f"{CTAS_DS}T00:00:00Z"),
+        "example_spark_cache": airflow.trigger("example_spark_cache", {}),
+        "example_spark_lookup": airflow.trigger("example_spark_lookup", {}),
+        "example_spark_plan": airflow.trigger("example_spark_plan", {}),
+        "example_spark_buffered_output": airflow.trigger(
+            "example_spark_buffered_output", EXAMPLE_CONF, logical_date="2026-01-02T00:00:00Z"
+        ),
+    }
+    states = {dag_id: airflow.finished(dag_id, run_id, timeout=1500) for dag_id, run_id in runs.items()}
+    assert states == dict.fromkeys(runs, "success")
+    return {dag_id: (run_id, _scheduled_run(airflow, dag_id, run_id)) for dag_id, run_id in runs.items()}
 
 
-def test_cached_tables(on_cluster: Deployment, spark_cluster: SparkCluster) -> None:
-    """b computed once, by the first of max_b and min_b, and read from its copy by the three other tasks; the
-    values are those of b's query over flip36_a, computed here; the copy released at the end."""
-    done = on_cluster.airflow("dags", "test", "example_spark_cache")
-    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
-    x = on_cluster.latest_xcoms("example_spark_cache")
+#: Each example's checks on local Spark (its own test file's), but the cache example's, checked below.
+CHECKS: dict[str, Callable[[ExampleRun], None]] = {
+    "example_spark_sql": check_example_sql,
+    "example_spark_ctas": check_example_ctas,
+    "example_spark_lookup": check_example_lookup,
+    "example_spark_plan": lambda run: check_example_plan(
+        run, DATABASE, run.deployment.home / "plans" / "example_spark_plan.json"
+    ),
+    "example_spark_buffered_output": lambda run: check_example_buffered_output(run, DATABASE),
+}
+
+
+@pytest.mark.parametrize("dag_id", sorted(CHECKS))
+def test_the_example_does_what_it_does_on_local_spark(
+    examples: dict[str, tuple[str, ExampleRun]], spark_cluster: SparkCluster, dag_id: str
+) -> None:
+    _, run = examples[dag_id]
+    CHECKS[dag_id](run)
+    ran_on_the_workers(spark_cluster, run.xcoms)
+
+
+def test_cached_tables(examples: dict[str, tuple[str, ExampleRun]], spark_cluster: SparkCluster) -> None:
+    """b computed once, by the first of max_b and min_b (which run at once: the other waits for its copy), and read
+    from its copy by the three other tasks; the values are those of b's query over flip36_a, computed here; the copy
+    released at the end."""
+    _, run = examples["example_spark_cache"]
+    x = run.xcoms
     uses = {task: x[task]["caches"]["b"] for task in ("max_b", "min_b", "normalise_b", "count_b")}
     assert sorted(b["status"] for b in uses.values()) == ["hit", "hit", "hit", "miss"]
     assert uses["normalise_b"]["status"] == uses["count_b"]["status"] == "hit"
@@ -67,25 +127,80 @@ def test_cached_tables(on_cluster: Deployment, spark_cluster: SparkCluster) -> N
     totals = np.bincount(ids % 20000, weights=ids % 997)
     assert x["max_b"]["rows"][0][0] == totals.max() and x["min_b"]["rows"][0][0] == totals.min()
     assert x["count_b"]["rows"] == [[20000, 2_000_000]]
+    assert len(x["normalise_b"]["rows"]) == 5
     assert len(x["release_caches"]["released"]["b"]) == 1
-    assert not list((on_cluster.home / "spark_tables" / "cache").rglob("part-*")), "the copy must be released"
-    assert not list((on_cluster.home / "spark_tables").rglob(".spark_tables_probe-*")), "probes must be removed"
+    assert not list((run.home / "cache").rglob("part-*")), "the copy must be released"
+    assert not list(run.home.rglob(".spark_tables_probe-*")), "probes must be removed"
     ran_on_the_workers(spark_cluster, x)
 
 
-def test_lookup_joins(on_cluster: Deployment, spark_cluster: SparkCluster) -> None:
-    deployment = with_lookup_connection(on_cluster, DATABASE)
-    run_id, _ = _run(deployment, "example_spark_lookup")
-    xcoms = check_example_lookup(deployment, run_id)
-    ran_on_the_workers(spark_cluster, xcoms)
+def _run_tab(airflow: AirflowServices, dag_id: str, run_id: str) -> dict:
+    return airflow.plugin(f"/dags/{dag_id}/runs/{quote(run_id, safe='')}")
 
 
-def test_compiled_plans(on_cluster: Deployment, spark_cluster: SparkCluster) -> None:
-    ran_on_the_workers(spark_cluster, check_example_plan(on_cluster, DATABASE))
+def test_the_runs_spark_tables_tabs_and_the_overview_show_what_they_did(
+    cluster_airflow: AirflowServices, on_cluster: Deployment, examples: dict[str, tuple[str, ExampleRun]]
+) -> None:
+    """The cache run's copy, written by its one miss and read by the others; the CTAS run's tables; the lookup run's
+    joins and reload; the overview of the day."""
+    airflow = cluster_airflow
+    run_id, run = examples["example_spark_cache"]
+    uses = {task: run.xcoms[task]["caches"]["b"] for task in ("max_b", "min_b", "normalise_b", "count_b")}
+    [writer] = [task for task, use in uses.items() if use["status"] == "miss"]
+    assert writer in ("max_b", "min_b") and {u["location"] for u in uses.values()} == {uses[writer]["location"]}
+    [cache] = _run_tab(airflow, "example_spark_cache", run_id)["caches"]
+    [copy] = cache["copies"]
+    assert (copy["written_by"], copy["state"], copy["rows"]) == (writer, "released", 20000)
+    assert sorted(e["task_id"] for e in copy["events"] if e["event"] == "read") == sorted(set(uses) - {writer})
+
+    run_id, _ = examples["example_spark_ctas"]
+    tables = metastore_tables(on_cluster)
+    assert tables["order_snapshot_20261120"]["spark_tables.ctas.state"] == "complete"
+    tab = _run_tab(airflow, "example_spark_ctas", run_id)
+    assert sorted((t["task_id"], t["table"], t["created"]) for t in tab["ctas"]) == [
+        ("publish_customer_totals", "customer_totals", True),
+        ("snapshot_orders", "order_snapshot_20261120", True),
+    ]
+
+    run_id, _ = examples["example_spark_lookup"]
+    tab = _run_tab(airflow, "example_spark_lookup", run_id)
+    assert sorted((lookup["task_id"], lookup["kind"]) for lookup in tab["lookups"]) == [
+        ("enrich_full", "join"),
+        ("enrich_none", "join"),
+        ("enrich_partial", "join"),
+        ("reload", "reload"),
+    ]
+    page = airflow.page(f"/dags/example_spark_lookup/runs/{quote(run_id, safe='')}")
+    assert "demo_customers" in page
+
+    overview = airflow.plugin("/overview?days=1")
+    assert ("example_spark_cache", "b") in {(table["dag_id"], table["name"]) for table in overview["caches"]}
+    assert "demo_customers" in {table["name"] for table in overview["lookups"]}
 
 
-def test_buffered_output(on_cluster: Deployment, spark_cluster: SparkCluster) -> None:
-    ran_on_the_workers(spark_cluster, check_example_buffered_output(on_cluster, DATABASE))
+def test_the_reload_sensor_waits_in_the_triggerer(
+    cluster_airflow: AirflowServices, examples: dict[str, tuple[str, ExampleRun]]
+) -> None:
+    """A first reload of the customers the lookup example seeded, then a second run whose sensor defers until the
+    reload is due (20 s after the first load ended): the task instance is seen deferred, the trigger fires in the
+    triggerer and the sensor resumes."""
+    airflow = cluster_airflow
+    first = airflow.trigger("lookup_reload_deferred", {})
+    assert airflow.finished("lookup_reload_deferred", first) == "success"
+
+    second = airflow.trigger("lookup_reload_deferred", {})
+    deferred = lambda: airflow.task_state("lookup_reload_deferred", second, "wait_for_reload") == "deferred"  # noqa: E731
+    wait_for("the sensor to defer", deferred)
+    assert airflow.finished("lookup_reload_deferred", second) == "success"
+
+    log = airflow.task_log("lookup_reload_deferred", second, "wait_for_reload")
+    assert "is due at" in log and ": deferring" in log, "it deferred, with the due time"
+    due = airflow.xcom("lookup_reload_deferred", second, "wait_for_reload")
+    assert f"the reload of lookup table deferred_customers is due ({due})" in log, "it resumed from the trigger"
+    triggered = airflow.trigger_log("lookup_reload_deferred", second, "wait_for_reload")
+    assert "DateTimeTrigger" in triggered and "Trigger fired event" in triggered, "the triggerer ran its trigger"
+    assert airflow.xcom("lookup_reload_deferred", second, "reload")["snapshot"]["scheduled_for"] == due
+    assert airflow.task_instance("lookup_reload_deferred", second, "wait_for_reload")["try_number"] == 1
 
 
 @pytest.fixture(scope="module")

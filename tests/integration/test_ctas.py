@@ -7,7 +7,7 @@ import pytest
 
 from spark_tables.core.xcom_keys import FAILED_TRY
 from spark_tables.plugins.monitoring.summaries import XComEntry, task_summary
-from tests.integration.conftest import Deployment
+from tests.integration.conftest import Deployment, ExampleRun, dags_test
 from tests.integration.ctas_checks import (
     STATE,
     assert_exchange_empty,
@@ -96,24 +96,21 @@ def test_a_sql_job_failing_after_its_ctas_statements_leaves_none_of_their_tables
 
 
 def test_example_ctas_dag_on_the_embedded_default(embedded: Deployment) -> None:
-    check_example_ctas(embedded)
+    check_example_ctas(dags_test(embedded, "example_spark_ctas", "2026-11-20"))
 
 
-def check_example_ctas(deployment: Deployment) -> None:
-    """Run the example on ``deployment`` and check what it did."""
-    done = deployment.airflow("dags", "test", "example_spark_ctas", "2026-11-20")
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-
-    snapshot = deployment.xcom("example_spark_ctas", "snapshot_orders")
+def check_example_ctas(run: ExampleRun) -> None:
+    """What the example's run for 2026-11-20 did."""
+    snapshot = run.xcoms["snapshot_orders"]
     assert (snapshot["table"], snapshot["rows"], snapshot["created"]) == ("order_snapshot_20261120", 100000, True)
     assert snapshot["bytes"] > 0 and snapshot["location"].endswith("order_snapshot_20261120")
-    totals = deployment.xcom("example_spark_ctas", "publish_customer_totals")
+    totals = run.xcoms["publish_customer_totals"]
     assert (totals["rows"], totals["atomicity"]) == (7, "staging")
 
-    [[snapshot_rows, regions, customers, orders]] = deployment.read_back(
+    [[snapshot_rows, regions, customers, orders]] = run.deployment.read_back(
         "SELECT (SELECT count(*) FROM order_snapshot_20261120),"
         " (SELECT count(DISTINCT region) FROM order_snapshot_20261120),"
         " (SELECT count(*) FROM customer_totals), (SELECT sum(orders) FROM customer_totals)"
     )
     assert (snapshot_rows, regions, customers, orders) == (100000, 3, 7, 100000)
-    assert_exchange_empty(deployment)
+    assert_exchange_empty(run.deployment)

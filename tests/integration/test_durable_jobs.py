@@ -24,23 +24,15 @@ import pytest
 
 from spark_tables.core.names import flat_name
 from spark_tables.utils.metastore_schema import ensure_metastore_schema
-from tests.integration.airflow_services import AirflowServices, running_airflow, wait_for
-from tests.integration.conftest import (
-    AIRFLOW_METADATA_DATABASE,
-    LOOKUP_DEMO_CONN,
-    PG_HOST,
-    PG_PORT,
-    PG_USER,
-    SCENARIOS,
-    Deployment,
-    postgres_deployment,
-)
+from tests.integration.airflow_services import AirflowServices, wait_for
+from tests.integration.conftest import CLUSTER_METASTORE_DATABASE, PG_HOST, PG_PORT, PG_USER, Deployment
 
 pytestmark = pytest.mark.integration
 
 #: The gate's advisory lock: one per test session (xdist worker), as the gate reads a database they share.
 GATE_KEY = zlib.crc32(os.environ.get("PYTEST_XDIST_WORKER", "gw").encode()) % 1_000_000
-GATE_DATABASE = "spark_tables_test"
+#: The gate's database: that of the lookup connection of ``cluster_airflow`` (advisory locks are per database).
+GATE_DATABASE = CLUSTER_METASTORE_DATABASE
 
 
 @contextlib.contextmanager
@@ -55,9 +47,10 @@ def closed_gate() -> Iterator[Any]:
         conn.close()
 
 
-def _waiting_at_gate(conn: Any) -> bool:
-    query = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = %s AND NOT granted"
-    return conn.execute(query, (GATE_KEY,)).fetchone()[0] > 0
+def _waiting_at_gate(conn: Any) -> int:
+    """How many jobs wait at the gate: a job waits on one connection at a time (its driver's or its executor's)."""
+    query = "SELECT count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory' AND objid = %s AND NOT granted"
+    return conn.execute(query, (GATE_KEY,)).fetchone()[0]
 
 
 def _open(conn: Any) -> None:
@@ -78,26 +71,9 @@ class Deployed:
 
 
 @pytest.fixture(scope="module")
-def deployed(
-    tmp_path_factory: pytest.TempPathFactory, on_cluster: Deployment, spark_cluster: Any
-) -> Iterator[Deployed]:
-    """The scheduler, triggerer and a Celery worker of the scenario DAGs, whose tasks run on the cluster (on
-    ``on_cluster``'s metastore and shared folder); a lost worker is noticed after 30 s without heartbeats."""
-    home = tmp_path_factory.mktemp("airflow-durable")
-    catalog = on_cluster.catalog
-    deployment = postgres_deployment(
-        home, catalog.database, Path(catalog.warehouse), AIRFLOW_METADATA_DATABASE.replace("airflow", "durable", 1)
-    )
-    env = {
-        **deployment.env,
-        "AIRFLOW__SPARK_TABLES__HOME": on_cluster.env["AIRFLOW__SPARK_TABLES__HOME"],
-        "AIRFLOW_CONN_SPARK_DEFAULT": on_cluster.env["AIRFLOW_CONN_SPARK_DEFAULT"],
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO": LOOKUP_DEMO_CONN,
-    }
-    deployment = Deployment(home=home, catalog=catalog, env=env)
-    with running_airflow(deployment, SCENARIOS, heartbeat_timeout=30) as services:
-        yield Deployed(services, deployment, spark_cluster)
+def deployed(cluster_airflow: AirflowServices, spark_cluster: Any) -> Deployed:
+    """The session's Airflow as deployed on the cluster (``cluster_airflow``), and the cluster."""
+    return Deployed(cluster_airflow, cluster_airflow.deployment, spark_cluster)
 
 
 def _applications(deployed: Deployed, name: str, since: float = 0.0) -> list[dict[str, Any]]:
@@ -105,19 +81,23 @@ def _applications(deployed: Deployed, name: str, since: float = 0.0) -> list[dic
     return [app for app in deployed.cluster.applications() if app["name"] == name and app["starttime"] >= since * 1000]
 
 
-def _lose_the_worker_while_the_driver_works(deployed: Deployed, dag_id: str, run_id: str, task_id: str) -> None:
-    """Kill the Celery worker once the task's driver waits at the gate, and start a new one for the retry."""
+def _lose_the_worker_while_the_drivers_work(deployed: Deployed, tasks: dict[str, tuple[str, str]]) -> None:
+    """Kill the Celery worker once the drivers of ``tasks`` (run id and task id by DAG id) all wait at the gate, and
+    start a new one for the retries."""
     with closed_gate() as gate:
-        wait_for(f"{dag_id}.{task_id}'s driver at the gate", lambda: _waiting_at_gate(gate), timeout=300)
+        at_gate = lambda: _waiting_at_gate(gate) == len(tasks)  # noqa: E731
+        wait_for(f"the drivers of {sorted(tasks)} at the gate", at_gate, timeout=300)
         deployed.kill_worker()
         deployed.start_worker()
-        wait_for(
-            f"{dag_id}.{task_id}'s second try to find the first try's driver",
-            lambda: "Reconnecting to existing job" in deployed.task_log(dag_id, run_id, task_id, attempt=2),
-            timeout=300,
-        )
+        for dag_id, (run_id, task_id) in tasks.items():
+            wait_for(
+                f"{dag_id}.{task_id}'s second try to find the first try's driver",
+                lambda: "Reconnecting to existing job" in deployed.task_log(dag_id, run_id, task_id, attempt=2),  # noqa: B023
+                timeout=300,
+            )
         _open(gate)
-    assert deployed.finished(dag_id, run_id) == "success"
+    for dag_id, (run_id, _) in tasks.items():
+        assert deployed.finished(dag_id, run_id) == "success", dag_id
 
 
 def _exchange_files(deployed: Deployed, dag_id: str) -> list[str]:
@@ -125,36 +105,35 @@ def _exchange_files(deployed: Deployed, dag_id: str) -> list[str]:
     return sorted(path.name for path in exchange.glob(f"{dag_id}__*")) if exchange.exists() else []
 
 
-def test_a_ctas_whose_worker_is_lost_is_finished_by_the_driver_it_started_and_claimed_once(
+def test_a_ctas_and_a_cached_table_producer_whose_worker_is_lost_are_finished_by_the_drivers_they_started(
     deployed: Deployed, gate_table: str
 ):
+    """One Celery worker runs both tasks and is lost while both drivers work; the retries, on a new worker, take the
+    drivers over: the CTAS table is complete and claimed once, the cached table's copy registered once."""
     table = "durable_lost_worker"
     since = time.time()
-    run_id = deployed.trigger("durable_ctas", {"table": table})
+    ctas_run = deployed.trigger("durable_ctas", {"table": table})
+    cache_run = deployed.trigger("durable_cache", {})
 
-    _lose_the_worker_while_the_driver_works(deployed, "durable_ctas", run_id, "ctas")
+    _lose_the_worker_while_the_drivers_work(
+        deployed, {"durable_ctas": (ctas_run, "ctas"), "durable_cache": (cache_run, "produce")}
+    )
 
-    assert deployed.task_instance("durable_ctas", run_id, "ctas")["try_number"] == 2
+    assert deployed.task_instance("durable_ctas", ctas_run, "ctas")["try_number"] == 2
     assert len(_applications(deployed, "durable_ctas.ctas", since)) == 1, "the retry took the first driver over"
-    value = deployed.xcom("durable_ctas", run_id, "ctas")
+    value = deployed.xcom("durable_ctas", ctas_run, "ctas")
     assert (value["created"], value["rows"]) == (True, 100000)
     assert deployed.read_back(f"SELECT count(*), count(DISTINCT h) FROM {table}") == [[100000, 100000]]
     assert _exchange_files(deployed, "durable_ctas") == [], "claim, result, spec, log: all taken or removed"
 
-
-def test_a_cached_table_producer_whose_worker_is_lost_registers_one_copy(deployed: Deployed, gate_table: str):
-    since = time.time()
-    run_id = deployed.trigger("durable_cache", {})
-
-    _lose_the_worker_while_the_driver_works(deployed, "durable_cache", run_id, "produce")
-
+    assert deployed.task_instance("durable_cache", cache_run, "produce")["try_number"] == 2
     assert len(_applications(deployed, "durable_cache.produce", since)) == 1
-    produced = deployed.xcom("durable_cache", run_id, "produce")
-    consumed = deployed.xcom("durable_cache", run_id, "consume")
+    produced = deployed.xcom("durable_cache", cache_run, "produce")
+    consumed = deployed.xcom("durable_cache", cache_run, "consume")
     assert produced["rows"] == [[100, 200000]]
     assert produced["caches"]["durable_b"]["misses"] == 1
     assert consumed["caches"]["durable_b"]["hits"] == 1
-    released = deployed.xcom("durable_cache", run_id, "release_caches")
+    released = deployed.xcom("durable_cache", cache_run, "release_caches")
     assert len(released["released"]["durable_b"]) == 1, "one copy was registered, and released"
 
 
@@ -162,7 +141,7 @@ def test_a_full_lookup_reload_whose_worker_is_lost_publishes_one_snapshot(deploy
     since = time.time()
     run_id = deployed.trigger("durable_lookup_reload", {})
 
-    _lose_the_worker_while_the_driver_works(deployed, "durable_lookup_reload", run_id, "reload")
+    _lose_the_worker_while_the_drivers_work(deployed, {"durable_lookup_reload": (run_id, "reload")})
 
     assert len(_applications(deployed, "durable_lookup_reload.reload", since)) == 1
     lookup = Path(deployed.env["AIRFLOW__SPARK_TABLES__HOME"]) / "lookup" / "durable_customers"

@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from spark_tables.core.catalog_config import PostgresMetastore
-from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, Deployment
+from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, Deployment, ExampleRun, dags_test
 
 pytestmark = pytest.mark.integration
 
@@ -16,18 +16,16 @@ DS = "2026-11-20"
 
 
 def test_example_dag_writes_tables_that_outlive_its_applications(deployment: Deployment) -> None:
-    check_example_sql(deployment)
+    check_example_sql(dags_test(deployment, "example_spark_sql", DS))
 
 
-def check_example_sql(deployment: Deployment) -> None:
-    """Run the example on ``deployment`` and check what it did."""
-    done = deployment.airflow("dags", "test", "example_spark_sql", DS)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-
-    loaded = deployment.xcom("example_spark_sql", "load_orders")
+def check_example_sql(run: ExampleRun) -> None:
+    """What the example's run (for ``DS``) did."""
+    deployment = run.deployment
+    loaded = run.xcoms["load_orders"]
     assert loaded["tables_written"] == ["demo.orders"]
     assert loaded["row_counts"] == {"demo.orders": 10000}
-    summary = deployment.xcom("example_spark_sql", "summarise")
+    summary = run.xcoms["summarise"]
     assert summary["tables_written"] == ["demo.daily_totals"]
     assert summary["columns"] == ["customer", "orders", "total"]
     assert [row[0] for row in summary["rows"]] == [f"customer_{n}" for n in range(7)]
@@ -47,5 +45,5 @@ def check_example_sql(deployment: Deployment) -> None:
             tables = {row[0] for row in conn.execute('SELECT "TBL_NAME" FROM "TBLS"')}
         assert {"orders", "daily_totals"} <= tables, "the tables must be in the PostgreSQL metastore"
 
-    exchange = deployment.home / "spark_tables" / "exchange"
+    exchange = run.home / "exchange"
     assert not exchange.exists() or os.listdir(exchange) == [], "job results must be removed once read"

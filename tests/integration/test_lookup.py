@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -14,8 +15,17 @@ import pendulum
 import psycopg
 import pytest
 
+from spark_tables.core.catalog_config import EmbeddedCatalog, PostgresMetastore
 from spark_tables.core.lookup.snapshot import POINTER
-from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, SCENARIOS, Deployment, demo_connection
+from tests.integration.conftest import (
+    PG_HOST,
+    PG_PORT,
+    PG_USER,
+    SCENARIOS,
+    Deployment,
+    ExampleRun,
+    demo_connection,
+)
 from tests.integration.test_plan import DATABASE
 
 pytestmark = pytest.mark.integration
@@ -69,16 +79,17 @@ def _xcoms(deployment: Deployment, dag_id: str, run_id: str) -> dict[str, Any]:
 
 
 def test_example_dag_enriches_the_same_rows_through_every_cache(lookups: Deployment, example_run: str) -> None:
-    check_example_lookup(lookups, example_run)
+    check_example_lookup(ExampleRun(lookups, _xcoms(lookups, "example_spark_lookup", example_run), log=""))
 
 
-def check_example_lookup(lookups: Deployment, run_id: str) -> dict[str, Any]:
-    """What the example's run ``run_id`` did, checked; its XComs."""
-    xcoms = _xcoms(lookups, "example_spark_lookup", run_id)
+def check_example_lookup(run: ExampleRun) -> None:
+    """What the example's run did."""
+    xcoms = run.xcoms
 
     reload = xcoms["reload"]
     assert reload["snapshot"]["rows"] == 1000 and reload["snapshot"]["scheduled_for"] == xcoms["wait_for_reload"]
-    warehouse = lookups.home / "spark_tables" / "warehouse"
+    assert isinstance(run.deployment.catalog, EmbeddedCatalog | PostgresMetastore)
+    warehouse = Path(run.deployment.catalog.warehouse)
     tables = {
         cache: pd.read_parquet(warehouse / f"orders_enriched_{cache}").sort_values("order_id", ignore_index=True)
         for cache in ("none", "partial", "full")
@@ -95,7 +106,6 @@ def check_example_lookup(lookups: Deployment, run_id: str) -> dict[str, Any]:
     assert full["hitCount"] == 20000 and full["missCount"] == 0  # a full cache answers every key (Flink's meaning)
     assert full["unmatchedCount"] == int(tables["full"]["name"].isna().sum())
     assert xcoms["enrich_full"]["snapshot"] == reload["snapshot"]["version"]
-    return xcoms
 
 
 def test_the_reload_sensor_defers_until_due_and_backs_off_after_failed_loads(

@@ -6,12 +6,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from typing import Any
+from pathlib import Path
 
 import psycopg
 import pytest
 
-from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, Deployment, demo_connection
+from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, Deployment, ExampleRun, dags_test, demo_connection
 
 pytestmark = pytest.mark.integration
 
@@ -28,27 +28,29 @@ def _pg(query: str, database: str = DATABASE) -> list[tuple]:
 
 
 def test_the_example_compiles_edits_explains_and_executes_a_plan(embedded: Deployment) -> None:
-    check_example_plan(embedded, DATABASE)
+    plan_file = embedded.home / "plans" / "example_spark_plan.json"
+    deployment = dataclasses.replace(embedded, env={**embedded.env, **plan_demo_env(DATABASE, plan_file)})
+    prepare_example_plan(DATABASE)
+    check_example_plan(dags_test(deployment, "example_spark_plan"), DATABASE, plan_file)
 
 
-def check_example_plan(deployment: Deployment, database: str) -> dict[str, Any]:
-    """Run the example on ``deployment`` with its tables in ``database``, check what it did; its XComs."""
-    plan_file = deployment.home / "plans" / "example_spark_plan.json"
-    connection = demo_connection(database)
-    deployment = dataclasses.replace(
-        deployment,
-        env={
-            **deployment.env,
-            "AIRFLOW_CONN_SPARK_TABLES_PLAN_DEMO": connection,
-            "SPARK_TABLES_PLAN_DEMO_URI": str(plan_file),
-        },
-    )
+def plan_demo_env(database: str, plan_file: Path) -> dict[str, str]:
+    """What the example reads from its environment: its PostgreSQL connection, on ``database``, and its plan's
+    location."""
+    return {
+        "AIRFLOW_CONN_SPARK_TABLES_PLAN_DEMO": demo_connection(database),
+        "SPARK_TABLES_PLAN_DEMO_URI": str(plan_file),
+    }
+
+
+def prepare_example_plan(database: str) -> None:
+    """Before a run of the example: no sink tables of an earlier one in ``database``."""
     _pg("DROP TABLE IF EXISTS spark_tables_demo.shop_counts, spark_tables_demo.order_customers", database)
 
-    done = deployment.airflow("dags", "test", "example_spark_plan")
-    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
 
-    x = deployment.latest_xcoms("example_spark_plan")
+def check_example_plan(run: ExampleRun, database: str, plan_file: Path) -> None:
+    """What the example's run did, its tables in ``database`` and its plan at ``plan_file``."""
+    x = run.xcoms
     assert x["compile"]["compile"] == {"written": True, "replaced": False, "nodes": 12}
     plan = json.loads(plan_file.read_text())
     assert len(plan["nodes"]) == 12 and [sink["name"] for sink in plan["sinks"]] == ["shop_counts", "order_customers"]
@@ -61,10 +63,10 @@ def check_example_plan(deployment: Deployment, database: str) -> dict[str, Any]:
         ("rightState", "604800000 ms"),
     ]
     assert x["explain"]["explain"]["warnings"] == []
-    assert "stream-exec-join_1" in done.stdout + done.stderr  # the graph is in the task log too
+    assert "stream-exec-join_1" in run.log  # the graph is in the task log too
     # The four drivers' logs: Spark's warnings of known harmless causes summed up in one line a driver (the state
     # server warns at each first read of a key: 180 order ids, 5 shops), so at most a handful of warnings are left
-    log = done.stdout + done.stderr
+    log = run.log
     warnings = [line for line in log.splitlines() if SPARK_WARNING.search(line)]
     assert len(warnings) <= 5, "\n".join(warnings)
     sums = [line for line in log.splitlines() if "Spark warnings of known harmless causes, not shown" in line]
@@ -93,4 +95,3 @@ def check_example_plan(deployment: Deployment, database: str) -> dict[str, Any]:
     assert joined == [
         (180, sum(1 for i in range(180) if i % 40 < 30), sum(1 for i in range(180) if i % 40 < 30 and i % 40 % 4 == 0))
     ]
-    return x

@@ -1,0 +1,48 @@
+"""How the test files are shared out among pytest-xdist's workers (``scripts/test.sh`` runs ``--dist loadfile``).
+
+Each file's tests run in one worker, in order, sharing its fixtures, as ``--dist loadfile`` does; except the files
+of one of :data:`SHARED_SESSIONS`, which run in one worker together, so that what they share for the whole session
+(a Spark standalone cluster, Airflow's services) is started once, not once a worker, and never runs twice at once on
+this 2-core machine. (xdist's own ``--dist loadgroup`` would group them by a mark, but it renames the tests' ids to
+do it, which pytest 9 no longer lets it: it groups nothing.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+#: Groups of test files that use the same session fixtures, by the name of the group.
+SHARED_SESSIONS = {
+    # the Spark standalone cluster, and the Airflow services whose Spark it is (``cluster_airflow``)
+    "spark_cluster": ("tests/integration/test_cluster.py", "tests/integration/test_durable_jobs.py"),
+    # Airflow as deployed (scheduler, Celery worker, ...) on local Spark: the ``airflow`` fixture
+    "airflow_services": (
+        "tests/integration/test_as_deployed.py",
+        "tests/integration/test_cache_scheduler.py",
+        "tests/integration/test_ctas_scheduler.py",
+        "tests/integration/test_monitoring_scheduler.py",
+    ),
+}
+_GROUP_OF_FILE = {path: group for group, paths in SHARED_SESSIONS.items() for path in paths}
+
+
+def scope_of(file: str) -> str:
+    """The unit of work a worker takes whole: the test file, or the group it is in."""
+    return _GROUP_OF_FILE.get(file, file)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` with the groups above: xdist's public hook for a scheduler of one's own, on xdist's own
+    file scheduler, whose ``_split_scope`` (a test id's file) is its one private part used here
+    (``tests/unit/test_xdist_groups.py`` checks it)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedSessionScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(super()._split_scope(nodeid))
+
+    return SharedSessionScheduling(config, log)

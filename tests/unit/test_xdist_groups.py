@@ -1,0 +1,51 @@
+"""The files that share a session's cluster or Airflow services are grouped onto one xdist worker
+(tests/conftest.py): a file that uses one and is left out would start it a second time in the other worker."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.conftest import SHARED_SESSIONS
+
+REPO = Path(__file__).resolve().parents[2]
+#: The session fixtures behind each group, as a test file that uses one names it.
+FIXTURES = {
+    "spark_cluster": r"\b(spark_cluster|on_cluster|cluster_airflow)\b",
+    "airflow_services": r"def test_\w+\([^)]*\bairflow: AirflowServices\b",
+}
+
+
+def test_every_grouped_file_exists() -> None:
+    for paths in SHARED_SESSIONS.values():
+        for path in paths:
+            assert (REPO / path).is_file(), path
+
+
+def test_every_file_that_uses_a_shared_session_is_in_its_group() -> None:
+    assert set(FIXTURES) == set(SHARED_SESSIONS)
+    for group, pattern in FIXTURES.items():
+        users = {
+            str(path.relative_to(REPO))
+            for path in (REPO / "tests").rglob("test_*.py")
+            if re.search(pattern, path.read_text()) and "unit" not in path.parts
+        }
+        assert users == set(SHARED_SESSIONS[group]), group
+
+
+class _Options:
+    """What xdist's file scheduler reads of pytest's configuration: ``--dist loadfile -n 2``."""
+
+    def getvalue(self, name: str) -> object:
+        return {"dist": "loadfile", "tx": ["2*popen"]}[name]
+
+
+def test_the_scheduler_gives_a_group_s_files_to_one_worker_and_other_files_alone() -> None:
+    """A tripwire on the one private part used: xdist's file scheduler's ``_split_scope``, overridden."""
+    from tests.conftest import pytest_xdist_make_scheduler
+
+    scheduler = pytest_xdist_make_scheduler(_Options(), None)  # type: ignore[arg-type]
+    assert scheduler._split_scope("tests/integration/test_cluster.py::test_sql") == "spark_cluster"
+    assert scheduler._split_scope("tests/integration/test_durable_jobs.py::test_x[a::b]") == "spark_cluster"
+    assert scheduler._split_scope("tests/integration/test_as_deployed.py::test_a") == "airflow_services"
+    assert scheduler._split_scope("tests/unit/test_durations.py::T::test_d[1 ms]") == "tests/unit/test_durations.py"
