@@ -48,7 +48,7 @@ ADD_PAGE_VIEWS = [
        SELECT /*+ REPARTITION(8) */ page, visitor, ts
        FROM (SELECT concat('page_', CAST(floor(pow(id % 400, 2) / 8000) AS STRING)) AS page,
                     CAST(id * 7 % 300 AS INT) AS visitor,
-                    timestamp_seconds({{ (logical_date or dag_run.run_after).timestamp() | int }}
+                    timestamp_seconds({{ (dag_run.logical_date or dag_run.run_after).timestamp() | int }}
                                       + id * 600 DIV 2000) AS ts
              FROM range(2000))""",
 ]

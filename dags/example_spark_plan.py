@@ -57,7 +57,8 @@ ADD_ORDERS = [
     "CREATE TABLE IF NOT EXISTS plan_demo.orders (order_id INT, shop STRING, customer_id INT, amount INT) USING json",
     "CREATE TABLE IF NOT EXISTS plan_demo.customers (customer_id INT, name STRING, tier STRING) USING json",
     """INSERT INTO plan_demo.orders
-       SELECT CAST({{ (logical_date or dag_run.run_after).timestamp() | int % 100000 }} * 1000 + id % 180 AS INT),
+       SELECT CAST({{ (dag_run.logical_date or dag_run.run_after).timestamp() | int % 100000 }} * 1000
+                   + id % 180 AS INT),
               concat('shop_', CAST(id % 5 AS STRING)), CAST(id % 180 % 40 AS INT), CAST(id % 180 % 97 AS INT)
        FROM range(200)""",
     """INSERT INTO plan_demo.customers
