@@ -225,6 +225,15 @@ def demo_connection(database: str) -> str:
 LOOKUP_DEMO_CONN = demo_connection("spark_tables_test")
 
 
+def _examples_and_scenarios(home: Path) -> Path:
+    """A DAGs folder in ``home`` of the example DAGs and the scenarios, for Airflow as deployed."""
+    dags = home / "dags"
+    dags.mkdir()
+    (dags / "examples").symlink_to(REPO / "dags")
+    (dags / "scenarios").symlink_to(SCENARIOS)
+    return dags
+
+
 @pytest.fixture(scope="session")
 def airflow(tmp_path_factory: pytest.TempPathFactory, postgres: Deployment) -> Iterator[Any]:
     """Airflow as deployed (API server, scheduler, DAG processor, triggerer, a Celery worker; PostgreSQL metadata
@@ -240,11 +249,7 @@ def airflow(tmp_path_factory: pytest.TempPathFactory, postgres: Deployment) -> I
     deployment = dataclasses.replace(
         deployment, env={**deployment.env, "AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO": LOOKUP_DEMO_CONN}
     )
-    dags = home / "dags"  # the examples and the scenarios, in one DAGs folder
-    dags.mkdir()
-    (dags / "examples").symlink_to(REPO / "dags")
-    (dags / "scenarios").symlink_to(SCENARIOS)
-    with running_airflow(deployment, dags) as services:
+    with running_airflow(deployment, _examples_and_scenarios(home)) as services:
         yield services
 
 
@@ -297,15 +302,11 @@ def cluster_airflow(
         "AIRFLOW_CONN_SPARK_DEFAULT": on_cluster.env["AIRFLOW_CONN_SPARK_DEFAULT"],
         "SPARK_LOCAL_IP": "127.0.0.1",
         "AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO": demo_connection(CLUSTER_METASTORE_DATABASE),
-        **plan_demo_env(CLUSTER_METASTORE_DATABASE, home / "plans" / "example_spark_plan.json"),
+        **plan_demo_env(CLUSTER_METASTORE_DATABASE, home),
         **buffered_demo_env(CLUSTER_METASTORE_DATABASE),
     }
     deployment = Deployment(home=home, catalog=catalog, env=env)
-    dags = home / "dags"  # the examples and the scenarios, in one DAGs folder
-    dags.mkdir()
-    (dags / "examples").symlink_to(REPO / "dags")
-    (dags / "scenarios").symlink_to(SCENARIOS)
-    with running_airflow(deployment, dags, heartbeat_timeout=30) as services:
+    with running_airflow(deployment, _examples_and_scenarios(home), heartbeat_timeout=30) as services:
         yield services
 
 

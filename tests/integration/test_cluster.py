@@ -96,9 +96,7 @@ CHECKS: dict[str, Callable[[ExampleRun], None]] = {
     "example_spark_sql": check_example_sql,
     "example_spark_ctas": check_example_ctas,
     "example_spark_lookup": check_example_lookup,
-    "example_spark_plan": lambda run: check_example_plan(
-        run, DATABASE, run.deployment.home / "plans" / "example_spark_plan.json"
-    ),
+    "example_spark_plan": lambda run: check_example_plan(run, DATABASE),
     "example_spark_buffered_output": lambda run: check_example_buffered_output(run, DATABASE),
 }
 

@@ -28,18 +28,17 @@ def _pg(query: str, database: str = DATABASE) -> list[tuple]:
 
 
 def test_the_example_compiles_edits_explains_and_executes_a_plan(embedded: Deployment) -> None:
-    plan_file = embedded.home / "plans" / "example_spark_plan.json"
-    deployment = dataclasses.replace(embedded, env={**embedded.env, **plan_demo_env(DATABASE, plan_file)})
+    deployment = dataclasses.replace(embedded, env={**embedded.env, **plan_demo_env(DATABASE, embedded.home)})
     prepare_example_plan(DATABASE)
-    check_example_plan(dags_test(deployment, "example_spark_plan"), DATABASE, plan_file)
+    check_example_plan(dags_test(deployment, "example_spark_plan"), DATABASE)
 
 
-def plan_demo_env(database: str, plan_file: Path) -> dict[str, str]:
+def plan_demo_env(database: str, home: Path) -> dict[str, str]:
     """What the example reads from its environment: its PostgreSQL connection, on ``database``, and its plan's
-    location."""
+    location, in the Airflow home ``home``."""
     return {
         "AIRFLOW_CONN_SPARK_TABLES_PLAN_DEMO": demo_connection(database),
-        "SPARK_TABLES_PLAN_DEMO_URI": str(plan_file),
+        "SPARK_TABLES_PLAN_DEMO_URI": str(home / "plans" / "example_spark_plan.json"),
     }
 
 
@@ -48,8 +47,9 @@ def prepare_example_plan(database: str) -> None:
     _pg("DROP TABLE IF EXISTS spark_tables_demo.shop_counts, spark_tables_demo.order_customers", database)
 
 
-def check_example_plan(run: ExampleRun, database: str, plan_file: Path) -> None:
-    """What the example's run did, its tables in ``database`` and its plan at ``plan_file``."""
+def check_example_plan(run: ExampleRun, database: str) -> None:
+    """What the example's run did, its tables in ``database`` and its plan where its environment put it."""
+    plan_file = Path(run.deployment.env["SPARK_TABLES_PLAN_DEMO_URI"])
     x = run.xcoms
     assert x["compile"]["compile"] == {"written": True, "replaced": False, "nodes": 12}
     plan = json.loads(plan_file.read_text())
