@@ -31,6 +31,9 @@ from spark_tables.operators.sql import SparkSqlJobOperator
 CONN_ID = "spark_tables_buffered_demo"
 WRITTEN_THREE_WAYS = ("unbuffered", "buffered", "memory_buffered")
 SEED_SINKS = [
+    # The examples share this schema: run at once (as from the UI), their seeds take turns, one transaction each,
+    # since two CREATE ... IF NOT EXISTS of one name at once can fail on a duplicate key.
+    "SELECT pg_advisory_xact_lock(hashtext('spark_tables_demo'))",
     "CREATE SCHEMA IF NOT EXISTS spark_tables_demo",
     *(
         f"CREATE TABLE IF NOT EXISTS spark_tables_demo.page_views_{way} (page text, slot_start timestamp, "

@@ -39,6 +39,9 @@ customers = LookupTable(
     },
 )
 SEED = [
+    # The examples share this schema: run at once (as from the UI), their seeds take turns, one transaction each,
+    # since two CREATE ... IF NOT EXISTS of one name at once can fail on a duplicate key.
+    "SELECT pg_advisory_xact_lock(hashtext('spark_tables_demo'))",
     "CREATE SCHEMA IF NOT EXISTS spark_tables_demo",
     "CREATE TABLE IF NOT EXISTS spark_tables_demo.customers "
     "(customer_id integer PRIMARY KEY, name text NOT NULL, segment text NOT NULL)",

@@ -44,6 +44,9 @@ SINKS = [
     ),
 ]
 SEED_SINKS = [
+    # The examples share this schema: run at once (as from the UI), their seeds take turns, one transaction each,
+    # since two CREATE ... IF NOT EXISTS of one name at once can fail on a duplicate key.
+    "SELECT pg_advisory_xact_lock(hashtext('spark_tables_demo'))",
     "CREATE SCHEMA IF NOT EXISTS spark_tables_demo",
     "CREATE TABLE IF NOT EXISTS spark_tables_demo.shop_counts (shop text PRIMARY KEY, orders bigint, total bigint)",
     "CREATE TABLE IF NOT EXISTS spark_tables_demo.order_customers "

@@ -16,6 +16,20 @@
 JDBC_DRIVER_JAR=/usr/share/java/postgresql.jar
 JDBC_DRIVER_FIX="run 'apt-get install libpostgresql-jdbc-java' as root"
 
+# debian_install PACKAGE WHAT: as root where apt-get is, installs Debian's PACKAGE (WHAT says what it is for, in the
+# line that announces it), its output in $AIRFLOW_HOME/apt-get-PACKAGE.log; the package lists are updated once a
+# run. Returns 1 when it cannot (not root, no apt-get); the caller checks for what the package provides.
+DEBIAN_LISTS_UPDATED=""
+debian_install() {
+  local package=$1 what=$2
+  { [ "$(id -u)" -eq 0 ] && command -v apt-get > /dev/null; } || return 1
+  echo "installing $what (apt-get install $package) ..."
+  {
+    { [ -n "$DEBIAN_LISTS_UPDATED" ] || apt-get update -qq; } && DEBIAN_LISTS_UPDATED=1 \
+      && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package"
+  } < /dev/null > "$AIRFLOW_HOME/apt-get-$package.log" 2>&1 || true
+}
+
 postgres_ready() {
   POSTGRES_PROBLEM=""
   _jdbc_driver_installed && _postgres_databases "$@"
@@ -23,15 +37,12 @@ postgres_ready() {
 
 _jdbc_driver_installed() {
   [ -f "$JDBC_DRIVER_JAR" ] && return 0
-  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get > /dev/null; then
+  if ! debian_install libpostgresql-jdbc-java "the PostgreSQL JDBC driver"; then
     POSTGRES_PROBLEM="the PostgreSQL JDBC driver is missing ($JDBC_DRIVER_JAR): $JDBC_DRIVER_FIX"
     return 1
   fi
-  echo "installing the PostgreSQL JDBC driver (apt-get install libpostgresql-jdbc-java) ..."
-  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libpostgresql-jdbc-java; } \
-    < /dev/null > "$AIRFLOW_HOME/apt-get.log" 2>&1
   [ -f "$JDBC_DRIVER_JAR" ] && return 0
-  POSTGRES_PROBLEM="installing the PostgreSQL JDBC driver failed (log: $AIRFLOW_HOME/apt-get.log): $JDBC_DRIVER_FIX"
+  POSTGRES_PROBLEM="installing the PostgreSQL JDBC driver failed (log: $AIRFLOW_HOME/apt-get-libpostgresql-jdbc-java.log): $JDBC_DRIVER_FIX"
   return 1
 }
 
@@ -113,11 +124,9 @@ redis_ready() {
     return 1
   fi
   if ! command -v redis-server > /dev/null; then
-    echo "installing Redis (apt-get install redis-server) ..."
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server; } \
-      < /dev/null > "$AIRFLOW_HOME/apt-get-redis.log" 2>&1
+    debian_install redis-server Redis
     if ! command -v redis-server > /dev/null; then
-      REDIS_PROBLEM="installing Redis failed (log: $AIRFLOW_HOME/apt-get-redis.log): run 'apt-get install redis-server' as root"
+      REDIS_PROBLEM="installing Redis failed (log: $AIRFLOW_HOME/apt-get-redis-server.log): run 'apt-get install redis-server' as root"
       return 1
     fi
     _redis_answers "$host" "$port" && return 0  # the package's own service, where it starts one

@@ -5,6 +5,10 @@ of one of :data:`SHARED_SESSIONS`, which run in one worker together, so that wha
 (a Spark standalone cluster, Airflow's services) is started once, not once a worker, and never runs twice at once on
 this 2-core machine. (xdist's own ``--dist loadgroup`` would group them by a mark, but it renames the tests' ids to
 do it, which pytest 9 no longer lets it: it groups nothing.)
+
+The slow work is handed out first (:func:`pytest_collection_modifyitems`), so that the many short files of
+``tests/spark`` and ``tests/unit`` fill the end of the run. xdist's own order (most tests first) handed out the
+slowest files, which have a few long tests each, last: one of them alone set the run's last minutes.
 """
 
 from __future__ import annotations
@@ -15,8 +19,13 @@ import pytest
 
 #: Groups of test files that use the same session fixtures, by the name of the group.
 SHARED_SESSIONS = {
-    # the Spark standalone cluster, and the Airflow services whose Spark it is (``cluster_airflow``)
-    "spark_cluster": ("tests/integration/test_cluster.py", "tests/integration/test_durable_jobs.py"),
+    # the Spark standalone cluster, the Airflow services whose Spark it is (``cluster_airflow``) and their runs of
+    # the examples (``cluster_examples``)
+    "spark_cluster": (
+        "tests/integration/test_cluster.py",
+        "tests/integration/test_durable_jobs.py",
+        "tests/integration/test_monitoring_browser.py",
+    ),
     # Airflow as deployed (scheduler, Celery worker, ...) on local Spark: the ``airflow`` fixture
     "airflow_services": (
         "tests/integration/test_as_deployed.py",
@@ -33,12 +42,25 @@ def scope_of(file: str) -> str:
     return _GROUP_OF_FILE.get(file, file)
 
 
+#: The units handed out first, in this order: the longest by the sum of their tests' times (2026-11-26). The rest
+#: follow in the order pytest collects them: the other integration files, then ``tests/spark``, then ``tests/unit``.
+SLOWEST_FIRST = (*SHARED_SESSIONS, "tests/integration/test_readme_snippets.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests in the order their units are to be handed out: :data:`SLOWEST_FIRST`, then as collected (a file's
+    own tests keep their order). The scheduler below takes units in the order of their first test."""
+    rank = {unit: position for position, unit in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(scope_of(item.nodeid.split("::", 1)[0]), len(rank)))
+
+
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadfile`` with the groups above: xdist's public hook for a scheduler of one's own, on xdist's own
     file scheduler, whose ``_split_scope`` (a test id's file) is its one private part used here
     (``tests/unit/test_xdist_groups.py`` checks it)."""
     if config.getvalue("dist") != "loadfile":
         return None
+    config.option.loadscopereorder = False  # xdist's --no-loadscope-reorder: units in the order collected
     from xdist.scheduler import LoadFileScheduling
 
     class SharedSessionScheduling(LoadFileScheduling):

@@ -16,16 +16,19 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import redis
 
 from tests.integration.as_deployed import AIRFLOW_COMPONENTS, airflow_settings
-from tests.integration.conftest import VENV_BIN, Deployment
+from tests.integration.conftest import VENV_BIN, Deployment, ExampleRun
 
 T = TypeVar("T")
 
 #: The broker: Redis on loopback, shared by whatever runs tests here (scripts/test.sh starts it when it is down).
 REDIS = os.environ.get("SPARK_TABLES_TEST_REDIS", "127.0.0.1:6379")
+#: The simple auth manager's users (name:role); their passwords are in the home's generated passwords file.
+USERS = "admin:admin,viewer:viewer"
 #: The one component started apart, and again after ``kill_worker``.
 _CELERY_WORKER = ("celery", "worker")
 #: In a Redis database a test session uses: who it is; the key that claims the database.
@@ -89,7 +92,9 @@ class AirflowServices:
                 redis_database=redis_db,
             ),
             "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder),
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+            # Users who log in, as in docker/compose.yaml: the tests call the API as the admin, and the browser
+            # tests open the pages as the viewer.
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": USERS,
             "AIRFLOW__API__PORT": str(self.port),
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
             # Every run here is one a test triggers: a DAG's schedule (an example's @daily) adds none when unpaused.
@@ -112,7 +117,7 @@ class AirflowServices:
                 self._start(component[0], list(component))
         self.start_worker()
         wait_for("the API server, scheduler, DAG processor and triggerer", self._healthy, timeout=120)
-        self._token = json.loads(urllib.request.urlopen(self._url("/auth/token")).read())["access_token"]
+        self._token = self.token("admin")
 
     def stop(self) -> None:
         for process in self._services.values():
@@ -147,12 +152,26 @@ class AirflowServices:
         process.wait()
         return group
 
-    def api(self, method: str, path: str, body: Any = None) -> Any:
+    def password(self, user: str) -> str:
+        """The password the API server generated for ``user`` at its first start."""
+        return json.loads((self.home / "simple_auth_manager_passwords.json.generated").read_text())[user]
+
+    def token(self, user: str) -> str:
+        """A JWT for ``user``, logged in with its password as the UI logs in."""
+        body = json.dumps({"username": user, "password": self.password(user)}).encode()
         request = urllib.request.Request(
-            self._url(f"/api/v2{path}"),
+            self.url("/auth/token"), data=body, headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request) as response:
+            return json.loads(response.read())["access_token"]
+
+    def api(self, method: str, path: str, body: Any = None, token: str | None = None) -> Any:
+        """The REST API's answer, as the admin unless another user's ``token`` is given."""
+        request = urllib.request.Request(
+            self.url(f"/api/v2{path}"),
             method=method,
             data=json.dumps(body).encode() if body is not None else None,
-            headers={"Authorization": f"Bearer {self._token}", "Content-Type": "application/json"},
+            headers={"Authorization": f"Bearer {token or self._token}", "Content-Type": "application/json"},
         )
         with urllib.request.urlopen(request) as response:
             body = response.read()
@@ -161,7 +180,7 @@ class AirflowServices:
     def plugin(self, path: str) -> Any:
         """The monitoring plugin's JSON at ``path`` (under ``/spark-tables/api``), as this API server serves it."""
         request = urllib.request.Request(
-            self._url(f"/spark-tables/api{path}"), headers={"Authorization": f"Bearer {self._token}"}
+            self.url(f"/spark-tables/api{path}"), headers={"Authorization": f"Bearer {self._token}"}
         )
         with urllib.request.urlopen(request) as response:
             return json.loads(response.read())
@@ -169,7 +188,7 @@ class AirflowServices:
     def page(self, path: str) -> str:
         """The monitoring plugin's page at ``path`` (under ``/spark-tables``)."""
         request = urllib.request.Request(
-            self._url(f"/spark-tables{path}"), headers={"Authorization": f"Bearer {self._token}"}
+            self.url(f"/spark-tables{path}"), headers={"Authorization": f"Bearer {self._token}"}
         )
         with urllib.request.urlopen(request) as response:
             return response.read().decode()
@@ -217,6 +236,18 @@ class AirflowServices:
         entry = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/{key}")
         return entry["value"]
 
+    def example_run(self, dag_id: str, run_id: str) -> ExampleRun:
+        """A finished run: its tasks' return values (those that have one) and their logs, one after the other."""
+        run = quote(run_id, safe="")
+        tasks = self.api("GET", f"/dags/{dag_id}/dagRuns/{run}/taskInstances")["task_instances"]
+        xcoms, logs = {}, []
+        for task in sorted(tasks, key=lambda t: t["start_date"] or ""):
+            entries = self.api("GET", f"/dags/{dag_id}/dagRuns/{run}/taskInstances/{task['task_id']}/xcomEntries")
+            if any(entry["key"] == "return_value" for entry in entries["xcom_entries"]):
+                xcoms[task["task_id"]] = self.xcom(dag_id, run_id, task["task_id"])
+            logs.append(self.task_log(dag_id, run_id, task["task_id"]))
+        return ExampleRun(self.deployment, xcoms, "\n".join(logs))
+
     def _start(self, name: str, command: list[str]) -> None:
         log = open(self.home / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
         self._services[name] = subprocess.Popen(
@@ -234,14 +265,14 @@ class AirflowServices:
             raise AssertionError(f"{name} exited ({self._services[name].returncode}):\n{log[-3000:]}")
         return log
 
-    def _url(self, path: str) -> str:
+    def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
 
     def _healthy(self) -> bool:
         for name in self._services:
             self._log_of_running(name)
         with contextlib.suppress(OSError):
-            health = json.loads(urllib.request.urlopen(self._url("/api/v2/monitor/health")).read())
+            health = json.loads(urllib.request.urlopen(self.url("/api/v2/monitor/health")).read())
             components = ("scheduler", "dag_processor", "triggerer")
             return all(health[component]["status"] == "healthy" for component in components)
         return False

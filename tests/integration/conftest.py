@@ -310,6 +310,36 @@ def cluster_airflow(
         yield services
 
 
+#: The day of the cluster's run of the @daily CTAS example (its tables are named after the day).
+CLUSTER_CTAS_DS = "2026-11-20"
+
+
+@pytest.fixture(scope="session")
+def cluster_examples(cluster_airflow: Any) -> dict[str, tuple[str, ExampleRun]]:
+    """The six example DAGs on ``cluster_airflow``, triggered at once through the REST API as a user would, and
+    finished: each one's run id and run. The plan example runs without a logical date (as a run from the UI may)."""
+    from tests.integration.test_buffered_output import EXAMPLE_CONF, prepare_example_buffered_output
+    from tests.integration.test_example_dag import DS as SQL_DS
+    from tests.integration.test_plan import prepare_example_plan
+
+    prepare_example_plan(CLUSTER_METASTORE_DATABASE)
+    prepare_example_buffered_output(CLUSTER_METASTORE_DATABASE)
+    airflow = cluster_airflow
+    runs = {
+        "example_spark_sql": airflow.trigger("example_spark_sql", {}, logical_date=f"{SQL_DS}T00:00:00Z"),
+        "example_spark_ctas": airflow.trigger("example_spark_ctas", {}, logical_date=f"{CLUSTER_CTAS_DS}T00:00:00Z"),
+        "example_spark_cache": airflow.trigger("example_spark_cache", {}),
+        "example_spark_lookup": airflow.trigger("example_spark_lookup", {}),
+        "example_spark_plan": airflow.trigger("example_spark_plan", {}),
+        "example_spark_buffered_output": airflow.trigger(
+            "example_spark_buffered_output", EXAMPLE_CONF, logical_date="2026-01-02T00:00:00Z"
+        ),
+    }
+    states = {dag_id: airflow.finished(dag_id, run_id, timeout=1500) for dag_id, run_id in runs.items()}
+    assert states == dict.fromkeys(runs, "success")
+    return {dag_id: (run_id, airflow.example_run(dag_id, run_id)) for dag_id, run_id in runs.items()}
+
+
 @pytest.fixture(autouse=True)
 def shared_class_archive(monkeypatch: pytest.MonkeyPatch) -> None:
     """Drivers a test starts from this process use the session's class-data archive as well."""

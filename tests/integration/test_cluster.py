@@ -20,19 +20,14 @@ import pytest
 
 from spark_tables.core.xcom_keys import FAILED_TRY
 from tests.integration.airflow_services import AirflowServices, _free_port, wait_for
-from tests.integration.conftest import CLUSTER_METASTORE_DATABASE, SCENARIOS, Deployment, ExampleRun
+from tests.integration.conftest import CLUSTER_CTAS_DS, CLUSTER_METASTORE_DATABASE, SCENARIOS, Deployment, ExampleRun
 from tests.integration.ctas_checks import metastore_tables
 from tests.integration.spark_cluster import SparkCluster
-from tests.integration.test_buffered_output import (
-    EXAMPLE_CONF,
-    check_example_buffered_output,
-    prepare_example_buffered_output,
-)
+from tests.integration.test_buffered_output import check_example_buffered_output
 from tests.integration.test_ctas import check_example_ctas
-from tests.integration.test_example_dag import DS as SQL_DS
 from tests.integration.test_example_dag import check_example_sql
 from tests.integration.test_lookup import check_example_lookup
-from tests.integration.test_plan import check_example_plan, prepare_example_plan
+from tests.integration.test_plan import check_example_plan
 
 pytestmark = pytest.mark.integration
 
@@ -40,8 +35,6 @@ pytestmark = pytest.mark.integration
 #: database, beside the metastore's own tables, so no local test's tables meet them (``cluster_airflow``'s
 #: connections).
 DATABASE = CLUSTER_METASTORE_DATABASE
-#: The CTAS example's day (it is @daily: its tables are named after the run's logical date).
-CTAS_DS = "2026-11-20"
 
 
 def ran_on_the_workers(cluster: SparkCluster, xcoms: dict[str, Any]) -> list[str]:
@@ -56,41 +49,6 @@ def ran_on_the_workers(cluster: SparkCluster, xcoms: dict[str, Any]) -> list[str
     return [x["application_id"] for x in jobs.values()]
 
 
-def _scheduled_run(airflow: AirflowServices, dag_id: str, run_id: str) -> ExampleRun:
-    """A run the scheduler ran: its tasks' return values (those that have one) and their logs, one after the other."""
-    tasks = airflow.api("GET", f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances")["task_instances"]
-    xcoms, logs = {}, []
-    for task in sorted(tasks, key=lambda t: t["start_date"] or ""):
-        entries = airflow.api(
-            "GET", f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task['task_id']}/xcomEntries"
-        )["xcom_entries"]
-        if any(entry["key"] == "return_value" for entry in entries):
-            xcoms[task["task_id"]] = airflow.xcom(dag_id, run_id, task["task_id"])
-        logs.append(airflow.task_log(dag_id, run_id, task["task_id"]))
-    return ExampleRun(airflow.deployment, xcoms, "\n".join(logs))
-
-
-@pytest.fixture(scope="module")
-def examples(cluster_airflow: AirflowServices) -> dict[str, tuple[str, ExampleRun]]:
-    """The six examples, triggered at once and finished: each one's run id and run."""
-    prepare_example_plan(DATABASE)
-    prepare_example_buffered_output(DATABASE)
-    airflow = cluster_airflow
-    runs = {
-        "example_spark_sql": airflow.trigger("example_spark_sql", {}, logical_date=f"{SQL_DS}T00:00:00Z"),
-        "example_spark_ctas": airflow.trigger("example_spark_ctas", {}, logical_date=f"{CTAS_DS}T00:00:00Z"),
-        "example_spark_cache": airflow.trigger("example_spark_cache", {}),
-        "example_spark_lookup": airflow.trigger("example_spark_lookup", {}),
-        "example_spark_plan": airflow.trigger("example_spark_plan", {}),
-        "example_spark_buffered_output": airflow.trigger(
-            "example_spark_buffered_output", EXAMPLE_CONF, logical_date="2026-01-02T00:00:00Z"
-        ),
-    }
-    states = {dag_id: airflow.finished(dag_id, run_id, timeout=1500) for dag_id, run_id in runs.items()}
-    assert states == dict.fromkeys(runs, "success")
-    return {dag_id: (run_id, _scheduled_run(airflow, dag_id, run_id)) for dag_id, run_id in runs.items()}
-
-
 #: Each example's checks on local Spark (its own test file's), but the cache example's, checked below.
 CHECKS: dict[str, Callable[[ExampleRun], None]] = {
     "example_spark_sql": check_example_sql,
@@ -103,18 +61,18 @@ CHECKS: dict[str, Callable[[ExampleRun], None]] = {
 
 @pytest.mark.parametrize("dag_id", sorted(CHECKS))
 def test_the_example_does_what_it_does_on_local_spark(
-    examples: dict[str, tuple[str, ExampleRun]], spark_cluster: SparkCluster, dag_id: str
+    cluster_examples: dict[str, tuple[str, ExampleRun]], spark_cluster: SparkCluster, dag_id: str
 ) -> None:
-    _, run = examples[dag_id]
+    _, run = cluster_examples[dag_id]
     CHECKS[dag_id](run)
     ran_on_the_workers(spark_cluster, run.xcoms)
 
 
-def test_cached_tables(examples: dict[str, tuple[str, ExampleRun]], spark_cluster: SparkCluster) -> None:
+def test_cached_tables(cluster_examples: dict[str, tuple[str, ExampleRun]], spark_cluster: SparkCluster) -> None:
     """b computed once, by the first of max_b and min_b (which run at once: the other waits for its copy), and read
     from its copy by the three other tasks; the values are those of b's query over flip36_a, computed here; the copy
     released at the end."""
-    _, run = examples["example_spark_cache"]
+    _, run = cluster_examples["example_spark_cache"]
     x = run.xcoms
     uses = {task: x[task]["caches"]["b"] for task in ("max_b", "min_b", "normalise_b", "count_b")}
     assert sorted(b["status"] for b in uses.values()) == ["hit", "hit", "hit", "miss"]
@@ -137,12 +95,12 @@ def _run_tab(airflow: AirflowServices, dag_id: str, run_id: str) -> dict:
 
 
 def test_the_runs_spark_tables_tabs_and_the_overview_show_what_they_did(
-    cluster_airflow: AirflowServices, on_cluster: Deployment, examples: dict[str, tuple[str, ExampleRun]]
+    cluster_airflow: AirflowServices, on_cluster: Deployment, cluster_examples: dict[str, tuple[str, ExampleRun]]
 ) -> None:
     """The cache run's copy, written by its one miss and read by the others; the CTAS run's tables; the lookup run's
     joins and reload; the overview of the day."""
     airflow = cluster_airflow
-    run_id, run = examples["example_spark_cache"]
+    run_id, run = cluster_examples["example_spark_cache"]
     uses = {task: run.xcoms[task]["caches"]["b"] for task in ("max_b", "min_b", "normalise_b", "count_b")}
     [writer] = [task for task, use in uses.items() if use["status"] == "miss"]
     assert writer in ("max_b", "min_b") and {u["location"] for u in uses.values()} == {uses[writer]["location"]}
@@ -151,16 +109,17 @@ def test_the_runs_spark_tables_tabs_and_the_overview_show_what_they_did(
     assert (copy["written_by"], copy["state"], copy["rows"]) == (writer, "released", 20000)
     assert sorted(e["task_id"] for e in copy["events"] if e["event"] == "read") == sorted(set(uses) - {writer})
 
-    run_id, _ = examples["example_spark_ctas"]
+    run_id, _ = cluster_examples["example_spark_ctas"]
     tables = metastore_tables(on_cluster)
-    assert tables["order_snapshot_20261120"]["spark_tables.ctas.state"] == "complete"
+    snapshot = "order_snapshot_" + CLUSTER_CTAS_DS.replace("-", "")
+    assert tables[snapshot]["spark_tables.ctas.state"] == "complete"
     tab = _run_tab(airflow, "example_spark_ctas", run_id)
     assert sorted((t["task_id"], t["table"], t["created"]) for t in tab["ctas"]) == [
         ("publish_customer_totals", "customer_totals", True),
-        ("snapshot_orders", "order_snapshot_20261120", True),
+        ("snapshot_orders", snapshot, True),
     ]
 
-    run_id, _ = examples["example_spark_lookup"]
+    run_id, _ = cluster_examples["example_spark_lookup"]
     tab = _run_tab(airflow, "example_spark_lookup", run_id)
     assert sorted((lookup["task_id"], lookup["kind"]) for lookup in tab["lookups"]) == [
         ("enrich_full", "join"),
@@ -177,7 +136,7 @@ def test_the_runs_spark_tables_tabs_and_the_overview_show_what_they_did(
 
 
 def test_the_reload_sensor_waits_in_the_triggerer(
-    cluster_airflow: AirflowServices, examples: dict[str, tuple[str, ExampleRun]]
+    cluster_airflow: AirflowServices, cluster_examples: dict[str, tuple[str, ExampleRun]]
 ) -> None:
     """A first reload of the customers the lookup example seeded, then a second run whose sensor defers until the
     reload is due (20 s after the first load ended): the task instance is seen deferred, the trigger fires in the

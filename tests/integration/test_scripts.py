@@ -155,3 +155,26 @@ def test_the_test_command_stops_in_one_line_when_a_redis_elsewhere_does_not_answ
         "error: Redis does not answer at 192.0.2.1:6379: start it there ('redis-server --port 6379 "
         "--daemonize yes'), or set SPARK_TABLES_TEST_REDIS to host:port of one that does\n"
     )
+
+
+def test_packages_installed_in_one_run_update_debian_s_lists_once(tmp_path: Path) -> None:
+    """scripts/services.sh's ``debian_install``, as the JDBC driver, Redis, chromium and docker-compose use it on a
+    new machine: a stand-in ``apt-get`` (and ``id``: as root) records its calls; each install keeps its own log."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls"
+    (bin_dir / "apt-get").write_text(f'#!/bin/sh\necho "$*" >> {calls}\necho "apt-get $*"\n')
+    (bin_dir / "id").write_text("#!/bin/sh\necho 0\n")
+    for tool in ("apt-get", "id"):
+        (bin_dir / tool).chmod(0o755)
+    script = (
+        f'source "{REPO}/scripts/services.sh"; debian_install chromium "a browser"; debian_install redis-server Redis'
+    )
+    env = _env(AIRFLOW_HOME=str(tmp_path), PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout == (
+        "installing a browser (apt-get install chromium) ...\ninstalling Redis (apt-get install redis-server) ...\n"
+    )
+    assert calls.read_text().splitlines() == ["update -qq", "install -y -qq chromium", "install -y -qq redis-server"]
+    assert (tmp_path / "apt-get-redis-server.log").read_text() == "apt-get install -y -qq redis-server\n"

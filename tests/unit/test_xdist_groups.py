@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
-from tests.conftest import SHARED_SESSIONS
+from tests.conftest import SHARED_SESSIONS, SLOWEST_FIRST, pytest_collection_modifyitems
 
 REPO = Path(__file__).resolve().parents[2]
 #: The session fixtures behind each group, as a test file that uses one names it.
 FIXTURES = {
-    "spark_cluster": r"\b(spark_cluster|on_cluster|cluster_airflow)\b",
+    "spark_cluster": r"\b(spark_cluster|on_cluster|cluster_airflow|cluster_examples)\b",
     "airflow_services": r"def test_\w+\([^)]*\bairflow: AirflowServices\b",
 }
 
@@ -36,6 +37,8 @@ def test_every_file_that_uses_a_shared_session_is_in_its_group() -> None:
 class _Options:
     """What xdist's file scheduler reads of pytest's configuration: ``--dist loadfile -n 2``."""
 
+    option = SimpleNamespace(loadscopereorder=True)
+
     def getvalue(self, name: str) -> object:
         return {"dist": "loadfile", "tx": ["2*popen"]}[name]
 
@@ -49,3 +52,30 @@ def test_the_scheduler_gives_a_group_s_files_to_one_worker_and_other_files_alone
     assert scheduler._split_scope("tests/integration/test_durable_jobs.py::test_x[a::b]") == "spark_cluster"
     assert scheduler._split_scope("tests/integration/test_as_deployed.py::test_a") == "airflow_services"
     assert scheduler._split_scope("tests/unit/test_durations.py::T::test_d[1 ms]") == "tests/unit/test_durations.py"
+    assert scheduler.config.option.loadscopereorder is False, "units go out in the order collected"
+
+
+def test_the_slowest_units_come_first_and_each_file_keeps_its_tests_order() -> None:
+    collected = [
+        "tests/integration/test_ctas.py::test_a",
+        "tests/integration/test_cluster.py::test_sql",
+        "tests/integration/test_ctas.py::test_b",
+        "tests/integration/test_readme_snippets.py::test_r",
+        "tests/spark/test_sql_job.py::test_s",
+        "tests/integration/test_as_deployed.py::test_d",
+        "tests/integration/test_durable_jobs.py::test_k",
+        "tests/unit/test_durations.py::test_u",
+    ]
+    items = [SimpleNamespace(nodeid=nodeid) for nodeid in collected]
+    pytest_collection_modifyitems(items)  # type: ignore[arg-type]
+    assert [item.nodeid for item in items] == [
+        "tests/integration/test_cluster.py::test_sql",
+        "tests/integration/test_durable_jobs.py::test_k",
+        "tests/integration/test_as_deployed.py::test_d",
+        "tests/integration/test_readme_snippets.py::test_r",
+        "tests/integration/test_ctas.py::test_a",
+        "tests/integration/test_ctas.py::test_b",
+        "tests/spark/test_sql_job.py::test_s",
+        "tests/unit/test_durations.py::test_u",
+    ]
+    assert all((REPO / unit).is_file() for unit in SLOWEST_FIRST if unit not in SHARED_SESSIONS)
