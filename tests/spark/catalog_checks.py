@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from pyspark import StatusTracker
 from pyspark.sql import SparkSession
 
 from spark_tables.core.ctas.ownership import PREFIX, TableOwner
@@ -19,7 +20,10 @@ from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.entry import run_job
 
 FAILING_QUERY = "SELECT assert_true(id < 3) AS ok FROM range(10)"  # ANSI: fails at run time, after creation
-SLOW_QUERY = "SELECT id, sha2(CAST(id AS STRING), 256) AS h FROM range(0, 2000000000, 1, 2)"
+#: An endless query, for the tests that stop a job, of many short tasks: a stopped job's running tasks end when they
+#: next look whether they were killed, which a task of range() does between batches only. Of two tasks a billion
+#: rows each, they wrote on, minutes after the stop, holding both cores of the session the next tests share.
+SLOW_QUERY = "SELECT id, sha2(CAST(id AS STRING), 256) AS h FROM range(0, 2000000000, 1, 2000)"
 
 
 def owner(try_number: int = 1, run_id: str = "scheduled__2026-11-20", task_id: str = "make_table") -> TableOwner:
@@ -92,6 +96,11 @@ def plain_table(spark: SparkSession, table: str, query: str, properties: dict[st
     """A table made by plain SQL, as a user (or a killed try, given its marks) would leave it."""
     clause = f" TBLPROPERTIES ({sql_properties(properties)})" if properties else ""
     spark.sql(f"CREATE TABLE {table} USING parquet{clause} AS {query}")
+
+
+def no_task_running(tracker: StatusTracker) -> bool:
+    """No task runs in the session's executors: a stopped job's stages end at once, its running tasks later."""
+    return not tracker.getActiveStageIds() and sum(e.numRunningTasks for e in tracker.getExecutorInfos()) == 0
 
 
 def wait_until(condition: Callable[[], bool], seconds: float, stop: threading.Event | None = None) -> bool:

@@ -39,6 +39,7 @@ from tests.spark.catalog_checks import (
     files,
     local,
     marks,
+    no_task_running,
     owner,
     plain_table,
     props,
@@ -880,7 +881,7 @@ def test_cancelling_during_the_fill_stops_the_job_and_removes_the_table(
         else f"dropped the staging table {filling_name} of try 1"
     ]
     # The interrupted tasks stop soon, and leave nothing behind once stopped.
-    assert wait_until(lambda: not tracker.getActiveStageIds(), 30), "the interrupted tasks are still running"
+    assert wait_until(lambda: no_task_running(tracker), 30), "the interrupted tasks are still running"
     assert tables(spark, db) == []
     assert not os.path.exists(os.path.join(db_folder(spark, db), filling_name.table))
     assert os.listdir(db_folder(spark, db)) == []

@@ -26,6 +26,7 @@ from tests.spark.catalog_checks import (
     db_folder,
     files,
     marks,
+    no_task_running,
     owner,
     plain_table,
     props,
@@ -374,7 +375,7 @@ def test_a_stop_while_a_later_statement_runs_interrupts_it_and_drops_the_tables(
     assert result.error.startswith("cancelled: the test stopped the job (statement 2/2 failed: ")
     assert result.error.endswith(f"(undone: dropped the unfinished {db}.a of try 1))") and "\n" not in result.error
     # The interrupted tasks stop soon, and leave nothing behind once stopped.
-    assert wait_until(lambda: not tracker.getActiveStageIds(), 30), "the interrupted tasks are still running"
+    assert wait_until(lambda: no_task_running(tracker), 30), "the interrupted tasks are still running"
     assert tables(spark, db) == [] and os.listdir(db_folder(spark, db)) == []
 
 
