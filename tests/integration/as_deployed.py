@@ -33,6 +33,10 @@ AIRFLOW_COMPONENTS = (("api-server",), ("scheduler",), ("dag-processor",), ("tri
 CELERY_BROKER_DATABASE = 0
 #: Tasks one Celery worker runs at once: enough for four consumers of one cached table and the task beside them.
 CELERY_WORKER_CONCURRENCY = 4
+#: Seconds the DAG processor gives a DAG file's processing, its task callbacks included, before it kills it (50 by
+#: default). The provider's failure callbacks run a Spark application (the CTAS cleanup job), whose start alone took
+#: longer than 50 s on a busy machine here: killed twice, the cleanup never ran.
+DAG_FILE_PROCESSOR_TIMEOUT = 300
 
 
 def java_options(conf: dict[str, str]) -> str:
@@ -58,6 +62,7 @@ def airflow_settings(
         "AIRFLOW__CELERY__BROKER_URL": f"redis://{redis}/{redis_database}",
         "AIRFLOW__CELERY__RESULT_BACKEND": f"db+{metadata_db.replace('+psycopg2', '', 1)}",
         "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(CELERY_WORKER_CONCURRENCY),
+        "AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT": str(DAG_FILE_PROCESSOR_TIMEOUT),
     }
 
 
