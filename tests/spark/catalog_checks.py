@@ -58,7 +58,8 @@ def details(spark: SparkSession, table: str) -> dict[str, str]:
 
 
 def tables(spark: SparkSession, db: str) -> list[str]:
-    return sorted(t.name for t in spark.catalog.listTables(db))
+    """The tables of ``db``: not the session's temporary views, which the catalog lists with every database's."""
+    return sorted(t.name for t in spark.catalog.listTables(db) if not t.isTemporary)
 
 
 def props(spark: SparkSession, table: str) -> dict[str, str]:
