@@ -42,9 +42,11 @@ def scope_of(file: str) -> str:
     return _GROUP_OF_FILE.get(file, file)
 
 
-#: The units handed out first, in this order: the longest by the sum of their tests' times (2026-11-26). The rest
-#: follow in the order pytest collects them: the other integration files, then ``tests/spark``, then ``tests/unit``.
-SLOWEST_FIRST = (*SHARED_SESSIONS, "tests/integration/test_readme_snippets.py")
+#: The units handed out first, in this order: the longest by the sum of their tests' times (2026-11-26), the
+#: README's (one Spark application at a time) between the two sets of Airflow services, so that those do not start
+#: together. The rest follow in the order pytest collects them: the other integration files, then ``tests/spark``,
+#: then ``tests/unit``.
+SLOWEST_FIRST = ("spark_cluster", "tests/integration/test_readme_snippets.py", "airflow_services")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -71,11 +71,12 @@ def test_the_slowest_units_come_first_and_each_file_keeps_its_tests_order() -> N
     assert [item.nodeid for item in items] == [
         "tests/integration/test_cluster.py::test_sql",
         "tests/integration/test_durable_jobs.py::test_k",
-        "tests/integration/test_as_deployed.py::test_d",
         "tests/integration/test_readme_snippets.py::test_r",
+        "tests/integration/test_as_deployed.py::test_d",
         "tests/integration/test_ctas.py::test_a",
         "tests/integration/test_ctas.py::test_b",
         "tests/spark/test_sql_job.py::test_s",
         "tests/unit/test_durations.py::test_u",
     ]
+    assert set(SHARED_SESSIONS) <= set(SLOWEST_FIRST)
     assert all((REPO / unit).is_file() for unit in SLOWEST_FIRST if unit not in SHARED_SESSIONS)
