@@ -39,6 +39,19 @@ _REDIS_DATABASES = range(1, 16)
 _REDIS_CLAIM_SECONDS = 6 * 3600
 
 
+def password(home: Path, user: str) -> str:
+    """The password an API server whose Airflow home is ``home`` generated for ``user`` at its first start."""
+    return json.loads((home / "simple_auth_manager_passwords.json.generated").read_text())[user]
+
+
+def login(token_url: str, home: Path, user: str) -> str:
+    """A JWT for ``user`` from the API server's ``/auth/token``, logged in with its password as the UI logs in."""
+    body = json.dumps({"username": user, "password": password(home, user)}).encode()
+    request = urllib.request.Request(token_url, data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request) as response:
+        return json.loads(response.read())["access_token"]
+
+
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 180, every: float = 0.5) -> T:
     """Poll ``probe`` until it returns something truthy: for state in other processes, which sends no events."""
     ends = time.monotonic() + timeout
@@ -153,17 +166,10 @@ class AirflowServices:
         return group
 
     def password(self, user: str) -> str:
-        """The password the API server generated for ``user`` at its first start."""
-        return json.loads((self.home / "simple_auth_manager_passwords.json.generated").read_text())[user]
+        return password(self.home, user)
 
     def token(self, user: str) -> str:
-        """A JWT for ``user``, logged in with its password as the UI logs in."""
-        body = json.dumps({"username": user, "password": self.password(user)}).encode()
-        request = urllib.request.Request(
-            self.url("/auth/token"), data=body, headers={"Content-Type": "application/json"}
-        )
-        with urllib.request.urlopen(request) as response:
-            return json.loads(response.read())["access_token"]
+        return login(self.url("/auth/token"), self.home, user)
 
     def api(self, method: str, path: str, body: Any = None, token: str | None = None) -> Any:
         """The REST API's answer, as the admin unless another user's ``token`` is given."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.integration.airflow_services import _free_port, wait_for
+from tests.integration.airflow_services import _free_port, login, wait_for
 from tests.integration.conftest import REPO, VENV_BIN, _base_env, _migrated
 
 USERS = "alice:admin,bob:viewer"
@@ -61,13 +61,7 @@ class ApiServer:
 
     def token(self, user: str) -> str:
         """A JWT for ``user``, logged in with its password as the UI logs in."""
-        passwords = json.loads((self.home / "simple_auth_manager_passwords.json.generated").read_text())
-        body = json.dumps({"username": user, "password": passwords[user]}).encode()
-        request = urllib.request.Request(
-            self.url("/auth/token"), data=body, headers={"Content-Type": "application/json"}
-        )
-        with urllib.request.urlopen(request) as response:
-            return json.loads(response.read())["access_token"]
+        return login(self.url("/auth/token"), self.home, user)
 
     def run_id(self, dag_id: str) -> str:
         with sqlite3.connect(self.home / "airflow.db") as db:

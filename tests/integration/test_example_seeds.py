@@ -12,11 +12,12 @@ import psycopg
 import pytest
 
 from tests.integration.airflow_services import wait_for
-from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, REPO, demo_connection
+from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, REPO, _empty_database, demo_connection
+from tests.integration.test_plan import _pg
 
 pytestmark = pytest.mark.integration
 
-#: A database of this test's own: the schema is dropped there before the seeds run.
+#: A database of this test's own, emptied, and the examples' schema dropped there, before the seeds run.
 DATABASE = "spark_tables_seed_test"
 #: Each example's seed task: its module and the SQL of its ``SQLExecuteQueryOperator``.
 SEEDS = {
@@ -46,11 +47,8 @@ def test_a_seed_waits_for_another_creating_the_schema_and_succeeds(
     operator runs it (the Postgres hook, one transaction), is seen waiting, and succeeds once the first commits."""
     from airflow.providers.postgres.hooks.postgres import PostgresHook
 
-    with psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname="postgres", autocommit=True) as admin:
-        if not admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone():
-            admin.execute(f"CREATE DATABASE {DATABASE}")
-    with _connect(autocommit=True) as db:
-        db.execute("DROP SCHEMA IF EXISTS spark_tables_demo CASCADE")
+    _empty_database(DATABASE)
+    _pg("DROP SCHEMA IF EXISTS spark_tables_demo CASCADE", DATABASE)
     plan, other = _example("example_spark_plan"), _example(second)
     monkeypatch.setenv(f"AIRFLOW_CONN_{other.CONN_ID.upper()}", demo_connection(DATABASE))
     errors: list[BaseException] = []
@@ -72,8 +70,5 @@ def test_a_seed_waits_for_another_creating_the_schema_and_succeeds(
         first.commit()
     thread.join()
     assert errors == []
-    with _connect() as db:
-        tables = {
-            row[0] for row in db.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'spark_tables_demo'")
-        }
+    tables = {row[0] for row in _pg("SELECT tablename FROM pg_tables WHERE schemaname = 'spark_tables_demo'", DATABASE)}
     assert {"shop_counts", "order_customers"} < tables and len(tables) == 2 + (3 if "buffered" in second else 1)
