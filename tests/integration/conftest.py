@@ -246,9 +246,15 @@ def airflow(tmp_path_factory: pytest.TempPathFactory, postgres: Deployment) -> I
     deployment = postgres_deployment(
         home, postgres.catalog.database, Path(postgres.catalog.warehouse), AIRFLOW_METADATA_DATABASE
     )
-    deployment = dataclasses.replace(
-        deployment, env={**deployment.env, "AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO": LOOKUP_DEMO_CONN}
-    )
+    env = {
+        **deployment.env,
+        "AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO": LOOKUP_DEMO_CONN,
+        # A consumer waiting for a cached table's copy wakes when the claim is released, not when it is time to ask
+        # Airflow whether the computing task still runs (1 min by default, which a busy machine's writer outlasts):
+        # none of this session's writers is lost, and the tests check that the waiters woke on the release.
+        "AIRFLOW__SPARK_TABLES__CACHE_WAIT_CHECK_INTERVAL": "1 h",
+    }
+    deployment = dataclasses.replace(deployment, env=env)
     with running_airflow(deployment, _examples_and_scenarios(home)) as services:
         yield services
 

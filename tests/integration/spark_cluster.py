@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tests.conftest import QUICK_JIT
 from tests.integration.airflow_services import _free_port as free_port
 from tests.integration.airflow_services import wait_for
 from tests.integration.as_deployed import (
@@ -95,8 +96,9 @@ class SparkCluster:
                 *("--work-dir", str(work / "work"), self.master_url),
             ],
             # Shuffle and spill files, and the temporary files of its executors' Python workers, in the worker's
-            # own folders: not a /tmp that every JVM here, the driver's too, shares.
-            {"SPARK_LOCAL_DIRS": str(work / "local"), "TMPDIR": str(work / "tmp")},
+            # own folders: not a /tmp that every JVM here, the driver's too, shares. Its executors inherit the
+            # tests' Java option for short-lived JVMs.
+            {"SPARK_LOCAL_DIRS": str(work / "local"), "TMPDIR": str(work / "tmp"), "JAVA_TOOL_OPTIONS": QUICK_JIT},
             hide=self.driver_only,
         )
 
