@@ -34,6 +34,8 @@ fi
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 STAMP=".venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
 if [ ! -f "$STAMP" ]; then
+  # A venv whose creation was interrupted (Ctrl-C, a killed CI job) has no pip: it is made again.
+  .venv/bin/python -m pip --version > /dev/null 2>&1 || { rm -rf .venv && "$PYTHON" -m venv .venv; }
   echo "installing the provider and its dependencies into .venv (about a minute the first time) ..."
   { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e ".[test]"; } \
     > .venv/pip-install.log 2>&1 || { tail -n 30 .venv/pip-install.log >&2; echo "error: install failed; log: .venv/pip-install.log" >&2; exit 1; }

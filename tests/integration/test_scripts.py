@@ -1,6 +1,7 @@
 """The README's commands for one's own DAGs and the UI: ``scripts/airflow.sh`` runs Airflow in the repository's
 setup on the DAGs folder the caller names, and ``airflow standalone`` through it keeps its admin password where the
-README says and stops, every component of it, on Ctrl-C."""
+README says and stops, every component of it, on Ctrl-C; and the setup the README's two commands share mends a venv
+whose creation was cut short."""
 
 from __future__ import annotations
 
@@ -178,3 +179,48 @@ def test_packages_installed_in_one_run_update_debian_s_lists_once(tmp_path: Path
     )
     assert calls.read_text().splitlines() == ["update -qq", "install -y -qq chromium", "install -y -qq redis-server"]
     assert (tmp_path / "apt-get-redis-server.log").read_text() == "apt-get install -y -qq redis-server\n"
+
+
+def test_a_venv_whose_creation_was_interrupted_is_made_again(tmp_path: Path) -> None:
+    """A ``.venv`` left without pip (its ``python -m venv`` killed, as a cancelled CI job kills it) once stopped every
+    later command at "install failed": setup.sh makes it again and installs. Stand-ins for the Python that makes the
+    venv and for the venv's own ``python`` and ``airflow`` record what they are asked."""
+    root = tmp_path / "clone"
+    (root / "scripts").mkdir(parents=True)
+    for name in ("scripts/setup.sh", "scripts/services.sh", "pyproject.toml"):
+        (root / name).write_text((REPO / name).read_text())
+    calls = tmp_path / "calls"
+    venv_python = f'#!/bin/sh\necho "venv python $*" >> {calls}\n'
+    maker = tmp_path / "python3.11"
+    maker.write_text(
+        "#!/bin/sh\n"
+        f'echo "maker $*" >> {calls}\n'
+        '[ "$1" = "-m" ] && [ "$2" = venv ] || exit 0\n'
+        'mkdir -p "$3/bin"\n'
+        f"printf '%s' '{venv_python}' > \"$3/bin/python\"\n"
+        "printf '#!/bin/sh\\nexit 0\\n' > \"$3/bin/airflow\"\n"
+        'chmod +x "$3/bin/python" "$3/bin/airflow"\n'
+    )
+    maker.chmod(0o755)
+    broken = root / ".venv" / "bin" / "python"
+    broken.parent.mkdir(parents=True)
+    broken.write_text(f'#!/bin/sh\necho "broken python $*" >> {calls}\necho "No module named pip" >&2\nexit 1\n')
+    broken.chmod(0o755)
+
+    done = subprocess.run(
+        ["bash", "-c", f'source "{root}/scripts/setup.sh" && echo set up'],
+        env=_env(PYTHON=str(maker)),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == "set up"
+    assert calls.read_text().splitlines() == [
+        "maker -c import sys; sys.exit(sys.version_info[:2] != (3, 11))",
+        "broken python -m pip --version",
+        "maker -m venv .venv",
+        "venv python -m pip install --upgrade pip",
+        "venv python -m pip install -e .[test]",
+    ]
+    assert list((root / ".venv").glob(".installed-*")), "the install is stamped"
