@@ -110,6 +110,10 @@ class AirflowServices:
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": USERS,
             "AIRFLOW__API__PORT": str(self.port),
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            # The DAG files do not change while the tests run: parsed once, not again every 30 s (Airflow's default,
+            # which was a fifth of the whole suite's CPU: 13 files, two sets of services). A failure callback still
+            # puts its file at the front of the queue at once.
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
             # Every run here is one a test triggers: a DAG's schedule (an example's @daily) adds none when unpaused.
             "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
             # A task whose worker was lost (its heartbeats stop) is failed, and its failure callback run, after a

@@ -165,7 +165,12 @@ def _empty_database(name: str) -> str:
 
 @pytest.fixture(scope="session")
 def embedded(tmp_path_factory: pytest.TempPathFactory) -> Deployment:
-    home = tmp_path_factory.mktemp("airflow-embedded")
+    """The embedded default, shared by the test files a worker runs: each leaves its tables in its catalog."""
+    return embedded_deployment(tmp_path_factory.mktemp("airflow-embedded"))
+
+
+def embedded_deployment(home: Path) -> Deployment:
+    """An Airflow in ``home`` on the embedded default (a Derby metastore and a warehouse under the provider's home)."""
     env = _base_env(home)
     _migrated(home, env)
     return Deployment(home=home, catalog=EmbeddedCatalog(home=str(home / "spark_tables")), env=env)

@@ -21,7 +21,7 @@ import pandas as pd
 import psycopg
 import pytest
 
-from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, REPO, Deployment
+from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, REPO, Deployment, embedded_deployment
 
 pytestmark = pytest.mark.integration
 
@@ -87,9 +87,12 @@ def _as_test_server(value: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def quickstart(embedded: Deployment, tmp_path_factory: pytest.TempPathFactory) -> tuple[Deployment, list[Snippet]]:
-    """The embedded deployment reading the snippets' DAGs folder, without an XCom backend of its own, and the
-    README's PostgreSQL tables made as it says (psql reads the port from PGPORT, as the README's line names none)."""
+def quickstart(tmp_path_factory: pytest.TempPathFactory) -> tuple[Deployment, list[Snippet]]:
+    """An embedded deployment of the README's own (the catalog the snippets share, which the other files' runs of
+    the examples on ``embedded`` must not meet) reading the snippets' DAGs folder, without an XCom backend of its own,
+    and the README's PostgreSQL tables made as it says (psql reads the port from PGPORT, as the README's line names
+    none)."""
+    embedded = embedded_deployment(tmp_path_factory.mktemp("airflow-readme"))
     assert (PG_HOST, PG_USER) == ("127.0.0.1", "postgres"), (
         "the README's PostgreSQL lines name postgres@127.0.0.1 (any port): run the tests against such a server"
     )
