@@ -9,6 +9,9 @@ do it, which pytest 9 no longer lets it: it groups nothing.)
 The slow work is handed out first (:func:`pytest_collection_modifyitems`), so that the many short files of
 ``tests/spark`` and ``tests/unit`` fill the end of the run. xdist's own order (most tests first) handed out the
 slowest files, which have a few long tests each, last: one of them alone set the run's last minutes.
+
+And the Java option every Spark JVM the tests start gets (:data:`QUICK_JIT`): the suite is bound by this machine's
+CPU, and Spark's JVMs spent the most of it.
 """
 
 from __future__ import annotations
