@@ -10,7 +10,8 @@ dags test`` (tasks in one process, one after another) on ``local[*]``, on a Post
 
 Reported per side: the run's wall time; per task, its time in the queue (queued to started, as Airflow records it),
 its run time, and inside it the Spark session's start and the job's work (the job's ``session_seconds`` and
-``work_seconds``). No target: this is the baseline for session mode (issue 28).
+``work_seconds``); and how many times each run computed b (its consumers' cache misses: one, with single flight).
+No target: this is the baseline for session mode (issue 28).
 
 Usage::
 
@@ -68,16 +69,18 @@ def run_deployed(services: Any) -> dict[str, Any]:
     if state != "success":
         raise SystemExit(f"as deployed: the run ended {state}")
     tasks = {}
+    misses = 0
     for task_id in TASKS:
         ti = services.task_instance(DAG_ID, run_id, task_id)
         value = services.xcom(DAG_ID, run_id, task_id) if task_id != "release_caches" else {}
+        misses += _misses(value)
         tasks[task_id] = {
             "queued": _seconds(ti.get("queued_when"), ti.get("start_date")),
             "run": _seconds(ti.get("start_date"), ti.get("end_date")),
             "session": (value or {}).get("session_seconds"),
             "work": (value or {}).get("work_seconds"),
         }
-    return {"wall": wall, "tasks": tasks}
+    return {"wall": wall, "tasks": tasks, "misses": misses}
 
 
 def run_local(deployment: Deployment) -> dict[str, Any]:
@@ -99,15 +102,23 @@ def run_local(deployment: Deployment) -> dict[str, Any]:
             ).fetchall()
         )
     tasks = {}
+    misses = 0
     for task_id, queued, start, end in rows:
         value = json.loads(values[task_id]) if task_id in values else {}
+        misses += _misses(value)
         tasks[task_id] = {
             "queued": _seconds(_iso(queued), _iso(start)),
             "run": _seconds(_iso(start), _iso(end)),
             "session": value.get("session_seconds"),
             "work": value.get("work_seconds"),
         }
-    return {"wall": wall, "tasks": tasks}
+    return {"wall": wall, "tasks": tasks, "misses": misses}
+
+
+def _misses(value: dict[str, Any] | None) -> int:
+    """How many cached tables a task's return value says it computed (a miss: no copy to read)."""
+    caches = (value or {}).get("caches") or {}
+    return sum(1 for cache in caches.values() if cache.get("status") == "miss")
 
 
 def _iso(value: str | None) -> str | None:
@@ -123,6 +134,7 @@ def report(results: dict[str, list[dict[str, Any]]]) -> None:
     for side, runs in results.items():
         walls = [run["wall"] for run in runs]
         print(f"\n{side}: whole run {statistics.median(walls):.1f} s (median of {len(walls)}: {walls})")
+        print(f"  b computed (cache misses) in each run: {[run['misses'] for run in runs]}")
         print(f"  {'task':<15}{'queued':>8}{'run':>8}{'session':>8}{'work':>8}   (s, medians)")
         for task_id in TASKS:
             cells = [_median([run["tasks"].get(task_id, {}).get(key) for run in runs]) for key in ("queued", "run")]
@@ -170,7 +182,8 @@ def main(argv: list[str]) -> None:
                 for side in sides:
                     outcome = run_deployed(services) if side == "deployed" else run_local(local)
                     results[names[side]].append(outcome)
-                    print(f"round {number + 1}, {side}: {outcome['wall']:.1f} s", flush=True)
+                    wall, misses = outcome["wall"], outcome["misses"]
+                    print(f"round {number + 1}, {side}: {wall:.1f} s, {misses} miss(es)", flush=True)
     print(f"\nmachine: {os.cpu_count()} cores; load average at the end {os.getloadavg()}")
     report(results)
     print(f"\nreproduce: {command}")
