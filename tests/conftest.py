@@ -52,6 +52,13 @@ SHARED_SESSIONS = {
         "tests/integration/test_ctas_scheduler.py",
         "tests/integration/test_monitoring_scheduler.py",
     ),
+    # session mode's Spark Connect server (``connect_server``) and the Airflow whose Spark it is (``in_session``)
+    "spark_connect": (
+        "tests/integration/test_cache.py",
+        "tests/integration/test_ctas_interrupted.py",
+        "tests/integration/test_example_dag.py",
+        "tests/integration/test_session_mode.py",
+    ),
 }
 _GROUP_OF_FILE = {path: group for group, paths in SHARED_SESSIONS.items() for path in paths}
 
@@ -63,9 +70,9 @@ def scope_of(file: str) -> str:
 
 #: The units handed out first, in this order: the longest by the sum of their tests' times (2026-11-26), the
 #: README's (one Spark application at a time) between the two sets of Airflow services, so that those do not start
-#: together. The rest follow in the order pytest collects them: the other integration files, then ``tests/spark``,
-#: then ``tests/unit``.
-SLOWEST_FIRST = ("spark_cluster", "tests/integration/test_readme_snippets.py", "airflow_services")
+#: together, then the Spark Connect server's. The rest follow in the order pytest collects them: the other
+#: integration files, then ``tests/spark``, then ``tests/unit``.
+SLOWEST_FIRST = ("spark_cluster", "tests/integration/test_readme_snippets.py", "airflow_services", "spark_connect")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -216,11 +216,6 @@ def postgres_twin(tmp_path_factory: pytest.TempPathFactory, postgres: Deployment
     return postgres_deployment(home, postgres.catalog.database, Path(postgres.catalog.warehouse))
 
 
-@pytest.fixture(params=["embedded", "postgres"])
-def deployment(request: pytest.FixtureRequest) -> Deployment:
-    return request.getfixturevalue(request.param)
-
-
 def demo_connection(database: str) -> str:
     """The examples' PostgreSQL connection (type postgres) as an Airflow connection URI, on ``database``."""
     return f"postgres://{PG_USER}@{PG_HOST}:{PG_PORT}/{database}"
@@ -319,6 +314,38 @@ def cluster_airflow(
     deployment = Deployment(home=home, catalog=catalog, env=env)
     with running_airflow(deployment, _examples_and_scenarios(home), heartbeat_timeout=30) as services:
         yield services
+
+
+#: The metastore of session mode's Spark Connect server: its own, as the cluster's is.
+SESSION_METASTORE_DATABASE = PG_DATABASE.replace("spark_tables_test", "spark_tables_session", 1)
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A Spark Connect server on loopback (``local[2]``, a PostgreSQL metastore of its own), once per test session."""
+    from tests.integration.spark_connect_server import running_spark_connect_server
+
+    root = tmp_path_factory.mktemp("spark-connect")
+    catalog = PostgresMetastore(
+        host=PG_HOST,
+        port=PG_PORT,
+        user=PG_USER,
+        database=_empty_database(SESSION_METASTORE_DATABASE),
+        warehouse=str(root / "warehouse"),
+    )
+    with running_spark_connect_server(root, catalog) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def in_session(tmp_path_factory: pytest.TempPathFactory, connect_server: Any) -> Deployment:
+    """An Airflow whose ``spark_default`` is the Spark Connect server: its tasks run in session mode, on the server's
+    catalog."""
+    home = tmp_path_factory.mktemp("airflow-session")
+    catalog = connect_server.catalog
+    deployment = postgres_deployment(home, catalog.database, Path(catalog.warehouse))
+    env = {**deployment.env, "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(connect_server.connection)}
+    return dataclasses.replace(deployment, env=env)
 
 
 #: The day of the cluster's run of the @daily CTAS example (its tables are named after the day).

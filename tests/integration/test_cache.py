@@ -1,6 +1,7 @@
-"""Cached tables through `airflow dags test` on the embedded default: one DAG run from the first use of b to its
-release, and eviction under a small quota. What a task did is read from its XComs (its job's own report of hits,
-misses and fallbacks, not its time); what lies on disk is read from the cache root."""
+"""Cached tables through `airflow dags test`, per-job on the embedded default and in session mode on a Spark Connect
+server: one DAG run from the first use of b to its release, and eviction under a small quota. What a task did is read
+from its XComs (its job's own report of hits, misses and fallbacks, not its time); what lies on disk is read from the
+cache root."""
 
 from __future__ import annotations
 
@@ -42,18 +43,24 @@ def _copies(deployment: Deployment) -> list[str]:
     )
 
 
-@pytest.fixture(scope="module")
-def lifecycle(embedded: Deployment) -> str:
-    """One run of cache_lifecycle: its run id."""
-    return _run(embedded, "cache_lifecycle")
+#: The deployment of each mode: spark-submit on the embedded default, and a Spark Connect server.
+MODES = {"per-job": "embedded", "session": "in_session"}
+
+
+@pytest.fixture(scope="module", params=sorted(MODES))
+def lifecycle(request: pytest.FixtureRequest) -> tuple[Deployment, str, str]:
+    """One run of cache_lifecycle in each mode: its deployment, run id and mode."""
+    deployment = request.getfixturevalue(MODES[request.param])
+    return deployment, _run(deployment, "cache_lifecycle"), request.param
 
 
 def test_a_run_computes_b_once_reads_it_after_falls_back_when_it_is_damaged_and_releases_it(
-    embedded: Deployment, lifecycle: str
+    lifecycle: tuple[Deployment, str, str],
 ):
-    run_id = lifecycle
-    out = _xcoms(embedded, "cache_lifecycle", run_id)
+    deployment, run_id, mode = lifecycle
+    out = _xcoms(deployment, "cache_lifecycle", run_id)
     b = {task: out[task]["caches"]["b"] for task in ("first", "second", "third", "fourth")}
+    assert {out[task]["mode"] for task in b} == {mode}
 
     assert out["nothing_yet"] == [], "declaring b wrote nothing: the first user computes it"
     assert [b[t]["status"] for t in b] == ["miss", "hit", "fallback", "miss"]
@@ -80,15 +87,17 @@ def test_a_run_computes_b_once_reads_it_after_falls_back_when_it_is_damaged_and_
         "bytes_written": b["first"]["bytes_written"] + b["third"]["bytes_written"] + b["fourth"]["bytes_written"],
     }
     assert out["release_caches"]["released"] == {"b": [b["fourth"]["location"]]}
-    assert _xcoms(embedded, "cache_lifecycle", run_id, REGISTRY_KEY) == {}, "no registry entry is left"
-    assert _copies(embedded) == [], "nothing of the run is left under the cache root"
+    assert _xcoms(deployment, "cache_lifecycle", run_id, REGISTRY_KEY) == {}, "no registry entry is left"
+    assert _copies(deployment) == [], "nothing of the run is left under the cache root"
 
 
-def test_ordinary_xcoms_round_trip_unchanged_through_the_cache_registry_backend(embedded: Deployment, lifecycle: str):
-    run_id = lifecycle
+def test_ordinary_xcoms_round_trip_unchanged_through_the_cache_registry_backend(
+    lifecycle: tuple[Deployment, str, str],
+):
+    deployment, run_id, _ = lifecycle
 
-    assert _xcoms(embedded, "cache_lifecycle", run_id)["pull_ordinary_values"] is True  # compared in the task
-    stored = _xcoms(embedded, "cache_lifecycle", run_id, "pushed")["push_ordinary_values"]
+    assert _xcoms(deployment, "cache_lifecycle", run_id)["pull_ordinary_values"] is True  # compared in the task
+    stored = _xcoms(deployment, "cache_lifecycle", run_id, "pushed")["push_ordinary_values"]
     assert stored["text"] == "spark_tables.cache.b" and stored["nested"]["rows"] == [[1, "a", None, 2.5, True]]
 
 

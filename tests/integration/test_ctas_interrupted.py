@@ -1,5 +1,7 @@
 """CTAS stopped from outside while its job runs (an execution timeout, SIGTERM to the task, SIGKILL to the task
-process): the job's table is dropped and a table it replaces survives."""
+process): the job's table is dropped and a table it replaces survives. The first two in both modes: per-job
+(spark-submit, on a PostgreSQL metastore) and session (on a Spark Connect server, where nothing of the job may be
+left running)."""
 
 from __future__ import annotations
 
@@ -25,20 +27,35 @@ from tests.integration.ctas_checks import (
 
 pytestmark = pytest.mark.integration
 
+#: Each mode's deployment: per-job on a PostgreSQL metastore, and session on the Spark Connect server's.
+MODES = ("postgres", "in_session")
 
-def test_execution_timeout_stops_the_job_which_drops_its_table_before_the_task_fails(postgres: Deployment) -> None:
-    table = "timed_out"
-    run = run_dag(with_scenarios(postgres), "ctas_timeout", table)
+
+def assert_nothing_left_running(request: pytest.FixtureRequest, name: str) -> None:
+    """In session mode, no Spark job of the stopped task still runs on the server (its REST API says)."""
+    if name == "in_session":
+        running = request.getfixturevalue("connect_server").running_jobs()
+        assert running == [], f"Spark jobs still run on the server: {[job.get('name') for job in running]}"
+
+
+@pytest.mark.parametrize("name", MODES)
+def test_execution_timeout_stops_the_job_which_drops_its_table_before_the_task_fails(
+    name: str, request: pytest.FixtureRequest
+) -> None:
+    deployment: Deployment = request.getfixturevalue(name)
+    table = f"timed_out_{name}"
+    run = run_dag(with_scenarios(deployment), "ctas_timeout", table)
 
     assert run.returncode != 0
-    assert task_states(postgres, "ctas_timeout", run.run_id)["ctas"][0] == "failed"
+    assert task_states(deployment, "ctas_timeout", run.run_id)["ctas"][0] == "failed"
     assert f"created {table}, owned by" in run.output, "the timeout must come while the job fills the table"
     assert "AirflowTaskTimeout" in run.output
     dropped = run.output.index(f"dropped the unfinished {table} of try 1")
     assert dropped < run.output.index("Task failed with exception"), "undone by the job, before the task ended"
     assert "cleanup job for" not in run.output, "the job undid it itself: no second application was needed"
-    assert_gone(postgres, table)
-    assert_exchange_empty(postgres)
+    assert_gone(deployment, table)
+    assert_exchange_empty(deployment)
+    assert_nothing_left_running(request, name)
 
 
 def assert_old_table_kept(deployment: Deployment, table: str) -> None:
@@ -49,9 +66,11 @@ def assert_old_table_kept(deployment: Deployment, table: str) -> None:
     assert data_files(folder(deployment, table)), "the old table's rows must still be there"
 
 
-def test_sigterm_to_the_task_stops_a_replace_and_keeps_the_old_table(postgres: Deployment) -> None:
-    table = "replaced_then_stopped"
-    process, lines = start_dag(with_scenarios(postgres), "ctas_replace_endless", table), []
+@pytest.mark.parametrize("name", MODES)
+def test_sigterm_to_the_task_stops_a_replace_and_keeps_the_old_table(name: str, request: pytest.FixtureRequest) -> None:
+    deployment: Deployment = request.getfixturevalue(name)
+    table = f"replaced_then_stopped_{name}"
+    process, lines = start_dag(with_scenarios(deployment), "ctas_replace_endless", table), []
     try:
         read_until(process, f"created {table}__staging_", lines)
 
@@ -63,8 +82,9 @@ def test_sigterm_to_the_task_stops_a_replace_and_keeps_the_old_table(postgres: D
     output = "".join(lines)
     assert "cancelled: the Airflow task asked to stop" in output
     assert f"dropped the staging table {table}__staging_" in output
-    assert_old_table_kept(postgres, table)
-    assert_exchange_empty(postgres)
+    assert_old_table_kept(deployment, table)
+    assert_exchange_empty(deployment)
+    assert_nothing_left_running(request, name)
 
 
 def test_sigkill_to_the_task_process_still_undoes_the_replace_and_keeps_the_old_table(postgres: Deployment) -> None:

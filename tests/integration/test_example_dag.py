@@ -8,15 +8,21 @@ import psycopg
 import pytest
 
 from spark_tables.core.catalog_config import PostgresMetastore
-from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, Deployment, ExampleRun, dags_test
+from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, ExampleRun, dags_test
 
 pytestmark = pytest.mark.integration
 
 DS = "2026-11-20"
 
 
-def test_example_dag_writes_tables_that_outlive_its_applications(deployment: Deployment) -> None:
-    check_example_sql(dags_test(deployment, "example_spark_sql", DS))
+@pytest.mark.parametrize("name", ["embedded", "postgres", "in_session"])
+def test_example_dag_writes_tables_that_outlive_its_applications(name: str, request: pytest.FixtureRequest) -> None:
+    """Per-job on the embedded default and on a PostgreSQL metastore, and in session mode on a Spark Connect server."""
+    deployment = request.getfixturevalue(name)
+    run = dags_test(deployment, "example_spark_sql", DS)
+    check_example_sql(run)
+    modes = {run.xcoms[task]["mode"] for task in ("load_orders", "summarise")}
+    assert modes == {"session" if name == "in_session" else "per-job"}
 
 
 def check_example_sql(run: ExampleRun) -> None:

@@ -433,6 +433,7 @@ class TestExecute:
             "application_id": "local-1",
             "application_url": None,
             "master": "local[*]",
+            "mode": "per-job",
             "spark_version": "4.2.0",
             "session_seconds": 1.5,
             "work_seconds": 2.5,

@@ -18,7 +18,7 @@ from spark_tables.core.sql.result import SqlResult
 from spark_tables.jobs import entry
 from spark_tables.jobs.cancellation import Cancellation
 
-_SPARK = SimpleNamespace(sparkContext=SimpleNamespace(applicationId="local-1"), version="4.2.0")
+_SPARK = SimpleNamespace(conf=SimpleNamespace(get={"spark.app.id": "local-1"}.__getitem__), version="4.2.0")
 
 
 def test_every_job_kind_has_a_runner():

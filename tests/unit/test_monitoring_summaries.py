@@ -37,6 +37,7 @@ JOB = {
     "application_id": "local-1",
     "application_url": None,
     "master": "local[2]",
+    "mode": "per-job",
     "spark_version": "4.2.0",
     "session_seconds": 1.4,
     "work_seconds": 1.8,

@@ -75,6 +75,9 @@ class SparkJobHook(SparkSubmitAdapter):
     conf, so an explicit ``conf`` entry wins over them.
     """
 
+    #: How the job runs, as XCom and the monitoring pages say it: a Spark application of its own.
+    mode = "per-job"
+
     def __init__(
         self,
         *,

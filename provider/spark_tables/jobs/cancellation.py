@@ -36,6 +36,7 @@ class Cancellation:
         self._requested = threading.Event()
         self._reason = ""
         self._interrupt: Callable[[], Any] | None = None
+        self._taken_effect = False
 
     @property
     def requested(self) -> bool:
@@ -59,9 +60,17 @@ class Cancellation:
         log.warning("stopping: %s", reason)
         self.interrupt_running()
 
+    @property
+    def taken_effect(self) -> bool:
+        """Whether the request has reached the job's code: an interruption stopped a running operation (which fails
+        in the job's code), or the job's ``check`` raised. From then on the job is undoing what it created, and its
+        cleanup's own operations must not be interrupted."""
+        return self._taken_effect
+
     def check(self) -> None:
         """Raise ``JobCancelled`` if a stop was asked for: called between the steps of a job."""
         if self.requested:
+            self._taken_effect = True
             raise JobCancelled(f"cancelled: {self._reason}")
 
     def interrupt_running(self) -> None:
@@ -74,6 +83,7 @@ class Cancellation:
             log.warning("could not interrupt the running Spark operations", exc_info=True)
             return
         if interrupted:
+            self._taken_effect = True
             log.warning("interrupted Spark operation(s) %s", ", ".join(map(str, interrupted)))
 
 

@@ -30,6 +30,7 @@ from spark_tables.core.job_spec import CacheUse, Job, JobSpec
 from spark_tables.jobs import files
 from spark_tables.jobs.cache.views import prepare_cached_views
 from spark_tables.jobs.cancellation import Cancellation, watch
+from spark_tables.jobs.session_facts import application_id
 from spark_tables.jobs.shared_folders import check_shared_folders
 
 log = logging.getLogger("spark_tables")
@@ -73,7 +74,7 @@ def run_job(
     """
     common: dict[str, Any] = {
         "kind": job.kind,
-        "application_id": spark.sparkContext.applicationId,
+        "application_id": application_id(spark),
         "spark_version": spark.version,
     }
     log.info("%s job started in application %s", job.kind, common["application_id"])
@@ -131,7 +132,7 @@ def main(argv: list[str]) -> int:
         cancellation.interrupt_with(spark.interruptAll)
         session_seconds = round(time.monotonic() - started, 3)
         if spec.durable:
-            announce_start(spec.result_uri, spark.sparkContext.applicationId)
+            announce_start(spec.result_uri, application_id(spark))
         result = run_job(spark, spec.job, cancellation, spec.caches, spec.shared_folders)
         files.write_text(spec.result_uri, dataclasses.replace(result, session_seconds=session_seconds).to_json())
         spark.stop()

@@ -14,8 +14,7 @@ from spark_tables.core.job_spec import CacheUse, Job
 from spark_tables.core.sql.job import SqlJob
 from spark_tables.core.sql.result import SqlResult
 from spark_tables.hooks.ctas import claims as ctas_claims
-from spark_tables.hooks.spark_job import SparkJobHook
-from spark_tables.operators.spark_job import SparkJobOperator, as_list
+from spark_tables.operators.spark_job import JobHook, SparkJobOperator, as_list
 
 
 class CtasLifecycleOperator(SparkJobOperator):
@@ -97,7 +96,7 @@ class CtasLifecycleOperator(SparkJobOperator):
         caches: tuple[CacheUse, ...] = (),
         purpose: str = "",
         result_uri: str | None = None,
-    ) -> SparkJobHook:
+    ) -> JobHook:
         hook = super().hook_for(context, job, caches, purpose, result_uri)
         if isinstance(job, CtasJob | SqlJob) and job.owned_tables:  # last: only a job that will run claims tables
             self._claim = ctas_claims.Claim(job.owned_tables, job.owner, self.catalog_conn_id, hook.durable)

@@ -29,6 +29,7 @@ from spark_tables.core.xcom_keys import FAILED_TRY
 from spark_tables.hooks.cache.claims import CachedTableTrigger
 from spark_tables.hooks.cache.uses import CacheWaits, CopyBeingComputed, TaskCaches
 from spark_tables.hooks.catalog import SparkTablesCatalogHook
+from spark_tables.hooks.spark_connect_job import SparkConnectJobHook, connects_to_server
 from spark_tables.hooks.spark_job import (
     SparkJobFailed,
     SparkJobHook,
@@ -50,6 +51,19 @@ def _bad_input_fails_the_task() -> Iterator[None]:
     except SpecError as err:
         raise AirflowFailException(str(err)) from None
 
+
+#: The hook that runs a task's job: through spark-submit, or on a Spark Connect server (session mode).
+JobHook = SparkJobHook | SparkConnectJobHook
+#: The arguments that shape the Spark application spark-submit starts: a Spark Connect server's is started already.
+SUBMIT_ONLY_ARGUMENTS = (
+    "py_files",
+    "jars",
+    "driver_memory",
+    "executor_memory",
+    "executor_cores",
+    "num_executors",
+    "deploy_mode",
+)
 
 #: How often a task waiting for a cached table's copy looks at its claim, in the triggerer.
 _CLAIM_POLL_SECONDS = 2.0
@@ -137,7 +151,7 @@ class SparkJobOperator(ResumableJobMixin, BaseOperator):
             check_cached_table(cache)  # a command given as its query fails as the DAG is parsed
         self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
         self.openlineage_inject_transport_info = openlineage_inject_transport_info
-        self._hook: SparkJobHook | None = None
+        self._hook: JobHook | None = None
         self._caches: TaskCaches | None = None
         self._result: JobResult | None = None
         self._cache_waits = CacheWaits()
@@ -185,10 +199,13 @@ class SparkJobOperator(ResumableJobMixin, BaseOperator):
             self._hook = self.hook_for(context, job, self._caches.uses)
         if self._hook.durable:
             return self._hook.start_detached(context["ti"].try_number).to_dict()
-        if self.durable:
+        if self.durable and self._hook.mode == SparkConnectJobHook.mode:
+            self.log.info("durable: does not apply in session mode: the job runs on the Spark Connect server")
+        elif self.durable:
             self.log.info(
-                "durable: does not apply on %s here: a lost task process ends its Spark job (it applies on a "
-                "standalone spark:// master in client mode, with a catalog other than the embedded Derby one)",
+                "durable: does not apply on %s here: a lost task process ends its Spark job (it applies to "
+                "spark-submit on a standalone spark:// master in client mode, with a catalog other than the embedded "
+                "Derby one)",
                 self._hook.master,
             )
         self._result = self.run_hook(self._hook)
@@ -312,7 +329,7 @@ class SparkJobOperator(ResumableJobMixin, BaseOperator):
         """Jars the job needs besides ``jars`` (a JDBC driver, say)."""
         return []
 
-    def run_hook(self, hook: SparkJobHook, launch: DriverLaunch | None = None) -> JobResult:
+    def run_hook(self, hook: JobHook, launch: DriverLaunch | None = None) -> JobResult:
         """Run the hook's job to its end, or wait for the detached driver of ``launch``; log how it went."""
         result = hook.run() if launch is None else hook.wait_detached(launch)
         self.log_job_done(result)
@@ -334,10 +351,10 @@ class SparkJobOperator(ResumableJobMixin, BaseOperator):
         caches: tuple[CacheUse, ...] = (),
         purpose: str = "",
         result_uri: str | None = None,
-    ) -> SparkJobHook:
+    ) -> JobHook:
         """A hook that runs ``job`` for this task try (or waits for an earlier try's, whose result goes to
-        ``result_uri``); everything that can fail on bad input fails here."""
-        catalog = SparkTablesCatalogHook(catalog_conn_id=self.catalog_conn_id).get_catalog()
+        ``result_uri``): through spark-submit, or in session mode on the Spark Connect server of a ``spark_connect``
+        connection. Everything that can fail on bad input fails here."""
         ti = context["ti"]
         spec = JobSpec(
             job=job,
@@ -345,6 +362,9 @@ class SparkJobOperator(ResumableJobMixin, BaseOperator):
             caches=caches,
             shared_folders=self.shared_folders(job, caches),
         )
+        if connects_to_server(self.conn_id):
+            return self._session_hook(spec, name=self.name or f"{ti.dag_id}.{ti.task_id}")
+        catalog = SparkTablesCatalogHook(catalog_conn_id=self.catalog_conn_id).get_catalog()
         spark_conf = dict(self.conf or {})
         if self.openlineage_inject_parent_job_info:
             spark_conf = inject_parent_job_information_into_spark_properties(spark_conf, context)
@@ -372,6 +392,19 @@ class SparkJobOperator(ResumableJobMixin, BaseOperator):
             ensure_metastore_schema(catalog)  # the first write anywhere: after every check of the input
         return hook
 
+    def _session_hook(self, spec: JobSpec, name: str) -> SparkConnectJobHook:
+        """The hook of a job in session mode; the arguments that shape a spark-submit application fail here."""
+        given = [argument for argument in SUBMIT_ONLY_ARGUMENTS if getattr(self, argument)]
+        if given:
+            raise SpecError(
+                f"{', '.join(given)}: given for Spark Connect connection {self.conn_id!r}, whose server's application "
+                "is started already: leave them out, or use a spark connection (spark-submit)"
+            )
+        self.log.info("session mode: the job runs on the Spark Connect server of connection %r", self.conn_id)
+        hook = SparkConnectJobHook(spec=spec, conn_id=self.conn_id, conf=dict(self.conf or {}), name=name)
+        hook.check_master()
+        return hook
+
     def result_uri(self, context: Any, purpose: str = "") -> str:
         """Where this try's job writes its result (and, beside it, where the task asks it to stop)."""
         ti = context["ti"]
@@ -395,6 +428,7 @@ class SparkJobOperator(ResumableJobMixin, BaseOperator):
             "application_id": result.application_id,
             "application_url": self._hook.application_url(result.application_id) if self._hook else None,
             "master": self._hook.master if self._hook else None,
+            "mode": self._hook.mode if self._hook else None,
             "spark_version": result.spark_version,
             "session_seconds": result.session_seconds,
             "work_seconds": result.work_seconds,

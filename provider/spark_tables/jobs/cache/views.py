@@ -112,7 +112,7 @@ def _report(
 
 def write_copy(spark: SparkSession, frame: DataFrame, location: str) -> tuple[str, tuple[CachePartition, ...]]:
     """Write every column and row of ``frame`` under ``location``; its schema (JSON) and partitions, described."""
-    frame.write.mode("errorifexists").format(COPY_FORMAT).save(location)
+    frame.write.mode("error").format(COPY_FORMAT).save(location)  # "errorifexists" is refused over Spark Connect
     row_counts = {
         row[0]: row[1]
         for row in spark.read.format(COPY_FORMAT).load(location).groupBy(F.col("_metadata.file_name")).count().collect()

@@ -30,6 +30,7 @@ from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.lookup.metrics import UNINITIALIZED
 from spark_tables.jobs.lookup.retries import retrying
 from spark_tables.jobs.lookup.source import LookupSource, source_for
+from spark_tables.jobs.session_facts import default_parallelism
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +167,7 @@ def _load(
     version = new_version(started)
     location = _join(root, version)
     observation: Observation | None = None
-    partitions = num_partitions or spark.sparkContext.defaultParallelism
+    partitions = num_partitions or default_parallelism(spark)
     attempts = 0
 
     def attempt() -> None:

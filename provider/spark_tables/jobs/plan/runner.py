@@ -35,6 +35,7 @@ from spark_tables.jobs.plan.plan_files import plan_exists, read_plan_text, write
 from spark_tables.jobs.plan.sink_queries import PROGRESS_RETENTION, SinkQuery, run_available_now, run_for
 from spark_tables.jobs.plan.sinks import SinkWriter
 from spark_tables.jobs.plan.state_ttl import SESSION_CONFS
+from spark_tables.jobs.session_facts import default_parallelism
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +157,7 @@ def state_partitions(spark: SparkSession, options: PlanOptions) -> int:
     number in the checkpoint: it is chosen at a plan's first execution."""
     configured = options.configuration.get(PARALLELISM_OPTION)
     if configured is None:
-        return spark.sparkContext.defaultParallelism
+        return default_parallelism(spark)
     if not configured.isdigit() or int(configured) < 1:
         raise SpecError(f"{PARALLELISM_OPTION}={configured!r} is invalid: give a whole number from 1")
     return int(configured)

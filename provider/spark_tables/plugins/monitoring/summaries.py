@@ -35,7 +35,8 @@ ENDED = {"removed": REMOVED, "invalidated": INVALIDATED, "released": RELEASED}
 #: What the run tab shows of each copy besides its location, state and events, where known.
 COPY_FIELDS = ("written_by", "rows", "bytes", "partitions", "written_at")
 #: The keys of a job's output that say where and how long it ran.
-JOB_KEYS = ("application_id", "application_url", "master", "spark_version", "session_seconds", "work_seconds")
+#: ``mode``: ``per-job`` (an application of its own, through spark-submit) or ``session`` (on a Spark Connect server).
+JOB_KEYS = ("application_id", "application_url", "master", "mode", "spark_version", "session_seconds", "work_seconds")
 #: The keys a failed try's report adds to the job's output.
 FAILURE_KEYS = ("try_number", "error", "cleanup")
 #: The keys that name a job result's kind and version.

@@ -1,0 +1,260 @@
+"""Runs one job of this provider in session mode: as a Spark Connect client from the task process, on the server a
+``spark_connect`` connection of the Spark provider names (``SparkConnectHook``).
+
+FLIP-36's session cluster: the server is one long-running Spark application, so a task starts no JVM of its own,
+and what a job leaves in the application (a cached global view) outlives the task. The job is the same function of
+``jobs/`` that the spark-submit driver runs (``jobs.entry.run_job``), with the same spec and result; it runs in a
+thread of the task process, so that the task's own thread can stop it in order (``on_kill``, ``execution_timeout``):
+the job's operations on the server are interrupted and its code undoes what it created, as a driver's does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import threading
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+from airflow.providers.common.compat.sdk import AirflowException, AirflowNotFoundException, BaseHook
+
+from spark_tables.core.errors import SpecError
+from spark_tables.core.job_result import JobResult
+from spark_tables.core.job_spec import Job, JobSpec
+from spark_tables.hooks.spark_job import CANCEL_GRACE_SECONDS, SparkJobFailed
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from spark_tables.jobs.cancellation import Cancellation
+
+#: The Spark provider's connection type of a Spark Connect server: a task on one runs in session mode.
+CONNECT_CONN_TYPE = SparkConnectHook.conn_type
+#: Spark Connect's port when the connection names none (pyspark's ``ChannelBuilder.default_port``).
+DEFAULT_PORT = 15002
+#: Seconds between two looks at the job's thread: the task's own thread wakes as often, to run Airflow's signal
+#: handlers (SIGTERM calls ``on_kill``), since the kernel may hand a signal to any thread of the process.
+JOIN_SECONDS = 0.5
+#: Seconds between two interruptions of a stopped job's operations, until its thread ends.
+INTERRUPT_AGAIN_SECONDS = 1.0
+#: Seconds to wait for the server's port to take a connection before the task fails naming it.
+REACH_SECONDS = 10.0
+
+
+#: Why a streaming job does not run in session mode yet: its sinks write each micro-batch through ``foreachBatch``,
+#: whose function Spark Connect runs in a Python process of the server, where what it counts and writes aside never
+#: reaches the job in the task process.
+_FOREACH_BATCH = "writes each micro-batch through foreachBatch, which over Spark Connect runs in the server's Python"
+
+
+def refused_in_session_mode(job: Job) -> str | None:
+    """Why ``job`` cannot run in session mode (one line, with what to do), or None when it can."""
+    what = None
+    if job.kind == "plan" and job.statement.executes:  # type: ignore[attr-defined]
+        what = "EXECUTE PLAN"
+    elif job.kind == "streaming_aggregation":
+        what = "a streaming aggregation"
+    if what is None:
+        return None
+    return f"{what} does not run in session mode yet: it {_FOREACH_BATCH}: use a spark connection (spark-submit)"
+
+
+def connects_to_server(conn_id: str) -> bool:
+    """Whether the Spark connection ``conn_id`` is a Spark Connect server's (type ``spark_connect``): its tasks run in
+    session mode. A connection that does not exist is not: spark-submit's hook says what is missing."""
+    try:
+        return BaseHook.get_connection(conn_id).conn_type == CONNECT_CONN_TYPE
+    except AirflowNotFoundException:
+        return False
+
+
+class SparkConnectUnreachable(AirflowException):
+    """The Spark Connect server takes no connection: nothing ran. A retry may find it up again."""
+
+
+class SparkConnectJobHook(BaseHook):
+    """Runs ``spec``'s job on the Spark Connect server of connection ``conn_id`` and returns its result.
+
+    ``conf`` is set on the job's Connect session (runtime settings only: the server's static ones are its own).
+    The connection's token and TLS setting reach pyspark's channel in the connection URL, which is never logged.
+    ``name`` tags the job's operations, so the server's UI shows whose they are.
+    """
+
+    #: How the job runs, as XCom and the monitoring pages say it.
+    mode = "session"
+    #: A job in session mode runs on the server, not in a driver that could outlive the task process.
+    durable = False
+
+    def __init__(self, *, spec: JobSpec, conn_id: str, conf: dict[str, Any] | None = None, name: str = "") -> None:
+        super().__init__()
+        refusal = refused_in_session_mode(spec.job)
+        if refusal is not None:
+            raise SpecError(refusal)
+        self.conn_id = conn_id
+        try:
+            url = SparkConnectHook(conn_id=conn_id).get_connection_url()
+        except AirflowNotFoundException:
+            raise SpecError(
+                f"Spark Connect connection {conn_id!r} does not exist: create it (type spark_connect, host and port "
+                f"of the server, {DEFAULT_PORT} by default)"
+            ) from None
+        except ValueError as err:
+            raise SpecError(f"Spark Connect connection {conn_id!r} is invalid: {err}") from None
+        address = urlparse(url)
+        self.host, self.port = address.hostname or "", address.port or DEFAULT_PORT
+        if not self.host:
+            raise SpecError(f"Spark Connect connection {conn_id!r} names no host: set the server's host and port")
+        #: A session of its own, named so that the server's logs and UI tell this task's operations apart.
+        self.session_id = str(uuid.uuid4())
+        self._url = f"{url};session_id={self.session_id}"  # the provider's URL ends in "/" or "/;<parameters>"
+        self.conf = {key: str(value) for key, value in (conf or {}).items()}
+        self.name = name
+        self._spec = spec
+        self.last_result: JobResult | None = None
+        #: The running job's cancellation, and the event its end sets, while it runs.
+        self._running: tuple[Cancellation, threading.Event] | None = None
+
+    @property
+    def spec(self) -> JobSpec:
+        return self._spec
+
+    @property
+    def master(self) -> str:
+        """The server, as XCom and the logs name it: without the token or user the connection URL carries."""
+        return f"sc://{self.host}:{self.port}"
+
+    def application_url(self, application_id: str | None) -> str | None:
+        """No history server link: the server's own UI shows its running application."""
+        return None
+
+    def check_master(self) -> None:
+        """Fail at once, naming the server, when its port takes no connection (pyspark's client would retry for
+        minutes before giving up)."""
+        try:
+            with socket.create_connection((self.host, self.port), timeout=REACH_SECONDS):
+                pass
+        except OSError as err:
+            raise SparkConnectUnreachable(
+                f"Spark Connect server {self.master} of connection {self.conn_id!r} cannot be reached "
+                f"({err.strerror or err}): start it, or correct the connection's host and port"
+            ) from None
+
+    def run(self) -> JobResult:
+        """Start a Connect session, check the server's Spark version, run the job and wait for it; raise
+        ``SparkJobFailed`` with the job's one-line error if it fails.
+
+        If this thread is interrupted meanwhile (``execution_timeout`` raises in the middle of the wait), the job is
+        first stopped in order, as ``on_kill`` does, so it undoes what it created before the task goes on.
+        """
+        from pyspark.sql import SparkSession
+
+        from spark_tables.jobs.cancellation import Cancellation
+        from spark_tables.jobs.entry import run_job
+
+        self.last_result = None
+        started = time.monotonic()
+        spark = SparkSession.builder.remote(self._url).create()
+        try:
+            self._check_version(spark)
+            self._set_conf(spark)
+            session_seconds = round(time.monotonic() - started, 3)
+            self.log.info(
+                "Spark Connect session %s on %s (Spark %s) started in %.1f s",
+                self.session_id,
+                self.master,
+                spark.version,
+                session_seconds,
+            )
+            cancellation = Cancellation()
+            cancellation.interrupt_with(spark.interruptAll)
+            outcome: list[JobResult] = []
+            spec = self._spec
+
+            # The job's end is an event, not the thread's: a join interrupted by an exception (execution_timeout's)
+            # takes a thread that still runs for ended (CPython 3.11's threading, bpo-45274).
+            ended = threading.Event()
+
+            def work() -> None:
+                try:
+                    if self.name:  # a tag holds for the thread that adds it; Spark Connect's tags take no comma
+                        spark.addTag(self.name.replace(",", "_"))
+                    outcome.append(run_job(spark, spec.job, cancellation, spec.caches, spec.shared_folders))
+                finally:
+                    ended.set()
+
+            self._running = (cancellation, ended)
+            threading.Thread(target=work, name="spark-tables-job", daemon=True).start()
+            try:
+                while not ended.wait(JOIN_SECONDS):  # not one wait: a signal another thread takes would not wake it
+                    pass
+            except BaseException:
+                self.log.warning("the task was interrupted: asking the Spark job to stop and undo what it created")
+                stop_job(cancellation, ended, "the Airflow task was interrupted (timed out or stopped)")
+                raise
+            finally:
+                self._running = None
+                if outcome:
+                    self.last_result = _with_session_seconds(outcome[0], session_seconds)
+        finally:
+            spark.stop()
+        if self.last_result is None:
+            raise SparkJobFailed("the Spark job ended without a result: see the task log above")
+        if not self.last_result.succeeded:
+            raise SparkJobFailed(self.last_result.error)
+        return self.last_result
+
+    def _check_version(self, spark: SparkSession) -> None:
+        import pyspark
+
+        server, client = spark.version, pyspark.__version__
+        if server.split(".")[0] != client.split(".")[0]:
+            raise SpecError(
+                f"Spark Connect server {self.master} runs Spark {server}, this provider's client is Spark {client}: "
+                f"use a server of Spark {client.split('.')[0]}"
+            )
+
+    def _set_conf(self, spark: SparkSession) -> None:
+        """The task's conf on its session; a setting the server fixes at its start fails in one line."""
+        from pyspark.errors import PySparkException
+
+        for key, value in self.conf.items():
+            try:
+                spark.conf.set(key, value)
+            except PySparkException as err:
+                raise SpecError(
+                    f"conf {key}: cannot be set on a Spark Connect session ({err.getCondition() or err}): a "
+                    "setting of the server's start belongs in its own configuration"
+                ) from None
+
+    def on_kill(self) -> None:
+        """Ask the job to stop: its operations on the server are interrupted and it undoes what it created.
+
+        Returns at once, having started a thread: Airflow calls this from its SIGTERM handler, where logging from
+        this thread could deadlock (see ``SparkJobHook.on_kill``).
+        """
+        running = self._running
+        if running is not None:
+            reason = "the Airflow task asked to stop (task killed, marked failed or timed out)"
+            threading.Thread(target=stop_job, args=(*running, reason), daemon=True).start()
+
+
+def stop_job(cancellation: Cancellation, ended: threading.Event, reason: str) -> None:
+    """Ask the running job to stop and wait until it has ``ended``, for at most ``CANCEL_GRACE_SECONDS``; its
+    session's release stops what still runs after that.
+
+    Until the request has taken effect in the job's code, its operations are interrupted again: one it started after
+    the request, between two of its steps, is stopped too. Not after: over Spark Connect every call is an operation,
+    so the DROP of its cleanup would be interrupted as well.
+    """
+    cancellation.request(reason)
+    ends = time.monotonic() + CANCEL_GRACE_SECONDS
+    while not ended.wait(INTERRUPT_AGAIN_SECONDS) and time.monotonic() < ends:
+        if not cancellation.taken_effect:
+            cancellation.interrupt_running()
+
+
+def _with_session_seconds(result: JobResult, seconds: float) -> JobResult:
+    return dataclasses.replace(result, session_seconds=seconds)

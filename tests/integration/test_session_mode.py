@@ -1,0 +1,57 @@
+"""Session mode: tasks whose ``spark_default`` is a Spark Connect server run their jobs there, as its clients, and a
+server that takes no connection fails them at once. The scenarios run in both modes are elsewhere: the cache's
+lifecycle (``test_cache.py``), the SQL example (``test_example_dag.py``), a CTAS stopped by an execution timeout and
+by SIGTERM (``test_ctas_interrupted.py``)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import Deployment
+from tests.integration.ctas_checks import (
+    metastore_tables,
+    related,
+    run_dag,
+    with_scenarios,
+    xcom,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_task_runs_its_job_on_the_server_in_a_session_of_its_own(in_session: Deployment, connect_server: Any):
+    table = "made_in_session"
+    run = run_dag(with_scenarios(in_session), "ctas_slow_table", table, rows=1000)
+
+    assert run.returncode == 0, run.output[-4000:]
+    output = xcom(in_session, "ctas_slow_table", run.run_id, "ctas")
+    assert output["mode"] == "session"
+    assert output["master"] == connect_server.url
+    assert output["application_id"] == connect_server.application_id(), "the server's application, not one of its own"
+    assert "Spark-Submit cmd" not in run.output, "no spark-submit"
+    assert "Spark Connect session" in run.output
+    assert connect_server.jobs_tagged("ctas_slow_table.ctas"), "the job's operations carry the task's name as tag"
+    assert related(metastore_tables(in_session), table) == {table}
+    assert connect_server.running_jobs() == []
+
+
+def test_a_server_that_takes_no_connection_fails_the_task_naming_it_before_anything_is_made(in_session: Deployment):
+    with socket.socket() as closed:  # bound, never listening: nothing takes a connection on its port
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        connection = {"conn_type": "spark_connect", "host": "127.0.0.1", "port": port}
+        nowhere = Deployment(
+            home=in_session.home,
+            catalog=in_session.catalog,
+            env={**in_session.env, "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(connection)},
+        )
+        table = "never_made_in_session"
+        run = run_dag(with_scenarios(nowhere), "ctas_slow_table", table, rows=1000)
+
+    assert run.returncode != 0
+    assert f"Spark Connect server sc://127.0.0.1:{port} of connection 'spark_default' cannot be reached" in run.output
+    assert related(metastore_tables(in_session), table) == set(), "nothing was created"
