@@ -55,3 +55,17 @@ def test_a_server_that_takes_no_connection_fails_the_task_naming_it_before_anyth
     assert run.returncode != 0
     assert f"Spark Connect server sc://127.0.0.1:{port} of connection 'spark_default' cannot be reached" in run.output
     assert related(metastore_tables(in_session), table) == set(), "nothing was created"
+
+
+def test_a_job_asks_a_connect_session_for_the_application_and_its_parallelism(connect_server: Any):
+    from pyspark.sql import SparkSession
+
+    from spark_tables.jobs.session_facts import application_id, default_parallelism, is_connect
+
+    spark = SparkSession.builder.remote(connect_server.url).create()
+    try:
+        assert is_connect(spark)
+        assert application_id(spark) == connect_server.application_id()
+        assert default_parallelism(spark) == 2, "the server's local[2]"
+    finally:
+        spark.stop()

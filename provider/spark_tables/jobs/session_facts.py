@@ -29,5 +29,6 @@ def default_parallelism(spark: SparkSession) -> int:
     configured = spark.conf.get("spark.sql.leafNodeDefaultParallelism", None)
     if configured:
         return int(configured)
-    highest = spark.range(1 << 16).agg(F.max(F.spark_partition_id())).first()[0]
+    # Selected first: Spark refuses a non-deterministic expression inside an aggregate.
+    highest = spark.range(1 << 16).select(F.spark_partition_id().alias("p")).agg(F.max("p")).first()[0]
     return int(highest) + 1
