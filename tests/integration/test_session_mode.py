@@ -5,7 +5,9 @@ by SIGTERM (``test_ctas_interrupted.py``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import socket
 from typing import Any
 
@@ -58,14 +60,34 @@ def test_a_server_that_takes_no_connection_fails_the_task_naming_it_before_anyth
 
 
 def test_a_job_asks_a_connect_session_for_the_application_and_its_parallelism(connect_server: Any):
-    from pyspark.sql import SparkSession
-
+    from spark_tables.hooks.spark_connect_job import CONNECT_MODE_VARIABLE, connect_session
     from spark_tables.jobs.session_facts import application_id, default_parallelism, is_connect
 
-    spark = SparkSession.builder.remote(connect_server.url).create()
-    try:
+    with connect_session(connect_server.url) as spark:
         assert is_connect(spark)
         assert application_id(spark) == connect_server.application_id()
         assert default_parallelism(spark) == 2, "the server's local[2]"
-    finally:
-        spark.stop()
+    assert CONNECT_MODE_VARIABLE not in os.environ, "this process's later sessions and spark-submits are classic"
+
+
+def test_a_dag_runs_each_task_in_the_mode_of_its_connection_and_they_share_the_metastore(
+    in_session: Deployment, connect_server: Any
+):
+    """A session-mode task, then a per-job one that reads its table: ``airflow dags test`` runs both in one process,
+    so the second one's spark-submit must not inherit the first one's Connect client mode."""
+    scenarios = with_scenarios(in_session)
+    env = {k: v for k, v in scenarios.env.items() if k != "AIRFLOW_CONN_SPARK_DEFAULT"}  # the local spark-submit
+    env["AIRFLOW_CONN_SPARK_SESSION"] = json.dumps(connect_server.connection)
+    deployment = dataclasses.replace(scenarios, env=env)
+    table = "made_in_both_modes"
+    run = run_dag(deployment, "ctas_in_both_modes", table)
+
+    assert run.returncode == 0, run.output
+    made, copied = (xcom(deployment, "ctas_in_both_modes", run.run_id, task) for task in ("in_session", "per_job"))
+    assert made is not None and copied is not None, run.output
+    assert (made["mode"], copied["mode"]) == ("session", "per-job")
+    assert made["application_id"] == connect_server.application_id()
+    assert copied["application_id"] != made["application_id"]
+    assert (made["rows"], copied["rows"]) == (100, 100)
+    tables = metastore_tables(in_session)
+    assert (related(tables, table), related(tables, f"{table}_copy")) == ({table}, {f"{table}_copy"})

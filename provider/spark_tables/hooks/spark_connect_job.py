@@ -10,11 +10,14 @@ the job's operations on the server are interrupted and its code undoes what it c
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
@@ -42,6 +45,31 @@ JOIN_SECONDS = 0.5
 INTERRUPT_AGAIN_SECONDS = 1.0
 #: Seconds to wait for the server's port to take a connection before the task fails naming it.
 REACH_SECONDS = 10.0
+
+
+#: pyspark's mark of a process whose sessions are Spark Connect clients (``pyspark.sql.utils.is_remote``): the
+#: Connect builder sets it and nothing unsets it, and with it a later classic session, or a spark-submit this process
+#: starts (it inherits the environment), asks for a Connect URL.
+CONNECT_MODE_VARIABLE = "SPARK_CONNECT_MODE_ENABLED"
+
+
+@contextlib.contextmanager
+def connect_session(url: str) -> Iterator[SparkSession]:
+    """A new Spark Connect session on ``url``, stopped at the end; pyspark's process-wide Connect mark holds only
+    meanwhile, so that a per-job task after this one (``airflow dags test`` runs a DAG's tasks in one process) starts
+    its spark-submit as a classic driver."""
+    from pyspark.sql import SparkSession
+
+    marked = CONNECT_MODE_VARIABLE in os.environ
+    try:
+        spark = SparkSession.builder.remote(url).create()
+        try:
+            yield spark
+        finally:
+            spark.stop()
+    finally:
+        if not marked:
+            os.environ.pop(CONNECT_MODE_VARIABLE, None)
 
 
 #: Why a streaming job does not run in session mode yet: its sinks write each micro-batch through ``foreachBatch``,
@@ -149,15 +177,12 @@ class SparkConnectJobHook(BaseHook):
         If this thread is interrupted meanwhile (``execution_timeout`` raises in the middle of the wait), the job is
         first stopped in order, as ``on_kill`` does, so it undoes what it created before the task goes on.
         """
-        from pyspark.sql import SparkSession
-
         from spark_tables.jobs.cancellation import Cancellation
         from spark_tables.jobs.entry import run_job
 
         self.last_result = None
         started = time.monotonic()
-        spark = SparkSession.builder.remote(self._url).create()
-        try:
+        with connect_session(self._url) as spark:
             self._check_version(spark)
             self._set_conf(spark)
             session_seconds = round(time.monotonic() - started, 3)
@@ -198,8 +223,6 @@ class SparkConnectJobHook(BaseHook):
                 self._running = None
                 if outcome:
                     self.last_result = _with_session_seconds(outcome[0], session_seconds)
-        finally:
-            spark.stop()
         if self.last_result is None:
             raise SparkJobFailed("the Spark job ended without a result: see the task log above")
         if not self.last_result.succeeded:

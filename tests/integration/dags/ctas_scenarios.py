@@ -37,6 +37,13 @@ for atomicity in ("table", "staging"):
 with DAG(dag_id="ctas_slow_replace", **_DAG):
     SparkCtasOperator(task_id="ctas", table=TABLE, query=SLOW, replace=True)
 
+with DAG(dag_id="ctas_in_both_modes", **_DAG):
+    # spark_session: a Spark Connect server; spark_default: the local spark-submit
+    made = SparkCtasOperator(
+        task_id="in_session", conn_id="spark_session", table=TABLE, query="SELECT id FROM range(100)"
+    )
+    made >> SparkCtasOperator(task_id="per_job", table=TABLE + "_copy", query="SELECT * FROM " + TABLE)
+
 with DAG(dag_id="ctas_pre_existing", **_DAG):
     create = SparkCtasOperator(task_id="create", table=TABLE, query="SELECT id, 'old' AS v FROM range(100)")
     again = SparkCtasOperator(task_id="again", table=TABLE, query="SELECT 1 AS id", trigger_rule="all_done")
