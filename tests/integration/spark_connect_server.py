@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,8 +58,7 @@ class SparkConnectServer:
             "spark.connect.grpc.binding.port": str(self.port),
             "spark.ui.port": str(self.ui_port),
             "spark.log.level": "WARN",
-            # The jobs' Python (UDFs, mapInArrow) runs in this venv's Python, which has pyspark and their packages.
-            "spark.pyspark.python": sys.executable,
+            "spark.pyspark.python": self._workers_python(),
         }
         command = [str(VENV_BIN / "spark-submit"), "--master", "local[2]", "--class", SERVER_CLASS]
         command += ["--driver-class-path", self.catalog.driver_class_path]
@@ -66,7 +66,7 @@ class SparkConnectServer:
             command += ["--conf", f"{key}={value}"]
         env = {
             **os.environ,
-            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_PYTHON": self._workers_python(),
             "SPARK_SUBMIT_OPTS": QUICK_JIT,
             "SPARK_LOCAL_IP": "127.0.0.1",
             "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -76,6 +76,18 @@ class SparkConnectServer:
                 [*command, "spark-internal"], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
         wait_for("the Spark Connect server's port", self._listening, timeout=START_SECONDS)
+
+    def _workers_python(self) -> str:
+        """The Python of the server's workers (UDFs, ``mapInArrow``): this venv's, with its packages (pyspark,
+        pyarrow, psycopg) but without this provider, as a server installed from stock Spark has none: the jobs ship
+        its code to their sessions. ``-S`` skips the site-packages' ``.pth`` files, the provider's editable install."""
+        python = self.root / "python-without-provider"
+        if not python.exists():
+            packages = sysconfig.get_paths()["purelib"]
+            path = f'PYTHONPATH="{packages}${{PYTHONPATH:+:$PYTHONPATH}}"'
+            python.write_text(f'#!/bin/sh\n{path} exec {sys.executable} -S "$@"\n')
+            python.chmod(0o755)
+        return str(python)
 
     def application_id(self) -> str:
         """The server's Spark application, as its UI's REST API names it."""

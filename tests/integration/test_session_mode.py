@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import Deployment
+from tests.integration.conftest import Deployment, dags_test
 from tests.integration.ctas_checks import (
     metastore_tables,
     related,
@@ -21,6 +21,8 @@ from tests.integration.ctas_checks import (
     with_scenarios,
     xcom,
 )
+from tests.integration.test_lookup import check_example_lookup, with_lookup_connection
+from tests.integration.test_plan import DATABASE
 
 pytestmark = pytest.mark.integration
 
@@ -91,3 +93,37 @@ def test_a_dag_runs_each_task_in_the_mode_of_its_connection_and_they_share_the_m
     assert (made["rows"], copied["rows"]) == (100, 100)
     tables = metastore_tables(in_session)
     assert (related(tables, table), related(tables, f"{table}_copy")) == ({table}, {f"{table}_copy"})
+
+
+def test_the_servers_python_workers_import_the_provider_only_from_the_code_a_session_ships(
+    connect_server: Any, tmp_path: Any
+):
+    """The tests' server is as one installed from stock Spark: its Python workers lack this provider, so a job's
+    functions that run there (lookups' ``mapInArrow``) import it from the zip its session ships."""
+    import pyarrow as pa
+
+    from spark_tables.hooks.spark_connect_job import connect_session
+    from spark_tables.utils.job_package import job_package
+
+    def importable(batches: Any) -> Any:
+        import importlib.util
+
+        for _ in batches:
+            yield pa.RecordBatch.from_pylist([{"found": importlib.util.find_spec("spark_tables") is not None}])
+
+    with connect_session(connect_server.url) as spark:
+        [[before]] = spark.range(1).mapInArrow(importable, "found boolean").collect()
+        spark.addArtifacts(job_package(str(tmp_path)), pyfile=True)
+        [[after]] = spark.range(1).mapInArrow(importable, "found boolean").collect()
+    assert (before, after) == (False, True)
+
+
+def test_lookup_joins_enrich_the_same_rows_through_every_cache_in_session_mode(in_session: Deployment):
+    """The lookup example (a FULL reload, then NONE, PARTIAL and FULL joins of the same orders) on the server, whose
+    workers run the lookups from the code each task ships."""
+    run = dags_test(with_lookup_connection(in_session, DATABASE), "example_spark_lookup")
+
+    check_example_lookup(run)
+    jobs = ("reload", "enrich_none", "enrich_partial", "enrich_full")
+    assert {run.xcoms[task]["mode"] for task in jobs} == {"session"}
+    assert run.log.count("shipped the job's code to the session") == len(jobs)

@@ -116,3 +116,34 @@ def test_a_py4j_error_without_a_java_exception_line_keeps_the_call_line():
     error.args = ("An error occurred while calling o7.collect.",)
 
     assert one_line(error) == "Py4JJavaError: An error occurred while calling o7.collect."
+
+
+class PythonException(Exception):
+    """Stands for pyspark's, whose messages these are (as a classic session and a Spark Connect one give them)."""
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "An exception was thrown from the Python worker:\nTraceback (most recent call last):\n"
+        '  File "/jobs/lookup.py", line 4, in probe\n    import spark_tables\n'
+        "ModuleNotFoundError: No module named 'spark_tables'\n",
+        "\n  An exception was thrown from the Python worker. Please see the stack trace below.\n"
+        "[PYTHON_EXCEPTION] An exception was thrown from the Python worker: Traceback (most recent call last):\n"
+        '  File "/jobs/lookup.py", line 4, in probe\n    import spark_tables\n'
+        "ModuleNotFoundError: No module named 'spark_tables'\n SQLSTATE: 38000\n",
+    ],
+)
+def test_an_error_of_sparks_python_workers_gives_what_its_traceback_raised(message):
+    assert one_line(PythonException(message)) == "PythonException: ModuleNotFoundError: No module named 'spark_tables'"
+
+
+def test_an_error_of_sparks_python_workers_gives_the_last_of_chained_exceptions():
+    message = (
+        "An exception was thrown from the Python worker:\nTraceback (most recent call last):\n"
+        "KeyError: 'id'\n\nDuring handling of the above exception, another exception occurred:\n\n"
+        "Traceback (most recent call last):\nspark_tables.core.errors.JobError: lookup customers: no key column id\n"
+    )
+    assert one_line(PythonException(message)) == (
+        "PythonException: spark_tables.core.errors.JobError: lookup customers: no key column id"
+    )

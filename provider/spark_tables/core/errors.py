@@ -1,5 +1,12 @@
 """Errors raised while validating what a DAG author asked for, before anything runs."""
 
+import re
+
+#: The line of a Python traceback that names what was raised: ``ModuleNotFoundError: No module named 'x'``.
+_RAISED = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*: \S")
+#: How Spark begins the message of an error raised in its Python workers (a UDF's, mapInArrow's function).
+_PYTHON_WORKER = "An exception was thrown from the Python worker"
+
 
 class SpecError(ValueError):
     """Bad input: the message is one line naming what is wrong and what to do."""
@@ -14,7 +21,8 @@ def one_line(error: BaseException) -> str:
 
     A Spark error class's message is kept whole up to its ``SQLSTATE``: some explain themselves on the lines after
     the first (``INSERT_COLUMN_ARITY_MISMATCH`` gives the table's and the query's columns there); the query context
-    (``== SQL ==``) and the plan that may follow are left out.
+    (``== SQL ==``) and the plan that may follow are left out. An error of Spark's Python workers gives what its
+    traceback says was raised last, not the line that announces a traceback.
     """
     if isinstance(error, SpecError | JobError):
         return str(error)
@@ -22,7 +30,10 @@ def one_line(error: BaseException) -> str:
     if len(lines) > 1 and lines[0].startswith("An error occurred while calling"):  # py4j: the cause comes next
         lines = [lines[1].removeprefix(": ")]
     first = lines[0] if lines else ""
-    if first.startswith("["):  # Spark's error classes: "[TABLE_OR_VIEW_NOT_FOUND] The table ..."
+    if first.startswith(_PYTHON_WORKER):
+        raised = [line for line in lines[1:] if _RAISED.match(line) and not line.startswith("SQLSTATE")]
+        first = raised[-1] if raised else first
+    elif first.startswith("["):  # Spark's error classes: "[TABLE_OR_VIEW_NOT_FOUND] The table ..."
         return _spark_message(lines)
     return f"{type(error).__name__}: {first}" if first else type(error).__name__
 

@@ -28,6 +28,8 @@ from spark_tables.core.errors import SpecError
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import Job, JobSpec
 from spark_tables.hooks.spark_job import CANCEL_GRACE_SECONDS, SparkJobFailed
+from spark_tables.utils import settings
+from spark_tables.utils.job_package import job_package
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -185,6 +187,7 @@ class SparkConnectJobHook(BaseHook):
         with connect_session(self._url) as spark:
             self._check_version(spark)
             self._set_conf(spark)
+            self._ship_job_code(spark)
             session_seconds = round(time.monotonic() - started, 3)
             self.log.info(
                 "Spark Connect session %s on %s (Spark %s) started in %.1f s",
@@ -238,6 +241,14 @@ class SparkConnectJobHook(BaseHook):
                 f"Spark Connect server {self.master} runs Spark {server}, this provider's client is Spark {client}: "
                 f"use a server of Spark {client.split('.')[0]}"
             )
+
+    def _ship_job_code(self, spark: SparkSession) -> None:
+        """This provider's code, as the session's Python files: the job's functions that Spark runs in the server's
+        Python workers (lookups' ``mapInArrow``, UDFs) import it there, where the server's own Python need not have it
+        installed. The zip is the one spark-submit ships (``--py-files``), named after its contents."""
+        package = job_package(os.path.join(settings.home(), "dist"))
+        spark.addArtifacts(package, pyfile=True)
+        self.log.info("shipped the job's code to the session: %s (%d KB)", package, os.path.getsize(package) // 1024)
 
     def _set_conf(self, spark: SparkSession) -> None:
         """The task's conf on its session; a setting the server fixes at its start fails in one line."""
