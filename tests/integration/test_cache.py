@@ -1,7 +1,7 @@
 """Cached tables through `airflow dags test`, per-job on the embedded default and in session mode on a Spark Connect
-server: one DAG run from the first use of b to its release, and eviction under a small quota. What a task did is read
-from its XComs (its job's own report of hits, misses and fallbacks, not its time); what lies on disk is read from the
-cache root."""
+server: one DAG run from the first use of b to its release, with b on files in either mode and in the server's memory,
+and eviction under a small quota. What a task did is read from its XComs (its job's own report of hits, misses and
+fallbacks, not its time); what lies on disk is read from the cache root, what the server holds from the server."""
 
 from __future__ import annotations
 
@@ -89,6 +89,38 @@ def test_a_run_computes_b_once_reads_it_after_falls_back_when_it_is_damaged_and_
     assert out["release_caches"]["released"] == {"b": [b["fourth"]["location"]]}
     assert _xcoms(deployment, "cache_lifecycle", run_id, REGISTRY_KEY) == {}, "no registry entry is left"
     assert _copies(deployment) == [], "nothing of the run is left under the cache root"
+
+
+def test_in_session_mode_b_is_kept_in_the_servers_memory_read_from_there_recomputed_once_lost_and_released(
+    in_session: Deployment, connect_server: Any
+):
+    from tests.integration.dags.cache_scenarios import spark_tables_views
+
+    run_id = _run(in_session, "cache_in_memory")
+    out = _xcoms(in_session, "cache_in_memory", run_id)
+    b = {task: out[task]["caches"]["b"] for task in ("first", "second", "third", "fourth")}
+
+    assert [b[t]["status"] for t in b] == ["miss", "hit", "fallback", "miss"]
+    assert {out[task]["mode"] for task in b} == {"session"}
+    application = connect_server.application_id()
+    assert b["first"]["location"].startswith(f"memory:{application}/global_temp.spark_tables_b_")
+    assert b["second"]["location"] == b["first"]["location"] and b["second"]["bytes_written"] == 0
+    assert b["second"]["bytes_read"] == b["first"]["bytes_written"] > 0
+    assert out["first"]["rows"] == out["second"]["rows"] == out["third"]["rows"] == out["fourth"]["rows"]
+    assert out["first"]["rows"][0][0] == 100
+
+    lost = out["uncache_b"]
+    assert b["third"]["damaged"] == [
+        {"location": b["first"]["location"], "problem": f"its view {lost} is no longer cached on the server"}
+    ]
+    third_view = b["third"]["location"].rsplit(".", 1)[1]
+    assert out["forget_b"]["invalidated"] == {"b": [b["third"]["location"]]}
+    assert third_view not in out["views_after_invalidating"], "invalidation released the copy on the server"
+    assert lost.rsplit(".", 1)[1] not in out["views_after_invalidating"], "the lost copy's view was dropped"
+    assert out["release_caches"]["released"] == {"b": [b["fourth"]["location"]]}
+    assert _xcoms(in_session, "cache_in_memory", run_id, REGISTRY_KEY) == {}, "no registry entry is left"
+    assert spark_tables_views(connect_server.url) == [], "nothing is left on the server"
+    assert _copies(in_session) == [], "no copy was written to files"
 
 
 def test_ordinary_xcoms_round_trip_unchanged_through_the_cache_registry_backend(

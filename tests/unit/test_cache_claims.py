@@ -25,6 +25,7 @@ from spark_tables.core.cache.claims import (
     claim_file_name,
     claim_number,
     claim_step,
+    claimed_cache_folder,
     wait_step,
 )
 from spark_tables.core.cache.layout import cache_folder_name, claims_folder, run_folder
@@ -121,7 +122,18 @@ class TestClaimFiles:
         folder = cache_folder_name(B)
         assert claim_number(folder, claim_file_name(folder, 12)) == 12
         assert claim_number(folder, f"{folder}.000012.released") is None
-        assert claim_number("other-0123456789abcdef", claim_file_name(folder, 1)) is None
+        assert claim_number("other-0123456789abcdef", claim_file_name(folder, 12)) is None
+
+    def test_the_tables_claimed_in_a_run_are_named_by_their_claims_released_or_not(self):
+        run, folder = self.run(), cache_folder_name(B)
+        assert claimed_cache_folder(claim_file_name(folder, 3)) == folder
+        assert claimed_cache_folder(f"{folder}.000003.released") is None
+        assert claims.claimed(run) == set(), "no claims folder yet"
+        claims.create(run, folder, CacheClaim(1, owner("max_b"), "2026-11-27T10:00:00+00:00"))
+        claims.release(run, folder, 1)
+        other = cache_folder_name(CachedTable("c", query="SELECT 1 AS c"))
+        claims.create(run, other, CacheClaim(1, owner("min_b"), "2026-11-27T10:00:00+00:00"))
+        assert claims.claimed(run) == {folder, other}
 
     def test_of_claims_created_at_once_exactly_one_is_created(self):
         run, folder, start = self.run(), cache_folder_name(B), threading.Barrier(8)

@@ -6,9 +6,11 @@ files are real, in a temporary cache root. The real XCom channel is exercised by
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import logging
+import socket
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, ClassVar
@@ -18,10 +20,11 @@ import pytest
 from airflow.sdk import BaseXCom
 
 from spark_tables.core.cache.descriptor import CacheDescriptor, CachePartition, descriptor_of_copy
-from spark_tables.core.cache.layout import LAST_USED, RUN_MARKER, run_folder
+from spark_tables.core.cache.layout import LAST_USED, RUN_MARKER, memory_location, run_folder
 from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.errors import SpecError
+from spark_tables.hooks.cache import memory as cache_memory
 from spark_tables.hooks.cache import registry as cache_registry
 from spark_tables.hooks.cache import storage as cache_storage
 from spark_tables.hooks.cache import uses as cache_uses
@@ -357,3 +360,108 @@ class TestStorage:
         cache_storage.remove(copy.location)
         cache_storage.remove(copy.location)
         assert not local(copy.location).exists()
+
+
+def memory_copy(task_id: str, server: str = "spark_connect", table: CachedTable = B) -> CacheDescriptor:
+    """A copy of ``table`` kept in the memory of ``server``'s application by task ``task_id``, registered on it."""
+    [use] = cache_uses.cache_uses(ti(task_id), [table], TASKS, server)
+    report = {
+        "status": "miss",
+        "location": memory_location("app-1", f"global_temp.{use.location}"),
+        "damaged": [],
+        "unchecked": [],
+        "bytes_read": 0,
+        "bytes_written": 4096,
+        "seconds": 1.0,
+        "written": {"storage": "memory", "schema": "{}", "rows": 50, "bytes": 4096},
+    }
+    [(name, summary)] = cache_uses.settle(ti(task_id), (use,), {"b": report}, TASKS, server).items()
+    assert summary["copy_written"] == {"rows": 50, "bytes": 4096, "partitions": 0}
+    return cache_registry.registered(ti(task_id), name, [task_id])[0]
+
+
+class TestKeptInMemory:
+    @pytest.fixture(autouse=True)
+    def released(self, monkeypatch) -> list[CacheDescriptor]:
+        """The copies kept in memory whose release was asked for (the server is not reached here)."""
+        released: list[CacheDescriptor] = []
+        monkeypatch.setattr(cache_memory, "release_copy", released.append)
+        return released
+
+    def test_in_session_mode_a_use_keeps_its_copy_in_the_servers_memory_under_a_view_of_its_own(self):
+        [use] = cache_uses.cache_uses(ti(), [B], TASKS, "spark_connect")
+
+        assert use.storage == "memory" and use.location.startswith(f"spark_tables_b_{B.fingerprint}_")
+
+    def test_a_table_kept_on_files_stays_on_files_in_session_mode(self):
+        [use] = cache_uses.cache_uses(ti(), [CachedTable("b", query=B.query, storage="files")], TASKS, "spark_connect")
+
+        assert use.storage == "files" and use.location.startswith(run_folder(settings.cache_uri(), "flip36", RUN))
+
+    def test_a_copy_in_memory_is_registered_naming_its_server_and_nothing_is_written_to_files(self):
+        copy = memory_copy("max_b")
+
+        assert (copy.in_memory, copy.server, copy.rows, copy.bytes) == (True, "spark_connect", 50, 4096)
+        run = local(run_folder(settings.cache_uri(), "flip36", RUN))
+        assert [path.name for path in run.iterdir()] == [RUN_MARKER], "no copy folder, no last-used mark"
+
+    def test_only_tasks_on_the_same_server_read_a_copy_in_its_memory(self):
+        copy = memory_copy("max_b")
+
+        assert cache_uses.cache_uses(ti("min_b"), [B], TASKS, "spark_connect")[0].registered == (copy,)
+        assert cache_uses.cache_uses(ti("min_b"), [B], TASKS, "other_server")[0].registered == ()
+        assert cache_uses.cache_uses(ti("min_b"), [B], TASKS)[0].registered == (), "per-job: its own application"
+
+    def test_a_per_job_task_claims_and_computes_what_only_a_servers_memory_holds(self):
+        memory_copy("max_b")
+
+        [(_, _, claim)] = cache_uses.claim_missing(ti("min_b"), (B,), TASKS)
+
+        assert claim.holder == TableOwner.of_task_instance(ti("min_b"))
+
+    def test_a_copy_on_files_written_beside_one_in_memory_is_kept_for_the_tasks_that_read_files(self):
+        memory_copy("max_b")
+        [use] = cache_uses.cache_uses(ti("min_b"), [B], TASKS)
+
+        summary = cache_uses.settle(ti("min_b"), (use,), {"b": written_report(use.location)}, TASKS)
+
+        assert summary["b"]["copies_removed"] == [] and local(use.location).exists()
+
+    def test_memory_asked_for_in_per_job_mode_fails_before_anything_is_claimed(self):
+        in_memory = CachedTable("b", query=B.query, storage="memory")
+
+        with pytest.raises(SpecError, match="storage 'memory' keeps it in a Spark Connect server's memory"):
+            cache_uses.TaskCaches.prepare(ti(), (in_memory,), TASKS)
+
+        assert not local(run_folder(settings.cache_uri(), "flip36", RUN)).exists(), "no claim, no run folder"
+
+    def test_purging_a_copy_in_memory_releases_it_on_its_server_and_deletes_no_files(self, released):
+        copy, on_files = memory_copy("max_b"), registered_copy("min_b")
+
+        CacheRegistryXComBackend.purge(SimpleNamespace(value=copy.to_dict()))
+
+        assert released == [copy] and local(on_files.location).exists()
+
+    def test_a_copy_in_memory_is_never_evicted_from_files(self, monkeypatch):
+        monkeypatch.setattr(settings, "cache_quota", lambda: 0)
+        copy = memory_copy("max_b")
+
+        assert cache_uses.evict_over_quota({"b": {"location": copy.location}}) == []
+
+
+class TestReleaseCopy:
+    def test_a_server_that_cannot_be_reached_is_logged_and_the_release_goes_on(self, monkeypatch, caplog):
+        with socket.socket() as closed:  # bound, never listening
+            closed.bind(("127.0.0.1", 0))
+            port = closed.getsockname()[1]
+            connection = json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": port})
+            monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT", connection)
+            copy = dataclasses.replace(
+                registered_copy("max_b"), location=memory_location("app-1", "global_temp.v"), storage="memory"
+            )
+            copy = dataclasses.replace(copy, server="spark_connect")
+            with caplog.at_level(logging.WARNING):
+                cache_memory.release_copy(copy)
+
+        assert "could not release the copy kept in memory at memory:app-1/global_temp.v" in caplog.text
+        assert f"sc://127.0.0.1:{port} of connection 'spark_connect' cannot be reached" in caplog.text

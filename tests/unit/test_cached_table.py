@@ -13,7 +13,15 @@ from spark_tables.core.cache.descriptor import (
     descriptor_of_copy,
     is_descriptor,
 )
-from spark_tables.core.cache.layout import cache_folder_name, cache_name, copy_folder, run_folder
+from spark_tables.core.cache.layout import (
+    cache_folder_name,
+    cache_name,
+    copy_folder,
+    memory_location,
+    memory_parts,
+    memory_view,
+    run_folder,
+)
 from spark_tables.core.cache.table import REGISTRY_KEY_PREFIX, CachedTable
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.errors import SpecError
@@ -39,6 +47,18 @@ def descriptor(**fields) -> CacheDescriptor:
         **fields,
     }
     return CacheDescriptor(**values)
+
+
+#: What a copy kept in a Spark Connect server's memory has instead of files.
+MEMORY_COPY = {
+    "location": memory_location("app-20261127101010-0000", "global_temp.spark_tables_b_x_0001"),
+    "format": "memory",
+    "partitions": (),
+    "storage": "memory",
+    "server": "spark_connect",
+    "memory_rows": 50,
+    "memory_bytes": 4096,
+}
 
 
 class TestCachedTable:
@@ -88,9 +108,41 @@ class TestCachedTable:
     def test_it_is_registered_under_its_name(self):
         assert CachedTable("b", query=QUERY).registry_key == REGISTRY_KEY_PREFIX + "b"
 
-    def test_it_survives_a_dict_round_trip(self):
-        table = CachedTable("b", producer="pkg.transforms:b")
+    @pytest.mark.parametrize("storage", ["auto", "memory", "files"])
+    def test_it_survives_a_dict_round_trip(self, storage):
+        table = CachedTable("b", producer="pkg.transforms:b", storage=storage)
         assert CachedTable.from_dict(json.loads(json.dumps(table.to_dict()))) == table
+
+    def test_where_it_is_kept_is_not_what_it_is(self):
+        assert CachedTable("b", query=QUERY, storage="files").fingerprint == CachedTable("b", query=QUERY).fingerprint
+
+    @pytest.mark.parametrize(
+        ("storage", "server", "kept"),
+        [
+            ("auto", "spark_connect", "memory"),
+            ("auto", None, "files"),
+            ("files", "spark_connect", "files"),
+            ("files", None, "files"),
+            ("memory", "spark_connect", "memory"),
+        ],
+    )
+    def test_auto_keeps_it_in_the_servers_memory_in_session_mode_and_on_files_in_per_job_mode(
+        self, storage, server, kept
+    ):
+        assert CachedTable("b", query=QUERY, storage=storage).storage_in(server) == kept
+
+    def test_memory_in_per_job_mode_is_refused_in_one_line(self):
+        with pytest.raises(SpecError) as refused:
+            CachedTable("b", query=QUERY, storage="memory").storage_in(None)
+        assert str(refused.value) == (
+            "cached table b: storage 'memory' keeps it in a Spark Connect server's memory, and this task's Spark "
+            "connection starts an application per job, whose memory ends with it: use storage 'auto' or 'files', or "
+            "a connection of type spark_connect"
+        )
+
+    def test_an_unknown_storage_is_refused_naming_the_known_ones(self):
+        with pytest.raises(SpecError, match=r"cached table b: storage 'disk' is not one of auto, memory, files"):
+            CachedTable("b", query=QUERY, storage="disk")
 
 
 class TestSplitCachedViews:  # the SQL reader's (utils.sql_reader)
@@ -148,6 +200,29 @@ class TestCacheDescriptor:
     def test_rows_and_bytes_add_up_its_partitions(self):
         assert (descriptor().rows, descriptor().bytes) == (15, 160)
 
+    def test_a_copy_kept_in_memory_gives_its_rows_and_bytes_whole_and_survives_json(self):
+        in_memory = descriptor(**MEMORY_COPY)
+
+        assert (in_memory.in_memory, in_memory.rows, in_memory.bytes) == (True, 50, 4096)
+        assert CacheDescriptor.from_dict(json.loads(json.dumps(in_memory.to_dict()))) == in_memory
+        assert "(50 rows, 4,096 bytes in memory)" in in_memory.describe()
+
+    def test_a_descriptor_of_an_earlier_release_is_a_copy_on_files(self):
+        data = descriptor().to_dict()
+        for field in ("storage", "server", "memory_rows", "memory_bytes"):
+            del data[field]
+        assert CacheDescriptor.from_dict(data) == descriptor() and not descriptor().in_memory
+
+    def test_a_copy_a_job_kept_in_memory_becomes_a_descriptor_naming_the_server(self):
+        report = {
+            "location": MEMORY_COPY["location"],
+            "written": {"storage": "memory", "schema": "{}", "rows": 50, "bytes": 4096},
+        }
+        kept = descriptor_of_copy("b", "f" * 16, report, OWNER, "2026-11-27T10:00:00+00:00", "spark_connect")
+
+        assert kept is not None and (kept.in_memory, kept.server, kept.partitions) == (True, "spark_connect", ())
+        assert (kept.rows, kept.bytes, kept.format) == (50, 4096, "memory")
+
     @pytest.mark.parametrize("value", [{"name": "b"}, {"type": "other"}, [], "b", None])
     def test_other_values_are_not_descriptors(self, value):
         assert not is_descriptor(value)
@@ -185,6 +260,16 @@ class TestCacheLayout:
         assert first.startswith(f"{run}/{cache_folder_name(table)}/max_b__-1__2__") and first != second
         assert cache_name(cache_folder_name(table)) == "b"
 
+    def test_a_copy_kept_in_memory_is_located_by_its_application_and_view(self):
+        location = memory_location("app-1", "global_temp.spark_tables_b_x")
+        assert location == "memory:app-1/global_temp.spark_tables_b_x"
+        assert memory_parts(location) == ("app-1", "global_temp.spark_tables_b_x")
+
+    def test_each_try_keeps_its_copy_in_memory_under_a_view_of_its_own(self):
+        table = CachedTable("b", query=QUERY)
+        first, second = memory_view(table), memory_view(table)
+        assert first.startswith(f"spark_tables_b_{table.fingerprint}_") and first != second
+
     def test_runs_of_other_dags_and_ids_get_other_folders(self):
         folders = {run_folder("/c", dag, run) for dag in ("d", "d2") for run in ("r:1", "r_1")}
         assert len(folders) == 4
@@ -193,6 +278,13 @@ class TestCacheLayout:
 class TestJobSpecCaches:
     def test_cache_uses_survive_the_spec_round_trip(self):
         use = CacheUse(table=CachedTable("b", query=QUERY), registered=(descriptor(),), location="file:///c/new")
+        spec = JobSpec(job=SqlJob(statements=("SELECT 1",)), result_uri="file:///r.json", caches=(use,))
+
+        assert JobSpec.from_json(spec.to_json()) == spec
+
+    def test_a_use_kept_in_memory_survives_the_spec_round_trip(self):
+        in_memory = descriptor(**MEMORY_COPY)
+        use = CacheUse(CachedTable("b", query=QUERY), (in_memory,), "spark_tables_b_x_0001", storage="memory")
         spec = JobSpec(job=SqlJob(statements=("SELECT 1",)), result_uri="file:///r.json", caches=(use,))
 
         assert JobSpec.from_json(spec.to_json()) == spec

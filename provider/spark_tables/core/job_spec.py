@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Protocol
 
 from spark_tables.core.aggregation.job import StreamingAggregationJob
 from spark_tables.core.cache.descriptor import CacheDescriptor
-from spark_tables.core.cache.table import CachedTable
+from spark_tables.core.cache.table import FILES, CachedTable
 from spark_tables.core.ctas.job import CtasCleanupJob, CtasJob
 from spark_tables.core.errors import SpecError
 from spark_tables.core.lookup.job import LookupJoinJob, LookupReloadJob
@@ -38,28 +38,32 @@ JOB_KINDS: dict[str, type[Job]] = {
 
 @dataclass(frozen=True)
 class CacheUse:
-    """A cached table the job reads as a temporary view: the copies the run has registered of it, oldest first,
-    and the folder where the job writes a new copy if none of them is whole."""
+    """A cached table the job reads as a temporary view: the copies the run has registered of it that this job can
+    read, oldest first, and where the job keeps a new copy if none of them is whole: with ``storage`` files, the
+    folder it writes; with memory, the global temporary view it caches (``core.cache.layout.memory_view``)."""
 
     table: CachedTable
     registered: tuple[CacheDescriptor, ...]
     location: str
+    storage: str = FILES
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "table": self.table.to_dict(),
             "registered": [descriptor.to_dict() for descriptor in self.registered],
             "location": self.location,
+            "storage": self.storage,
         }
 
     @classmethod
     def from_dict(cls, data: Any) -> CacheUse:
-        if not isinstance(data, dict) or set(data) != {"table", "registered", "location"}:
-            raise SpecError("job spec: each cache must be an object with table, registered and location")
+        if not isinstance(data, dict) or set(data) != {"table", "registered", "location", "storage"}:
+            raise SpecError("job spec: each cache must be an object with table, registered, location and storage")
         return cls(
             table=CachedTable.from_dict(data["table"]),
             registered=tuple(CacheDescriptor.from_dict(d) for d in data["registered"]),
             location=data["location"],
+            storage=data["storage"],
         )
 
 

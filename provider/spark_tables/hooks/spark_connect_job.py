@@ -105,6 +105,56 @@ class SparkConnectUnreachable(AirflowException):
     """The Spark Connect server takes no connection: nothing ran. A retry may find it up again."""
 
 
+@dataclasses.dataclass(frozen=True)
+class ConnectServer:
+    """The Spark Connect server a ``spark_connect`` connection names: the URL pyspark's channel takes (with the
+    connection's user, token and TLS setting: never logged) and the server's address."""
+
+    conn_id: str
+    url: str
+    host: str
+    port: int
+
+    @classmethod
+    def of(cls, conn_id: str) -> ConnectServer:
+        """The server of connection ``conn_id``; a connection that does not exist, or names no host, fails in one
+        line."""
+        try:
+            url = SparkConnectHook(conn_id=conn_id).get_connection_url()
+        except AirflowNotFoundException:
+            raise SpecError(
+                f"Spark Connect connection {conn_id!r} does not exist: create it (type spark_connect, host and port "
+                f"of the server, {DEFAULT_PORT} by default)"
+            ) from None
+        except ValueError as err:
+            raise SpecError(f"Spark Connect connection {conn_id!r} is invalid: {err}") from None
+        address = urlparse(url)
+        if not address.hostname:
+            raise SpecError(f"Spark Connect connection {conn_id!r} names no host: set the server's host and port")
+        return cls(conn_id, url, address.hostname, address.port or DEFAULT_PORT)
+
+    @property
+    def master(self) -> str:
+        """The server, as XCom and the logs name it: without the token or user the connection URL carries."""
+        return f"sc://{self.host}:{self.port}"
+
+    def session_url(self, session_id: str) -> str:
+        """The URL of a session of its own (the provider's URL ends in "/" or "/;<parameters>")."""
+        return f"{self.url};session_id={session_id}"
+
+    def check_reachable(self) -> None:
+        """Fail at once, naming the server, when its port takes no connection (pyspark's client would retry for
+        minutes before giving up)."""
+        try:
+            with socket.create_connection((self.host, self.port), timeout=REACH_SECONDS):
+                pass
+        except OSError as err:
+            raise SparkConnectUnreachable(
+                f"Spark Connect server {self.master} of connection {self.conn_id!r} cannot be reached "
+                f"({err.strerror or err}): start it, or correct the connection's host and port"
+            ) from None
+
+
 class SparkConnectJobHook(BaseHook):
     """Runs ``spec``'s job on the Spark Connect server of connection ``conn_id`` and returns its result.
 
@@ -124,22 +174,11 @@ class SparkConnectJobHook(BaseHook):
         if refusal is not None:
             raise SpecError(refusal)
         self.conn_id = conn_id
-        try:
-            url = SparkConnectHook(conn_id=conn_id).get_connection_url()
-        except AirflowNotFoundException:
-            raise SpecError(
-                f"Spark Connect connection {conn_id!r} does not exist: create it (type spark_connect, host and port "
-                f"of the server, {DEFAULT_PORT} by default)"
-            ) from None
-        except ValueError as err:
-            raise SpecError(f"Spark Connect connection {conn_id!r} is invalid: {err}") from None
-        address = urlparse(url)
-        self.host, self.port = address.hostname or "", address.port or DEFAULT_PORT
-        if not self.host:
-            raise SpecError(f"Spark Connect connection {conn_id!r} names no host: set the server's host and port")
+        self.server = ConnectServer.of(conn_id)
+        self.host, self.port = self.server.host, self.server.port
         #: A session of its own, named so that the server's logs and UI tell this task's operations apart.
         self.session_id = str(uuid.uuid4())
-        self._url = f"{url};session_id={self.session_id}"  # the provider's URL ends in "/" or "/;<parameters>"
+        self._url = self.server.session_url(self.session_id)
         self.conf = {key: str(value) for key, value in (conf or {}).items()}
         self.name = name
         self._spec = spec
@@ -153,24 +192,14 @@ class SparkConnectJobHook(BaseHook):
 
     @property
     def master(self) -> str:
-        """The server, as XCom and the logs name it: without the token or user the connection URL carries."""
-        return f"sc://{self.host}:{self.port}"
+        return self.server.master
 
     def application_url(self, application_id: str | None) -> str | None:
         """No history server link: the server's own UI shows its running application."""
         return None
 
     def check_master(self) -> None:
-        """Fail at once, naming the server, when its port takes no connection (pyspark's client would retry for
-        minutes before giving up)."""
-        try:
-            with socket.create_connection((self.host, self.port), timeout=REACH_SECONDS):
-                pass
-        except OSError as err:
-            raise SparkConnectUnreachable(
-                f"Spark Connect server {self.master} of connection {self.conn_id!r} cannot be reached "
-                f"({err.strerror or err}): start it, or correct the connection's host and port"
-            ) from None
+        self.server.check_reachable()
 
     def run(self) -> JobResult:
         """Start a Connect session, check the server's Spark version, run the job and wait for it; raise

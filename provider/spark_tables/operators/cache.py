@@ -1,8 +1,8 @@
 """Invalidating and releasing cached tables: FLIP-36's ``CachedTable.invalidateCache()`` and ``close()``.
 
-Neither runs Spark: they delete registry XComs (whose purge deletes the copies' files) and folders under the
-cache root. ``release_caches()``, as the last line of a DAG, adds the teardown that releases a run's caches
-whether its tasks succeeded or failed.
+Neither runs a Spark job: they delete registry XComs (whose purge deletes the copies' files, or releases a copy kept
+in a Spark Connect server's memory through a session on it) and folders under the cache root. ``release_caches()``,
+as the last line of a DAG, adds the teardown that releases a run's caches whether its tasks succeeded or failed.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from spark_tables.core.cache.descriptor import CacheDescriptor
 from spark_tables.core.cache.layout import CLAIMS, cache_name, run_folder
 from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.errors import SpecError
-from spark_tables.hooks.cache import registry, storage
+from spark_tables.hooks.cache import claims, registry, storage
 from spark_tables.hooks.cache.uses import COUNTS
 from spark_tables.operators.spark_job import cache_writers
 from spark_tables.utils import settings
@@ -26,7 +26,8 @@ _ACTIVE_RUN_STATES = ["queued", "running"]
 
 
 def invalidate(context: Any, name: str) -> list[CacheDescriptor]:
-    """Delete every copy of cache ``name`` in this DAG run, files and registry entries; the copies removed."""
+    """Delete every copy of cache ``name`` in this DAG run, its files or its memory and its registry entry; the copies
+    removed."""
     registry.require_backend()
     removed = registry.registered(context["ti"], name, cache_writers(context))
     for descriptor in removed:
@@ -93,7 +94,9 @@ class SparkCacheReleaseOperator(BaseOperator):
             raise AirflowFailException(str(err)) from None
         ti = context["ti"]
         run = run_folder(settings.cache_uri(), ti.dag_id, ti.run_id)
-        names = {cache_name(folder) for folder in storage.folder_names(run) if folder != CLAIMS}
+        # The caches of the run: those with copies on files, and those claimed (a copy in a server's memory has none)
+        folders = {folder for folder in storage.folder_names(run) if folder != CLAIMS} | claims.claimed(run)
+        names = {cache_name(folder) for folder in folders}
         released = removed_copies({name: invalidate(context, name) for name in sorted(names)})
         storage.remove(run)  # with copies no registry entry names (a writer that died before registering)
         self.log.info("released the caches of run %s: %s", ti.run_id, released["locations"] or "none were used")

@@ -195,7 +195,8 @@ class SparkJobOperator(ResumableJobMixin, BaseOperator):
             job = self.build_job(context)
             tables = self.cached_tables(context, job)
             writers = cache_writers(context) if tables else ()
-            self._caches = TaskCaches.prepare(context["ti"], tables, writers, self._cache_waits)
+            server = self.conn_id if tables and connects_to_server(self.conn_id) else None  # keeps them in memory
+            self._caches = TaskCaches.prepare(context["ti"], tables, writers, self._cache_waits, server)
             self._hook = self.hook_for(context, job, self._caches.uses)
         if self._hook.durable:
             return self._hook.start_detached(context["ti"].try_number).to_dict()

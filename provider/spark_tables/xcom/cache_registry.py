@@ -2,7 +2,8 @@
 
 Set ``[core] xcom_backend = spark_tables.xcom.cache_registry.CacheRegistryXComBackend``. A ``CacheDescriptor``
 is stored as a tagged JSON object (readable as it is in the Airflow UI) and read back as a descriptor; purging
-such an XCom deletes the copy's files. Every other value goes through Airflow's default serialization, as before.
+such an XCom deletes the copy's files, or releases a copy kept in a Spark Connect server's memory. Every other
+value goes through Airflow's default serialization, as before.
 
 Airflow runs an XCom backend only in task processes, and calls ``purge`` only when an XCom is deleted through
 it: by this provider (invalidation, release, a damaged copy replaced) and when a cleared task runs again. Rows
@@ -18,7 +19,7 @@ from typing import Any
 from airflow.sdk import BaseXCom
 
 from spark_tables.core.cache.descriptor import CacheDescriptor, is_descriptor
-from spark_tables.hooks.cache import storage
+from spark_tables.hooks.cache import memory, storage
 
 log = logging.getLogger(__name__)
 
@@ -50,5 +51,8 @@ class CacheRegistryXComBackend(BaseXCom):
     def purge(cls, xcom: Any, *args: Any) -> None:
         if is_descriptor(xcom.value):
             descriptor = CacheDescriptor.from_dict(xcom.value)
+            if descriptor.in_memory:
+                memory.release_copy(descriptor)
+                return
             log.info("deleting the files of the cache copy %s", descriptor.location)
             storage.remove(descriptor.location)

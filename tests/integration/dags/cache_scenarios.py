@@ -1,10 +1,12 @@
-"""DAGs the cached-table integration tests run: one cached table b, used, damaged, invalidated and released."""
+"""DAGs the cached-table integration tests run: one cached table b, used, damaged, invalidated and released; on files
+in either mode, or in a Spark Connect server's memory."""
 
 from __future__ import annotations
 
 import datetime
 import os
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -12,19 +14,31 @@ import pendulum
 from airflow.sdk import DAG, task
 
 from spark_tables.core.cache.claims import claim_file_name
-from spark_tables.core.cache.layout import CLAIMS, RUN_MARKER, cache_folder_name, claims_folder, run_folder
+from spark_tables.core.cache.layout import (
+    CLAIMS,
+    RUN_MARKER,
+    cache_folder_name,
+    claims_folder,
+    memory_parts,
+    run_folder,
+)
 from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.names import flat_name
+from spark_tables.hooks.spark_connect_job import ConnectServer, connect_session
 from spark_tables.operators.cache import SparkCacheInvalidateOperator, SparkCacheSweepOperator, release_caches
 from spark_tables.operators.sql import SparkSqlJobOperator
 from spark_tables.utils import settings
 
-#: An expensive column (a SHA-256 per row) aggregated to 100 keys, over 4 partitions.
+#: An expensive column (a SHA-256 per row) aggregated to 100 keys, over 4 partitions; on files in either mode (the
+#: lifecycle damages its copy on disk).
 B = CachedTable(
     "b",
     query="""SELECT id % 100 AS k, count(*) AS n, max(sha2(CAST(id AS STRING), 256)) AS h
              FROM range(0, 200000, 1, 4) GROUP BY id % 100""",
+    storage="files",
 )
+#: b where its mode keeps it by default: in session mode, in the Spark Connect server's memory.
+B_AUTO = CachedTable("b", query=B.query)
 #: b, failing while it is computed in a job whose Spark conf says so (the same definition for every consumer).
 FAILING_B = CachedTable(
     "b",
@@ -138,6 +152,39 @@ with DAG(dag_id="cache_lifecycle", **_DAG):
         >> _consumer("fourth")
         >> push_ordinary_values()
         >> pull_ordinary_values()
+    )
+    release_caches()
+
+
+def spark_tables_views(url: str) -> list[str]:
+    """The cached tables' global temporary views on the Spark Connect server at ``url``, cached or not."""
+    with connect_session(url) as spark:
+        return sorted(t.name for t in spark.catalog.listTables("global_temp") if t.name.startswith("spark_tables_"))
+
+
+with DAG(dag_id="cache_in_memory", **_DAG):
+
+    @task
+    def uncache_b(ti: Any = None) -> str:
+        """The server loses b's copy (its view uncached, as a restart would lose it), through a session of its own."""
+        copy = ti.xcom_pull(task_ids="first", key=B_AUTO.registry_key)
+        view = memory_parts(copy.location)[1]
+        with connect_session(ConnectServer.of(copy.server).session_url(str(uuid.uuid4()))) as spark:
+            spark.sql(f"UNCACHE TABLE {view}")
+        return view
+
+    @task
+    def views_after_invalidating() -> list[str]:
+        return spark_tables_views(ConnectServer.of("spark_default").session_url(str(uuid.uuid4())))
+
+    (
+        _consumer("first", B_AUTO)
+        >> _consumer("second", B_AUTO)
+        >> uncache_b()
+        >> _consumer("third", B_AUTO)
+        >> SparkCacheInvalidateOperator(task_id="forget_b", caches=[B_AUTO])
+        >> views_after_invalidating()
+        >> _consumer("fourth", B_AUTO)
     )
     release_caches()
 

@@ -134,6 +134,12 @@ def claim_number(cache_folder: str, file_name: str) -> int | None:
     return int(middle) if file_name.endswith(suffix) and middle.isdigit() else None
 
 
+def claimed_cache_folder(file_name: str) -> str | None:
+    """The cache folder (``<name>-<fingerprint>``) a claim file is of; None for another file."""
+    stem, _, number = file_name.removesuffix(".json").rpartition(".")
+    return stem if file_name.endswith(".json") and number.isdigit() and stem else None
+
+
 def _same_task(one: TableOwner, other: TableOwner) -> bool:
     keys = ("dag_id", "run_id", "task_id", "map_index")
     return all(getattr(one, key) == getattr(other, key) for key in keys)

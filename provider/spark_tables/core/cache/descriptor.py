@@ -3,6 +3,10 @@
 A descriptor names the copy (cache name, fingerprint of the definition, location, format, schema) and each of its
 partitions (a file, with rows, bytes and a CRC-32 of its bytes), so a reader can prove the copy whole before
 using it. It is the value of a registry XCom; ``written_at`` orders the copies a run holds of one cache.
+
+A copy kept in a Spark Connect server's memory has no files: its location names the server's application and the
+global temporary view cached there (``core.cache.layout.memory_location``), ``server`` the Spark connection that
+reaches it, and its rows and bytes (the cached relation's size) are given whole.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from spark_tables.core.cache.table import FILES, MEMORY
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.errors import SpecError
 
@@ -39,19 +44,28 @@ class CacheDescriptor:
     partitions: tuple[CachePartition, ...]
     owner: TableOwner
     written_at: str
+    storage: str = FILES
+    server: str = ""
+    memory_rows: int = 0
+    memory_bytes: int = 0
+
+    @property
+    def in_memory(self) -> bool:
+        return self.storage == MEMORY
 
     @property
     def rows(self) -> int:
-        return sum(p.rows for p in self.partitions)
+        return self.memory_rows if self.in_memory else sum(p.rows for p in self.partitions)
 
     @property
     def bytes(self) -> int:
-        return sum(p.bytes for p in self.partitions)
+        return self.memory_bytes if self.in_memory else sum(p.bytes for p in self.partitions)
 
     def describe(self) -> str:
+        held = "in memory" if self.in_memory else f"in {len(self.partitions)} partitions"
         return (
-            f"{self.name} at {self.location} ({self.rows:,} rows, {self.bytes:,} bytes in {len(self.partitions)} "
-            f"partitions), written by {self.owner.describe()}"
+            f"{self.name} at {self.location} ({self.rows:,} rows, {self.bytes:,} bytes {held}), written by "
+            f"{self.owner.describe()}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -81,19 +95,25 @@ def is_descriptor(value: Any) -> bool:
 
 
 def descriptor_of_copy(
-    name: str, fingerprint: str, report: dict[str, Any], owner: TableOwner, written_at: str
+    name: str, fingerprint: str, report: dict[str, Any], owner: TableOwner, written_at: str, server: str = ""
 ) -> CacheDescriptor | None:
-    """The descriptor of the copy a job reports it wrote (``report["written"]``), or None if it wrote none."""
+    """The descriptor of the copy a job reports it wrote (``report["written"]``), or None if it wrote none;
+    ``server``: the Spark connection of the task, which reaches a copy kept in memory."""
     written = report.get("written")
     if not written:
         return None
-    return CacheDescriptor(
-        name=name,
-        fingerprint=fingerprint,
-        location=report["location"],
-        format=COPY_FORMAT,
-        schema=written["schema"],
-        partitions=tuple(CachePartition(**p) for p in written["partitions"]),
-        owner=owner,
-        written_at=written_at,
-    )
+    common = {"name": name, "fingerprint": fingerprint, "location": report["location"], "schema": written["schema"]}
+    if written.get("storage") == MEMORY:
+        held = {"memory_rows": written["rows"], "memory_bytes": written["bytes"]}
+        return CacheDescriptor(
+            **common,
+            format=MEMORY,
+            partitions=(),
+            owner=owner,
+            written_at=written_at,
+            storage=MEMORY,
+            server=server,
+            **held,
+        )
+    partitions = tuple(CachePartition(**p) for p in written["partitions"])
+    return CacheDescriptor(**common, format=COPY_FORMAT, partitions=partitions, owner=owner, written_at=written_at)

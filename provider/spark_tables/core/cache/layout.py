@@ -4,6 +4,10 @@
 Every task that writes a cache writes its own copy folder, so two writers never touch each other's files; the
 run folder holds ``_run.json`` (its dag and run ids, for the sweep of runs that no longer exist) and ``_claims/``,
 the claims of the tables computed in the run (``<cache name>-<fingerprint>.<number>.json``, see ``claims``).
+
+A copy kept in a Spark Connect server's memory is a cached global temporary view there, one a task try:
+``memory:<application id>/<global temp database>.spark_tables_<cache name>_<fingerprint>_<nonce>``. The application
+id tells a later reader whether the server that cached it still runs.
 """
 
 from __future__ import annotations
@@ -42,3 +46,22 @@ def copy_folder(run: str, table: CachedTable, owner: TableOwner) -> str:
     """A new folder for the copy this task try writes (a nonce: an attempt of the same try never reuses one)."""
     writer = flat_name([owner.task_id, str(owner.map_index), str(owner.try_number)])
     return f"{run}/{cache_folder_name(table)}/{writer}-{uuid.uuid4().hex[:8]}"
+
+
+#: The scheme of a copy kept in a Spark Connect server's memory.
+MEMORY_SCHEME = "memory:"
+
+
+def memory_view(table: CachedTable) -> str:
+    """A new global temporary view for the copy this task try keeps in memory (a nonce, as ``copy_folder``'s)."""
+    return f"spark_tables_{table.name}_{table.fingerprint}_{uuid.uuid4().hex[:8]}"
+
+
+def memory_location(application_id: str, qualified_view: str) -> str:
+    return f"{MEMORY_SCHEME}{application_id}/{qualified_view}"
+
+
+def memory_parts(location: str) -> tuple[str, str]:
+    """The application id and the qualified view of a copy kept in memory."""
+    application_id, _, view = location.removeprefix(MEMORY_SCHEME).partition("/")
+    return application_id, view

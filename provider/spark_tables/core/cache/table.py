@@ -20,6 +20,11 @@ from spark_tables.core.errors import SpecError
 from spark_tables.core.row_source import checked_query
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: Where a copy is kept: files under the cache root, which any application reads; or the memory of the Spark Connect
+#: server a session-mode job runs on (``CACHE TABLE`` of a global temporary view), which only its later sessions read.
+FILES, MEMORY = "files", "memory"
+#: What a declaration may ask for: ``auto`` is memory in session mode and files in per-job mode.
+STORAGES = ("auto", MEMORY, FILES)
 #: The XCom key under which a task registers the copy of a cached table it wrote.
 REGISTRY_KEY_PREFIX = "spark_tables.cache."
 
@@ -31,14 +36,17 @@ class CachedTable:
     :param name: the temporary view the jobs read it from (letters, digits, underscores).
     :param query: the Spark SQL query that computes it, or
     :param producer: ``package.module:function``, a function of a SparkSession returning its DataFrame.
+    :param storage: where the copy is kept: ``auto`` (the default: in the server's memory in session mode, on files
+        in per-job mode), ``memory`` (session mode only) or ``files`` (for a table larger than the server's memory).
 
-    Two declarations are the same cache when name and definition are the same (the ``fingerprint``). The copy
-    holds every column of the result exactly as declared, whatever a later query reads of it.
+    Two declarations are the same cache when name and definition are the same (the ``fingerprint``), wherever they
+    keep it. The copy holds every column of the result exactly as declared, whatever a later query reads of it.
     """
 
     name: str
     query: str | None = None
     producer: str | None = None
+    storage: str = "auto"
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
@@ -47,6 +55,11 @@ class CachedTable:
             )
         query = checked_query(self.query, self.producer, f"cached table {self.name}")
         object.__setattr__(self, "query", query.strip() if query is not None else None)
+        if self.storage not in STORAGES:
+            raise SpecError(
+                f"cached table {self.name}: storage {self.storage!r} is not one of {', '.join(STORAGES)}: use auto "
+                "unless the table must be kept on files (larger than the server's memory) or in memory"
+            )
 
     @property
     def fingerprint(self) -> str:
@@ -65,15 +78,28 @@ class CachedTable:
         """What computes it, for people: its query, or its producer function's name."""
         return self.query if self.query is not None else f"producer {self.producer}"
 
+    def storage_in(self, server: str | None) -> str:
+        """Where a task's job keeps the copy it writes, ``files`` or ``memory``: ``server`` is the Spark connection
+        of the Spark Connect server the job runs on, None in per-job mode, where memory is refused in one line."""
+        if self.storage == "auto":
+            return MEMORY if server is not None else FILES
+        if self.storage == MEMORY and server is None:
+            raise SpecError(
+                f"cached table {self.name}: storage 'memory' keeps it in a Spark Connect server's memory, and this "
+                "task's Spark connection starts an application per job, whose memory ends with it: use storage "
+                "'auto' or 'files', or a connection of type spark_connect"
+            )
+        return self.storage
+
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "query": self.query, "producer": self.producer}
+        return {"name": self.name, "query": self.query, "producer": self.producer, "storage": self.storage}
 
     @classmethod
     def from_dict(cls, data: Any) -> CachedTable:
         if isinstance(data, CachedTable):
             return data
-        if not isinstance(data, dict) or not {"name"} <= set(data) <= {"name", "query", "producer"}:
-            raise SpecError("cached table: expected an object with name and query or producer")
+        if not isinstance(data, dict) or not {"name"} <= set(data) <= {"name", "query", "producer", "storage"}:
+            raise SpecError("cached table: expected an object with name, query or producer, and storage")
         return cls(**data)
 
 

@@ -22,6 +22,7 @@ from spark_tables.core.cache.claims import (
     CacheClaim,
     claim_file_name,
     claim_number,
+    claimed_cache_folder,
     released_file_name,
     wait_step,
 )
@@ -56,6 +57,16 @@ def current(run: str, cache_folder: str) -> CacheClaim | None:
     except FileNotFoundError:  # the run's caches released meanwhile
         return None
     return CacheClaim.from_json(number, text, released)
+
+
+@reached_by_airflow
+def claimed(run: str) -> set[str]:
+    """The cache folders (``<name>-<fingerprint>``) of every table claimed in the run folder ``run``: every table
+    computed in the run, whether its copy lies in the run folder or in a server's memory."""
+    folder = ObjectStoragePath(claims_folder(run))
+    if not folder.exists():
+        return set()
+    return {name for name in (claimed_cache_folder(path.name) for path in folder.iterdir()) if name}
 
 
 @reached_by_airflow

@@ -22,9 +22,9 @@ import pendulum
 from airflow.providers.common.compat.sdk import Stats
 
 from spark_tables.core.cache.claims import CacheClaim, ClaimStep, claim_step
-from spark_tables.core.cache.descriptor import descriptor_of_copy
-from spark_tables.core.cache.layout import cache_folder_name, copy_folder, run_folder
-from spark_tables.core.cache.table import CachedTable
+from spark_tables.core.cache.descriptor import CacheDescriptor, descriptor_of_copy
+from spark_tables.core.cache.layout import MEMORY_SCHEME, cache_folder_name, copy_folder, memory_view, run_folder
+from spark_tables.core.cache.table import MEMORY, CachedTable
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse
@@ -100,22 +100,32 @@ class CacheWaits:
 class TaskCaches:
     """A task's cached tables in its run, around its job: ``prepare`` claims and finds the copies before,
     ``settle`` records what the job did with them after and releases the claims. ``writers`` are the tasks of the
-    DAG that can register a copy."""
+    DAG that can register a copy; ``server`` is the Spark connection of the Spark Connect server the task's job runs
+    on (session mode), None in per-job mode: it reads and keeps copies in that server's memory."""
 
     ti: Any
     writers: tuple[str, ...] = ()
     uses: tuple[CacheUse, ...] = ()
     held: tuple[tuple[str, str, CacheClaim], ...] = ()  # (run folder, cache folder, claim) of each it computes
     waits: CacheWaits = CacheWaits()
+    server: str | None = None
 
     @classmethod
     def prepare(
-        cls, ti: Any, tables: Iterable[CachedTable], writers: Iterable[str], waits: CacheWaits = CacheWaits()
+        cls,
+        ti: Any,
+        tables: Iterable[CachedTable],
+        writers: Iterable[str],
+        waits: CacheWaits = CacheWaits(),
+        server: str | None = None,
     ) -> TaskCaches:
-        """Raises ``CopyBeingComputed`` when another task of the run computes one of the tables: wait for it."""
+        """Raises ``CopyBeingComputed`` when another task of the run computes one of the tables: wait for it; and
+        ``SpecError``, before anything is claimed, for a table whose storage this task's mode cannot keep."""
         writers, tables = tuple(writers), tuple(tables)
-        held = claim_missing(ti, tables, list(writers), waits.past_bound)
-        return cls(ti, writers, cache_uses(ti, tables, list(writers)), held, waits)
+        for table in tables:
+            table.storage_in(server)
+        held = claim_missing(ti, tables, list(writers), waits.past_bound, server)
+        return cls(ti, writers, cache_uses(ti, tables, list(writers), server), held, waits, server)
 
     @classmethod
     def of_launched(cls, ti: Any, writers: Iterable[str], uses: tuple[CacheUse, ...]) -> TaskCaches:
@@ -137,7 +147,7 @@ class TaskCaches:
             return {}
         reports = result.caches if result is not None else {}
         try:
-            summary = settle(self.ti, self.uses, reports, list(self.writers))
+            summary = settle(self.ti, self.uses, reports, list(self.writers), self.server)
         finally:
             self.release_claims()
         claimed = {folder: claim.number for _, folder, claim in self.held}
@@ -161,8 +171,11 @@ class TaskCaches:
             log.info("cache claim released: %s", claim.describe())
 
 
-def cache_uses(ti: Any, tables: Iterable[CachedTable], task_ids: list[str]) -> tuple[CacheUse, ...]:
-    """What the job needs to know of each cached table: its registered copies, oldest first, and a new folder."""
+def cache_uses(
+    ti: Any, tables: Iterable[CachedTable], task_ids: list[str], server: str | None = None
+) -> tuple[CacheUse, ...]:
+    """What the job needs to know of each cached table: the registered copies it can read, oldest first, and where
+    it keeps a new one: a new folder, or a new view in the server's memory."""
     tables = tuple(tables)
     if not tables:
         return ()
@@ -171,14 +184,28 @@ def cache_uses(ti: Any, tables: Iterable[CachedTable], task_ids: list[str]) -> t
     storage.mark_run(run, ti.dag_id, ti.run_id)
     uses = []
     for table in tables:
-        found = registry.registered(ti, table.name, task_ids, table.fingerprint)
-        log.info("cache %s: %d registered copies in this run", table.describe(), len(found))
-        uses.append(CacheUse(table=table, registered=tuple(found), location=copy_folder(run, table, writer)))
+        found = readable_copies(ti, table, task_ids, server)
+        log.info("cache %s: %d registered copies in this run that this task can read", table.describe(), len(found))
+        kept_in = table.storage_in(server)
+        location = memory_view(table) if kept_in == MEMORY else copy_folder(run, table, writer)
+        uses.append(CacheUse(table=table, registered=tuple(found), location=location, storage=kept_in))
     return tuple(uses)
 
 
+def readable_copies(ti: Any, table: CachedTable, task_ids: list[str], server: str | None) -> list[CacheDescriptor]:
+    """The copies of ``table`` this run has registered that a task's job can read, oldest first: every copy on
+    files, and those kept in the memory of the server it runs on (``server``, its Spark connection; None in per-job
+    mode, whose application is the job's own)."""
+    copies = registry.registered(ti, table.name, task_ids, table.fingerprint)
+    return [copy for copy in copies if not copy.in_memory or copy.server == server]
+
+
 def claim_missing(
-    ti: Any, tables: tuple[CachedTable, ...], task_ids: list[str], unclaimed: Collection[str] = ()
+    ti: Any,
+    tables: tuple[CachedTable, ...],
+    task_ids: list[str],
+    unclaimed: Collection[str] = (),
+    server: str | None = None,
 ) -> tuple[tuple[str, str, CacheClaim], ...]:
     """Claim each table no copy of the run holds (but those in ``unclaimed``, by cache folder, which the task waited
     for past the bound): the claims this task now holds, with their run and cache folders. Tables are claimed in
@@ -190,15 +217,18 @@ def claim_missing(
     held = []
     run, me = run_folder(settings.cache_uri(), ti.dag_id, ti.run_id), TableOwner.of_task_instance(ti)
     for table in sorted(tables, key=lambda t: (t.name, t.fingerprint)):
-        if cache_folder_name(table) in unclaimed or registry.registered(ti, table.name, task_ids, table.fingerprint):
+        found = readable_copies(ti, table, task_ids, server)
+        if cache_folder_name(table) in unclaimed or found:
             continue
-        claim = _claim(ti, run, table, task_ids, me)
+        claim = _claim(ti, run, table, task_ids, me, server)
         if claim is not None:
             held.append((run, cache_folder_name(table), claim))
     return tuple(held)
 
 
-def _claim(ti: Any, run: str, table: CachedTable, task_ids: list[str], me: TableOwner) -> CacheClaim | None:
+def _claim(
+    ti: Any, run: str, table: CachedTable, task_ids: list[str], me: TableOwner, server: str | None
+) -> CacheClaim | None:
     """The claim of ``table`` this try holds now; None if a copy was registered meanwhile."""
     folder = cache_folder_name(table)
     current = None
@@ -210,7 +240,7 @@ def _claim(ti: Any, run: str, table: CachedTable, task_ids: list[str], me: Table
         if step is ClaimStep.WAIT:
             raise CopyBeingComputed(table, run, current)
         # The holder registers its copy before its try ends or releases the claim: look once more before taking over.
-        if registry.registered(ti, table.name, task_ids, table.fingerprint):
+        if readable_copies(ti, table, task_ids, server):
             return None
         claim = CacheClaim(current.number + 1 if current else 1, me, pendulum.now("UTC").isoformat())
         if claims.create(run, folder, claim):
@@ -227,7 +257,13 @@ def _claim(ti: Any, run: str, table: CachedTable, task_ids: list[str], me: Table
     raise CopyBeingComputed(table, run, current or CacheClaim(1, None))  # others keep claiming it: wait for them
 
 
-def settle(ti: Any, uses: tuple[CacheUse, ...], reports: dict[str, dict[str, Any]], task_ids: list[str]) -> dict:
+def settle(
+    ti: Any,
+    uses: tuple[CacheUse, ...],
+    reports: dict[str, dict[str, Any]],
+    task_ids: list[str],
+    server: str | None = None,
+) -> dict:
     """Record in the registry what the job did with each cached table; the task's cache summary, by name, with
     the copy the job wrote (``copy_written``) and the copies this task removed from the registry and why
     (``copies_removed``: damaged ones, and its own when another task registered a copy first)."""
@@ -245,13 +281,13 @@ def settle(ti: Any, uses: tuple[CacheUse, ...], reports: dict[str, dict[str, Any
                     registry.unregister(descriptor, reason)
                     removed.append({"location": descriptor.location, "reason": reason})
         written_at = pendulum.now("UTC").isoformat()
-        descriptor = descriptor_of_copy(use.table.name, use.table.fingerprint, report, writer, written_at)
+        descriptor = descriptor_of_copy(use.table.name, use.table.fingerprint, report, writer, written_at, server or "")
         withdrawn = written = None
         if descriptor is not None:
             registry.register(ti, descriptor)
-            withdrawn = _withdrawn(ti, use.table, descriptor.location, task_ids)
+            withdrawn = _withdrawn(ti, use.table, descriptor.location, task_ids, server)
             written = {"rows": descriptor.rows, "bytes": descriptor.bytes, "partitions": len(descriptor.partitions)}
-        if withdrawn is None:
+        if withdrawn is None and not report["location"].startswith(MEMORY_SCHEME):
             storage.mark_used(report["location"])
         else:
             removed.append({"location": report["location"], "reason": withdrawn})
@@ -265,14 +301,15 @@ def evict_over_quota(summary: dict[str, Any]) -> list[str]:
     quota = settings.cache_quota()
     if quota is None or not summary:
         return []
-    used = {table["location"] for table in summary.values()}
+    used = {table["location"] for table in summary.values() if not table["location"].startswith(MEMORY_SCHEME)}
     return [copy.location for copy in storage.evict(settings.cache_uri(), quota, keep=used)]
 
 
-def _withdrawn(ti: Any, table: CachedTable, written: str, task_ids: list[str]) -> str | None:
-    """None when the copy just written is the run's first; if two tasks missed at once and both wrote one, the
-    copy registered first stays and this one is withdrawn (its files deleted): why, then."""
-    copies = registry.registered(ti, table.name, task_ids, table.fingerprint)
+def _withdrawn(ti: Any, table: CachedTable, written: str, task_ids: list[str], server: str | None) -> str | None:
+    """None when the copy just written is the first the run holds of those this task can read; if two tasks missed
+    at once and both wrote one, the copy registered first stays and this one is withdrawn (its files deleted, or its
+    memory released): why, then."""
+    copies = readable_copies(ti, table, task_ids, server)
     if copies[0].location == written:
         return None
     mine = next(d for d in copies if d.location == written)

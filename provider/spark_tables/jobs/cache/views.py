@@ -1,10 +1,12 @@
 """Cached tables inside a job: each becomes a temporary view before the job's own work starts.
 
 The view reads the oldest registered copy that is whole: every partition present with its registered size and
-CRC-32 (FLIP-36's cache source). If there is none (a miss), or every copy is damaged (a fallback), the table is
-computed from its definition, written whole to the job's copy folder (the FLIP's cache sink: every column, as
-declared, so no later query can prune the expensive ones away), described partition by partition, and the view
-reads that copy. The Airflow side registers what was written once the job ends.
+CRC-32 (FLIP-36's cache source), or, for a copy kept in a Spark Connect server's memory, still cached by the
+application that cached it. If there is none (a miss), or every copy is damaged (a fallback), the table is
+computed from its definition and kept whole (the FLIP's cache sink: every column, as declared, so no later query can
+prune the expensive ones away): written to the job's copy folder and described partition by partition, or cached in
+the server's memory (``jobs.cache.memory``); the view reads that copy. The Airflow side registers what was kept once
+the job ends.
 """
 
 from __future__ import annotations
@@ -21,9 +23,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from spark_tables.core.cache.descriptor import COPY_FORMAT, CacheDescriptor, CachePartition
+from spark_tables.core.cache.layout import memory_parts
+from spark_tables.core.cache.table import MEMORY
 from spark_tables.core.errors import JobError, one_line
 from spark_tables.core.job_spec import CacheUse
 from spark_tables.jobs import files
+from spark_tables.jobs.cache.memory import keep_in_memory, memory_problem
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.row_frames import rows
 
@@ -51,7 +56,7 @@ def _prepare(spark: SparkSession, use: CacheUse, cancellation: Cancellation) -> 
     unchecked: list[dict[str, Any]] = []
     for descriptor in use.registered:
         try:
-            problem = damage(spark, descriptor)
+            problem = memory_problem(spark, descriptor) if descriptor.in_memory else damage(spark, descriptor)
         except CopyNotChecked as err:
             cancellation.check()
             log.warning(
@@ -64,13 +69,17 @@ def _prepare(spark: SparkSession, use: CacheUse, cancellation: Cancellation) -> 
             continue
         cancellation.check()  # an interrupted check proves nothing about the copy
         if problem is None:
-            _read_as_view(spark, name, descriptor.location, descriptor.schema, descriptor.partitions)
+            if descriptor.in_memory:
+                spark.table(memory_parts(descriptor.location)[1]).createOrReplaceTempView(name)
+            else:
+                _read_as_view(spark, name, descriptor.location, descriptor.schema, descriptor.partitions)
             log.info("cache %s: hit, reading the copy %s", name, descriptor.describe())
             return _report("hit", descriptor.location, started, damaged, unchecked, bytes_read=descriptor.bytes)
         log.warning("cache %s: the copy at %s is damaged (%s): falling back", name, descriptor.location, problem)
         damaged.append({"location": descriptor.location, "problem": problem})
     status = "fallback" if damaged or unchecked else "miss"
-    log.info("cache %s: %s, computing it and writing a copy to %s", name, status, use.location)
+    keeping = "caching it in the server's memory as" if use.storage == MEMORY else "writing a copy to"
+    log.info("cache %s: %s, computing it and %s %s", name, status, keeping, use.location)
     frame = rows(spark, use.table.query, use.table.producer)
     if frame.isStreaming:  # FLIP-36 makes cache() of a stream table a no-op; here it would fail at the write
         definition = f"producer {use.table.producer}" if use.table.producer else "query"
@@ -79,6 +88,13 @@ def _prepare(spark: SparkSession, use: CacheUse, cancellation: Cancellation) -> 
             "give a batch DataFrame (spark.read, not spark.readStream), or do not cache it"
         )
     cancellation.check()
+    if use.storage == MEMORY:
+        location, row_count, held = keep_in_memory(spark, frame, use.location)
+        spark.table(memory_parts(location)[1]).createOrReplaceTempView(name)
+        log.info("cache %s: cached %d rows, %d bytes in the server's memory at %s", name, row_count, held, location)
+        report = _report(status, location, started, damaged, unchecked, bytes_written=held)
+        written = {"storage": MEMORY, "schema": frame.schema.json(), "rows": row_count, "bytes": held}
+        return {**report, "written": written}
     schema, partitions = write_copy(spark, frame, use.location)
     _read_as_view(spark, name, use.location, schema, partitions)
     written, row_count = sum(p.bytes for p in partitions), sum(p.rows for p in partitions)
