@@ -9,14 +9,13 @@ import json
 import os
 import shlex
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 VENV_BIN = os.path.dirname(sys.executable)  # not resolved: the venv's bin, where airflow and spark-submit are
@@ -176,41 +175,17 @@ def fmt(value: float | None) -> str:
 @contextlib.contextmanager
 def connect_server(root: str) -> Iterator[str]:
     """A Spark Connect server of this venv's pyspark on loopback (``local[2]``, an in-memory catalog and a warehouse
-    under ``root``, Python workers on this interpreter), listening before this yields its ``spark_connect``
-    connection (JSON, as ``AIRFLOW_CONN_...`` takes it); stopped after."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    conf = {
-        "spark.connect.grpc.binding.address": "127.0.0.1",
-        "spark.connect.grpc.binding.port": str(port),
+    under ``root``), started as the demo starts its own (``scripts/connect_server.py``), listening before this yields
+    its ``spark_connect`` connection (JSON, as ``AIRFLOW_CONN_...`` takes it); stopped after."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
+    import connect_server as server  # scripts/connect_server.py
+
+    catalog = {
         "spark.sql.catalogImplementation": "in-memory",
         "spark.sql.warehouse.dir": os.path.join(root, "server_warehouse"),
-        "spark.ui.enabled": "false",
-        "spark.log.level": "WARN",
-        "spark.pyspark.python": sys.executable,
     }
-    command = [os.path.join(VENV_BIN, "spark-submit"), "--master", "local[2]"]
-    command += ["--class", "org.apache.spark.sql.connect.service.SparkConnectServer"]
-    command += [arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")]
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
-    with open(os.path.join(root, "connect_server.log"), "wb") as log:
-        server = subprocess.Popen([*command, "spark-internal"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    connection = server.start(Path(root) / "connect_server.log", catalog)
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            if server.poll() is not None:
-                raise SystemExit(f"the Spark Connect server exited with {server.returncode}: see {log.name}")
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=2):
-                break
-            if time.monotonic() > deadline:
-                raise SystemExit(f"the Spark Connect server did not listen in 180 s: see {log.name}")
-            time.sleep(0.5)
-        yield json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": port})
+        yield connection
     finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        server.stop()

@@ -50,4 +50,22 @@ for dag_id in "${DEMO_DAGS[@]}"; do
     | sed -E 's/^[^ ]+ \[[a-z ]+\] //; s/ \[(airflow\.task|spark_tables\.hooks|spark_tables\.operators).*$//'
 done
 
+# The cache example once more, in session mode: on a Spark Connect server of the venv's pyspark, on the embedded
+# catalog (free now that the per-job examples have ended), with b kept in the server's memory.
+echo "running example_spark_cache in session mode, on a Spark Connect server started for the demo ..."
+CONNECT_LOG="$AIRFLOW_HOME/demo-connect-server.log"
+SESSION_CONNECTION=$(python scripts/connect_server.py start "$CONNECT_LOG")
+trap 'python scripts/connect_server.py stop' EXIT
+AIRFLOW_CONN_SPARK_DEFAULT="$SESSION_CONNECTION" airflow dags test example_spark_cache \
+  > "$AIRFLOW_HOME/demo-example_spark_cache-session.log" 2>&1 || {
+  tail -n 40 "$AIRFLOW_HOME/demo-example_spark_cache-session.log" >&2
+  echo "error: example_spark_cache failed in session mode; whole log:" \
+    "$AIRFLOW_HOME/demo-example_spark_cache-session.log (the server's: $CONNECT_LOG)" >&2
+  exit 1
+}
+grep -E "spark_tables INFO|job output|done:|registered the copy|released the c" \
+  "$AIRFLOW_HOME/demo-example_spark_cache-session.log" \
+  | sed -E 's/^[^ ]+ \[[a-z ]+\] //; s/ \[(airflow\.task|spark_tables\.hooks|spark_tables\.operators).*$//'
+python scripts/connect_server.py stop
+
 python scripts/demo_summary.py "$LOGICAL_DATE" "${LOOKUP_LEFT_OUT:-}" "database $PG_DATABASE at $PG_HOST:$PG_PORT"
