@@ -175,7 +175,6 @@ class SparkConnectJobHook(BaseHook):
             raise SpecError(refusal)
         self.conn_id = conn_id
         self.server = ConnectServer.of(conn_id)
-        self.host, self.port = self.server.host, self.server.port
         #: A session of its own, named so that the server's logs and UI tell this task's operations apart.
         self.session_id = str(uuid.uuid4())
         self._url = self.server.session_url(self.session_id)

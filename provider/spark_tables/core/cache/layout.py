@@ -57,6 +57,11 @@ def memory_view(table: CachedTable) -> str:
     return f"spark_tables_{table.name}_{table.fingerprint}_{uuid.uuid4().hex[:8]}"
 
 
+def is_memory_location(location: str) -> bool:
+    """Whether ``location`` is that of a copy kept in a Spark Connect server's memory (no folder to mark or evict)."""
+    return location.startswith(MEMORY_SCHEME)
+
+
 def memory_location(application_id: str, qualified_view: str) -> str:
     return f"{MEMORY_SCHEME}{application_id}/{qualified_view}"
 

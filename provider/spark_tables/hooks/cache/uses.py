@@ -23,7 +23,7 @@ from airflow.providers.common.compat.sdk import Stats
 
 from spark_tables.core.cache.claims import CacheClaim, ClaimStep, claim_step
 from spark_tables.core.cache.descriptor import CacheDescriptor, descriptor_of_copy
-from spark_tables.core.cache.layout import MEMORY_SCHEME, cache_folder_name, copy_folder, memory_view, run_folder
+from spark_tables.core.cache.layout import cache_folder_name, copy_folder, is_memory_location, memory_view, run_folder
 from spark_tables.core.cache.table import MEMORY, CachedTable
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.job_result import JobResult
@@ -287,7 +287,7 @@ def settle(
             registry.register(ti, descriptor)
             withdrawn = _withdrawn(ti, use.table, descriptor.location, task_ids, server)
             written = {"rows": descriptor.rows, "bytes": descriptor.bytes, "partitions": len(descriptor.partitions)}
-        if withdrawn is None and not report["location"].startswith(MEMORY_SCHEME):
+        if withdrawn is None and not is_memory_location(report["location"]):
             storage.mark_used(report["location"])
         else:
             removed.append({"location": report["location"], "reason": withdrawn})
@@ -301,7 +301,7 @@ def evict_over_quota(summary: dict[str, Any]) -> list[str]:
     quota = settings.cache_quota()
     if quota is None or not summary:
         return []
-    used = {table["location"] for table in summary.values() if not table["location"].startswith(MEMORY_SCHEME)}
+    used = {table["location"] for table in summary.values() if not is_memory_location(table["location"])}
     return [copy.location for copy in storage.evict(settings.cache_uri(), quota, keep=used)]
 
 

@@ -70,7 +70,7 @@ def _prepare(spark: SparkSession, use: CacheUse, cancellation: Cancellation) -> 
         cancellation.check()  # an interrupted check proves nothing about the copy
         if problem is None:
             if descriptor.in_memory:
-                spark.table(memory_parts(descriptor.location)[1]).createOrReplaceTempView(name)
+                _read_memory_as_view(spark, name, descriptor.location)
             else:
                 _read_as_view(spark, name, descriptor.location, descriptor.schema, descriptor.partitions)
             log.info("cache %s: hit, reading the copy %s", name, descriptor.describe())
@@ -90,7 +90,7 @@ def _prepare(spark: SparkSession, use: CacheUse, cancellation: Cancellation) -> 
     cancellation.check()
     if use.storage == MEMORY:
         location, row_count, held = keep_in_memory(spark, frame, use.location)
-        spark.table(memory_parts(location)[1]).createOrReplaceTempView(name)
+        _read_memory_as_view(spark, name, location)
         log.info("cache %s: cached %d rows, %d bytes in the server's memory at %s", name, row_count, held, location)
         report = _report(status, location, started, damaged, unchecked, bytes_written=held)
         written = {"storage": MEMORY, "schema": frame.schema.json(), "rows": row_count, "bytes": held}
@@ -212,3 +212,8 @@ def _read_as_view(
     files = [f"{location.rstrip('/')}/{p.file}" for p in partitions]
     reader = spark.read.format(COPY_FORMAT).schema(StructType.fromJson(json.loads(schema)))
     reader.load(files).createOrReplaceTempView(name)
+
+
+def _read_memory_as_view(spark: SparkSession, name: str, location: str) -> None:
+    """The view reads the cached global temporary view a copy kept in memory is."""
+    spark.table(memory_parts(location)[1]).createOrReplaceTempView(name)
