@@ -16,17 +16,26 @@ fi
 # Ctrl-C reaches every process in the terminal's foreground group: with `airflow standalone` the scheduler's
 # LocalExecutor workers too, and the scheduler's shutdown then waits for them for ever. So standalone runs in a
 # process group of its own, and Ctrl-C (or a SIGTERM or SIGHUP to this script) ends that group with one SIGTERM,
-# which every component handles; the script returns when the last of them has exited (0 when it was asked to stop).
+# which every component handles; what is still running STANDALONE_STOP_SECONDS (30) later is named and killed. The
+# script returns when the last of them has exited (0 when it was asked to stop).
+STOP_SECONDS=${STANDALONE_STOP_SECONDS:-30}
 set +e
 setsid airflow "$@" &
 STANDALONE=$!
-STOPPED=""
-trap 'STOPPED=yes; kill -TERM -- "-$STANDALONE" 2> /dev/null' INT TERM HUP
-status=0
-while kill -0 "$STANDALONE" 2> /dev/null; do
-  wait "$STANDALONE"
-  status=$?
+KILL_AT=""
+KILLED=""
+trap '[ -n "$KILL_AT" ] || KILL_AT=$((SECONDS + STOP_SECONDS)); kill -TERM -- "-$STANDALONE" 2> /dev/null' INT TERM HUP
+# polled rather than waited for: the rest of the group is no child of ours
+while kill -0 "$STANDALONE" 2> /dev/null || kill -0 -- "-$STANDALONE" 2> /dev/null; do
+  if [ -n "$KILL_AT" ] && [ -z "$KILLED" ] && [ "$SECONDS" -ge "$KILL_AT" ]; then
+    echo "standalone | still running ${STOP_SECONDS}s after the stop, killed:" \
+      "$(ps -o args= --sid "$STANDALONE" | paste -sd ',' | sed 's/,/, /g')" >&2
+    kill -KILL -- "-$STANDALONE" 2> /dev/null
+    KILLED=yes
+  fi
+  sleep 0.2
 done
-while kill -0 -- "-$STANDALONE" 2> /dev/null; do sleep 0.2; done  # the rest of its group, which is no child of ours
-[ -z "$STOPPED" ] || status=0
+wait "$STANDALONE"
+status=$?
+[ -z "$KILL_AT" ] || status=0
 exit "$status"

@@ -59,13 +59,18 @@ def test_a_dags_folder_of_ones_own_is_kept_relative_to_the_caller(tmp_path: Path
 
 def test_standalone_keeps_the_admin_password_in_airflow_home_and_stops_whole_on_ctrl_c(tmp_path: Path) -> None:
     """Started as a terminal starts a command (a session of its own, SIGINT not ignored), on free ports and an empty
-    DAGs folder; Ctrl-C is SIGINT to the terminal's foreground group, here the script's."""
+    DAGs folder; Ctrl-C is SIGINT to the terminal's foreground group, here the script's. The triggerer is stopped
+    (SIGSTOP) first, as a component that does not end on SIGTERM: the script names it and kills it after its grace,
+    and every other component has ended by then on SIGTERM."""
+    (tmp_path / "dags").mkdir()
     standalone = subprocess.Popen(
         ["bash", str(AIRFLOW_SH), "standalone"],
         env=_env(
+            AIRFLOW__CORE__DAGS_FOLDER=str(tmp_path / "dags"),
             AIRFLOW__API__PORT=str(_free_port()),
             AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(_free_port()),
             AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(_free_port()),
+            STANDALONE_STOP_SECONDS="20",
         ),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -86,15 +91,25 @@ def test_standalone_keeps_the_admin_password_in_airflow_home_and_stops_whole_on_
         started = psutil.Process(standalone.pid).children(recursive=True)
         components = {word.replace("-", "_") for process in started for word in _words(process)}
         assert {"scheduler", "api_server", "triggerer", "dag_processor"} <= components, components
+        for process in started:
+            if "triggerer" in _words(process):
+                process.suspend()
 
         os.killpg(standalone.pid, signal.SIGINT)
-        assert standalone.wait(timeout=120) == 0, "".join(output[-60:])
+        try:
+            status = standalone.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running 120 s after Ctrl-C: {[_words(process) for process in _alive(started)]}")
+        output.extend(iter(lines.get, None))
+        assert status == 0, "".join(output[-60:])
         assert _alive(started) == [], "left running after Ctrl-C"
     finally:
         for process in [standalone, *_alive(started)]:
             with contextlib.suppress(ProcessLookupError, psutil.NoSuchProcess):
                 process.kill()
 
+    killed = [line for line in output if "after the stop, killed:" in line]
+    assert len(killed) == 1 and "triggerer" in killed[0], "".join(output[-60:])
     passwords = json.loads(PASSWORDS.read_text())
     said = "".join(output)
     assert f"Password for user 'admin': {passwords['admin']}" in said or f"generated in {PASSWORDS}." in said
