@@ -39,11 +39,12 @@ def pytest_configure(config: pytest.Config) -> None:
 #: Groups of test files that use the same session fixtures, by the name of the group.
 SHARED_SESSIONS = {
     # the Spark standalone cluster, the Airflow services whose Spark it is (``cluster_airflow``) and their runs of
-    # the examples (``cluster_examples``)
+    # the examples (``cluster_examples``), and a Spark Connect server on it
     "spark_cluster": (
         "tests/integration/test_cluster.py",
         "tests/integration/test_durable_jobs.py",
         "tests/integration/test_monitoring_browser.py",
+        "tests/integration/test_session_on_cluster.py",
     ),
     # Airflow as deployed (scheduler, Celery worker, ...) on local Spark: the ``airflow`` fixture
     "airflow_services": (

@@ -1,6 +1,7 @@
 """A Spark Connect server on loopback, started from the pyspark installation in the venv (the server's jar ships in
 the wheel) on ``local[2]``, with a catalog of the tests' own: the server of session mode's tests, once per test
-session."""
+session; or on the tests' standalone cluster, its executors on the cluster's workers, sized as every application
+there (``as_deployed.SPARK_APP_CONF``)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from spark_tables.utils.metastore_schema import ensure_metastore_schema
 from tests.conftest import QUICK_JIT
 from tests.integration.airflow_services import _free_port as free_port
 from tests.integration.airflow_services import wait_for
+from tests.integration.as_deployed import SPARK_APP_CONF
 
 VENV_BIN = Path(sys.executable).parent
 #: Seconds the server has to start and take connections (a JVM's start on a busy 2-core machine).
@@ -34,9 +36,10 @@ SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 class SparkConnectServer:
     """A running Spark Connect server: one Spark application, whose sessions are the tasks' jobs."""
 
-    def __init__(self, root: Path, catalog: PostgresMetastore) -> None:
+    def __init__(self, root: Path, catalog: PostgresMetastore, master: str = "local[2]") -> None:
         self.root = root
         self.catalog = catalog
+        self.master = master
         self.port, self.ui_port = free_port(), free_port()
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -59,8 +62,9 @@ class SparkConnectServer:
             "spark.ui.port": str(self.ui_port),
             "spark.log.level": "WARN",
             "spark.pyspark.python": self._workers_python(),
+            **(SPARK_APP_CONF if self.master.startswith("spark://") else {}),
         }
-        command = [str(VENV_BIN / "spark-submit"), "--master", "local[2]", "--class", SERVER_CLASS]
+        command = [str(VENV_BIN / "spark-submit"), "--master", self.master, "--class", SERVER_CLASS]
         command += ["--driver-class-path", self.catalog.driver_class_path]
         for key, value in conf.items():
             command += ["--conf", f"{key}={value}"]
@@ -130,8 +134,10 @@ class SparkConnectServer:
 
 
 @contextlib.contextmanager
-def running_spark_connect_server(root: Path, catalog: PostgresMetastore) -> Iterator[SparkConnectServer]:
-    server = SparkConnectServer(root, catalog)
+def running_spark_connect_server(
+    root: Path, catalog: PostgresMetastore, master: str = "local[2]"
+) -> Iterator[SparkConnectServer]:
+    server = SparkConnectServer(root, catalog, master)
     try:
         server.start()
         yield server

@@ -94,6 +94,12 @@ def test_a_run_computes_b_once_reads_it_after_falls_back_when_it_is_damaged_and_
 def test_in_session_mode_b_is_kept_in_the_servers_memory_read_from_there_recomputed_once_lost_and_released(
     in_session: Deployment, connect_server: Any
 ):
+    check_cache_in_memory(in_session, connect_server)
+
+
+def check_cache_in_memory(in_session: Deployment, connect_server: Any) -> dict[str, Any]:
+    """Run cache_in_memory on the server of ``in_session`` and check it (on local Spark or the standalone cluster);
+    the run's XComs by task."""
     from tests.integration.dags.cache_scenarios import spark_tables_views
 
     run_id = _run(in_session, "cache_in_memory")
@@ -121,6 +127,7 @@ def test_in_session_mode_b_is_kept_in_the_servers_memory_read_from_there_recompu
     assert _xcoms(in_session, "cache_in_memory", run_id, REGISTRY_KEY) == {}, "no registry entry is left"
     assert spark_tables_views(connect_server.url) == [], "nothing is left on the server"
     assert _copies(in_session) == [], "no copy was written to files"
+    return out
 
 
 def test_ordinary_xcoms_round_trip_unchanged_through_the_cache_registry_backend(

@@ -212,3 +212,11 @@ def test_a_job_that_noticed_the_stop_between_its_steps_is_not_interrupted_again(
     stop_job(cancellation, _EndsAfter(looks=4), "asked")  # type: ignore[arg-type]
 
     assert (cancellation.taken_effect, len(calls)) == (True, 1)
+
+
+def test_a_jar_given_as_a_url_fails_in_one_line_as_a_session_takes_files_only(set_connection):
+    set_connection("server", conn_type="spark_connect", host="spark.example", port=15002)
+
+    with pytest.raises(SpecError, match=r"^jar https://repo.example/pg.jar: a Spark Connect session takes jars from"):
+        _hook("server", jars=("/usr/share/java/postgresql.jar", "https://repo.example/pg.jar"))
+    assert _hook("server", jars=("/usr/share/java/postgresql.jar",)).jars == ("/usr/share/java/postgresql.jar",)

@@ -17,7 +17,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
@@ -160,7 +160,8 @@ class SparkConnectJobHook(BaseHook):
 
     ``conf`` is set on the job's Connect session (runtime settings only: the server's static ones are its own).
     The connection's token and TLS setting reach pyspark's channel in the connection URL, which is never logged.
-    ``name`` tags the job's operations, so the server's UI shows whose they are.
+    ``name`` tags the job's operations, so the server's UI shows whose they are. ``jars`` (local files: a JDBC
+    driver, say) are shipped to the session with the job's code, for its driver and executors.
     """
 
     #: How the job runs, as XCom and the monitoring pages say it.
@@ -168,11 +169,26 @@ class SparkConnectJobHook(BaseHook):
     #: A job in session mode runs on the server, not in a driver that could outlive the task process.
     durable = False
 
-    def __init__(self, *, spec: JobSpec, conn_id: str, conf: dict[str, Any] | None = None, name: str = "") -> None:
+    def __init__(
+        self,
+        *,
+        spec: JobSpec,
+        conn_id: str,
+        conf: dict[str, Any] | None = None,
+        name: str = "",
+        jars: Sequence[str] = (),
+    ) -> None:
         super().__init__()
         refusal = refused_in_session_mode(spec.job)
         if refusal is not None:
             raise SpecError(refusal)
+        remote = [jar for jar in jars if "://" in jar and not jar.startswith("file://")]
+        if remote:
+            raise SpecError(
+                f"jar {remote[0]}: a Spark Connect session takes jars from files of the task's machine, not URLs: "
+                "give a local path, or put the jar on the server's classpath and leave it out"
+            )
+        self.jars = tuple(jars)
         self.conn_id = conn_id
         self.server = ConnectServer.of(conn_id)
         #: A session of its own, named so that the server's logs and UI tell this task's operations apart.
@@ -277,6 +293,9 @@ class SparkConnectJobHook(BaseHook):
         package = job_package(os.path.join(settings.home(), "dist"))
         spark.addArtifacts(package, pyfile=True)
         self.log.info("shipped the job's code to the session: %s (%d KB)", package, os.path.getsize(package) // 1024)
+        if self.jars:
+            spark.addArtifacts(*self.jars)
+            self.log.info("shipped the job's jars to the session: %s", ", ".join(self.jars))
 
     def _set_conf(self, spark: SparkSession) -> None:
         """The task's conf on its session; a setting the server fixes at its start fails in one line."""

@@ -402,7 +402,9 @@ class SparkJobOperator(ResumableJobMixin, BaseOperator):
                 "is started already: leave them out, or use a spark connection (spark-submit)"
             )
         self.log.info("session mode: the job runs on the Spark Connect server of connection %r", self.conn_id)
-        hook = SparkConnectJobHook(spec=spec, conn_id=self.conn_id, conf=dict(self.conf or {}), name=name)
+        hook = SparkConnectJobHook(
+            spec=spec, conn_id=self.conn_id, conf=dict(self.conf or {}), name=name, jars=self.job_jars(spec.job)
+        )
         hook.check_master()
         return hook
 
