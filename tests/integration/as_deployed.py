@@ -75,6 +75,12 @@ def spark_connection(*, master: str) -> str:
     return f"spark://{master}?deploy-mode=client"
 
 
+def session_connection(*, server: str) -> str:
+    """``AIRFLOW_CONN_SPARK_SESSION``: session mode's Spark Connect server at ``server`` (``host:port``), the Spark
+    provider's ``spark_connect`` connection type as a URI."""
+    return f"spark-connect://{server}"
+
+
 def spark_tables_settings(*, shared: str) -> dict[str, str]:
     """The ``[spark_tables]`` settings: ``shared`` is a folder that Airflow's workers, the Spark drivers and the
     executors all see at this path (an NFS mount, a volume). The exchange, cache, lookup and checkpoint roots are

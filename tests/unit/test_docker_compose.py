@@ -21,6 +21,7 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
+from spark_tables.core.catalog_config import PostgresMetastore
 from tests.integration import as_deployed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,16 +29,18 @@ DOCKER = ROOT / "docker"
 DOCKER_COMPOSE = os.environ.get("SPARK_TABLES_TEST_DOCKER_COMPOSE", "/usr/bin/docker-compose")
 #: Where compose.yaml puts what the tests run on loopback.
 API_SERVER, REDIS, POSTGRES, SPARK_MASTER = "airflow-apiserver:8080", "redis:6379", "postgres:5432", "spark-master:7077"
+SPARK_CONNECT = "spark-connect:15002"
 SHARED = "/opt/spark_tables"
 METASTORE_DATABASE = "metastore"
 
 
-def _config(compose: Path) -> dict[str, Any]:
-    """``compose`` as ``docker-compose config`` validates and resolves it, with the defaults it gives."""
+def _config(compose: Path, **variables: str) -> dict[str, Any]:
+    """``compose`` as ``docker-compose config`` validates and resolves it, with the defaults it gives where
+    ``variables`` (docker/.env's) set none."""
     try:
         done = subprocess.run(
             [DOCKER_COMPOSE, "--file", str(compose), "config"],
-            env={"PATH": os.environ.get("PATH", "")},
+            env={"PATH": os.environ.get("PATH", ""), **variables},
             capture_output=True,
             text=True,
             check=False,
@@ -78,7 +81,8 @@ def _of_the_image(services: dict[str, dict[str, Any]]) -> dict[str, dict[str, An
 
 
 def _airflow(services: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {name: s for name, s in _of_the_image(services).items() if "spark-class" not in _command(s)}
+    spark = ("spark-class", "spark-submit")
+    return {name: s for name, s in _of_the_image(services).items() if not any(w in _command(s) for w in spark)}
 
 
 def _mounts(service: dict[str, Any]) -> dict[str, str]:
@@ -92,6 +96,19 @@ def _metadata_db(services: dict[str, dict[str, Any]]) -> str:
         f"postgresql+psycopg2://{postgres['POSTGRES_USER']}:{postgres['POSTGRES_PASSWORD']}@{POSTGRES}/"
         f"{postgres['POSTGRES_DB']}"
     )
+
+
+def _metastore(services: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The catalog's PostgreSQL metastore in compose: host, port, user, password, database and warehouse."""
+    postgres = services[POSTGRES.split(":")[0]]["environment"]
+    return {
+        "host": POSTGRES.split(":")[0],
+        "port": int(POSTGRES.split(":")[1]),
+        "user": postgres["POSTGRES_USER"],
+        "password": postgres["POSTGRES_PASSWORD"],
+        "database": METASTORE_DATABASE,
+        "warehouse": f"{SHARED}/warehouse",
+    }
 
 
 def test_compose_validates_and_a_broken_copy_does_not(config: dict[str, Any], tmp_path: Path) -> None:
@@ -118,16 +135,9 @@ def test_every_airflow_service_has_the_tests_settings(services: dict[str, dict[s
         **as_deployed.airflow_settings(api_server=API_SERVER, redis=REDIS, metadata_db=_metadata_db(services)),
         **as_deployed.spark_tables_settings(shared=SHARED),
         "AIRFLOW_CONN_SPARK_DEFAULT": as_deployed.spark_connection(master=SPARK_MASTER),
+        "AIRFLOW_CONN_SPARK_SESSION": as_deployed.session_connection(server=SPARK_CONNECT),
     }
-    postgres = services[POSTGRES.split(":")[0]]["environment"]
-    catalog = as_deployed.catalog_connection(
-        host=POSTGRES.split(":")[0],
-        port=int(POSTGRES.split(":")[1]),
-        user=postgres["POSTGRES_USER"],
-        password=postgres["POSTGRES_PASSWORD"],
-        database=METASTORE_DATABASE,
-        warehouse=f"{SHARED}/warehouse",
-    )
+    catalog = as_deployed.catalog_connection(**_metastore(services))
     airflow = _airflow(services)
     assert set(airflow) >= {"airflow-init", "airflow-apiserver", "airflow-worker"}
     for name, service in airflow.items():
@@ -168,6 +178,45 @@ def test_the_spark_cluster_is_the_tests_one(services: dict[str, dict[str, Any]])
         assert _command(worker).endswith(f"worker.Worker spark://{SPARK_MASTER}"), name
         assert worker["environment"]["SPARK_WORKER_CORES"] == str(as_deployed.SPARK_WORKER_CORES), name
         assert worker["environment"]["SPARK_WORKER_MEMORY"] == as_deployed.SPARK_WORKER_MEMORY, name
+
+
+def test_the_spark_connect_server_runs_on_the_cluster_on_the_catalogs_metastore_its_password_in_no_command(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """The server of AIRFLOW_CONN_SPARK_SESSION: on the master, listening where the connection says, with the Spark
+    settings the spark_tables connection gives per-job jobs (the password in a properties file made from the
+    environment), sized by spark-defaults.conf, after airflow-init has made the metastore's schema."""
+    server_name = SPARK_CONNECT.split(":")[0]
+    server = services[server_name]
+    command = _command(server)
+    assert "org.apache.spark.sql.connect.service.SparkConnectServer" in command
+    assert f"--master spark://{SPARK_MASTER} " in command
+    settings = dict(re.findall(r"--conf (\S+?)=(\S+)", command))
+    catalog = PostgresMetastore(**_metastore(services))
+    assert settings == {**catalog.spark_conf(), "spark.connect.grpc.binding.port": SPARK_CONNECT.split(":")[1]}
+    assert f"--driver-class-path {catalog.jdbc_driver_jar} " in command
+    [(password_key, _)] = catalog.secret_conf().items()
+    assert f'echo "{password_key} $$POSTGRES_PASSWORD" >> "$$properties"' in command
+    assert 'cat /opt/spark-conf/spark-defaults.conf > "$$properties"' in command
+    assert _mounts(server)["/opt/spark-conf/spark-defaults.conf"] == str(DOCKER / "spark-defaults.conf")
+    password = "only-in-the-environment"
+    with_password = _config(DOCKER / "compose.yaml", POSTGRES_PASSWORD=password)["services"][server_name]
+    assert password not in _command(with_password) and with_password["environment"]["POSTGRES_PASSWORD"] == password
+    assert [port["target"] for port in server["ports"]] == [int(SPARK_CONNECT.split(":")[1])]
+    assert server["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
+    assert "ensure_metastore_schema(" in _command(services["airflow-init"])
+
+
+def test_the_session_connection_is_one_of_session_mode_on_that_server(
+    services: dict[str, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spark_tables.hooks.spark_connect_job import ConnectServer, connects_to_server
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_SESSION", services["airflow-worker"]["environment"]["AIRFLOW_CONN_SPARK_SESSION"]
+    )
+    assert connects_to_server("spark_session")
+    assert ConnectServer.of("spark_session").master == f"sc://{SPARK_CONNECT}"
 
 
 def test_every_application_gets_the_tests_spark_conf(services: dict[str, dict[str, Any]]) -> None:
