@@ -121,6 +121,17 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "50 GiB",
                         "default": None,
                     },
+                    "cache_memory_quota": {
+                        "description": (
+                            "Bytes the copies kept in one Spark Connect server's memory may take (session mode); "
+                            "past it the least recently used are released there, and computed again by their next "
+                            "reader. Default: no limit."
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "2 GiB",
+                        "default": None,
+                    },
                     "cache_wait_timeout": {
                         "description": (
                             "How long a task waits, deferred, for the copy of a cached table another task of its DAG "

@@ -5,6 +5,7 @@ fallbacks, not its time); what lies on disk is read from the cache root, what th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sqlite3
@@ -138,6 +139,33 @@ def test_ordinary_xcoms_round_trip_unchanged_through_the_cache_registry_backend(
     assert _xcoms(deployment, "cache_lifecycle", run_id)["pull_ordinary_values"] is True  # compared in the task
     stored = _xcoms(deployment, "cache_lifecycle", run_id, "pushed")["push_ordinary_values"]
     assert stored["text"] == "spark_tables.cache.b" and stored["nested"]["rows"] == [[1, "a", None, 2.5, True]]
+
+
+def test_past_the_memory_quota_the_least_recently_used_copy_is_released_on_the_server_and_computed_again(
+    in_session: Deployment, connect_server: Any
+):
+    from tests.integration.dags.cache_scenarios import spark_tables_views
+
+    one_copy_too_many = dataclasses.replace(
+        in_session, env={**in_session.env, "AIRFLOW__SPARK_TABLES__CACHE_MEMORY_QUOTA": "1 B"}
+    )
+    run_id = _run(one_copy_too_many, "cache_memory_quota")
+    out = _xcoms(in_session, "cache_memory_quota", run_id)
+
+    first_b, c = out["use_b"]["caches"]["b"], out["use_c"]["caches"]["c"]
+    assert (first_b["status"], c["status"]) == ("miss", "miss")
+    assert first_b["location"].startswith("memory:") and c["location"].startswith("memory:")
+    assert out["use_b"]["cache_evictions"] == [], "the copy a task has just used is never evicted"
+    assert out["use_c"]["cache_evictions"] == [first_b["location"]]
+    b_view = first_b["location"].rsplit(".", 1)[1]
+    assert b_view not in out["views_after_c"] and c["location"].rsplit(".", 1)[1] in out["views_after_c"]
+    again = out["use_b_again"]["caches"]["b"]
+    assert again["status"] == "fallback"
+    assert again["damaged"] == [
+        {"location": first_b["location"], "problem": f"its view global_temp.{b_view} is gone from the server"}
+    ]
+    assert out["use_b_again"]["rows"] == out["use_b"]["rows"]
+    assert spark_tables_views(connect_server.url) == [], "the release left nothing on the server"
 
 
 def test_past_the_quota_the_least_recently_used_copy_is_evicted_and_computed_again(embedded: Deployment):

@@ -20,7 +20,14 @@ import pytest
 from airflow.sdk import BaseXCom
 
 from spark_tables.core.cache.descriptor import CacheDescriptor, CachePartition, descriptor_of_copy
-from spark_tables.core.cache.layout import LAST_USED, RUN_MARKER, memory_location, run_folder
+from spark_tables.core.cache.layout import (
+    LAST_USED,
+    MEMORY_RECORD,
+    RUN_MARKER,
+    memory_location,
+    memory_record_folder,
+    run_folder,
+)
 from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.errors import SpecError
@@ -338,14 +345,14 @@ class TestStorage:
         sizes = {copy.location: copy.bytes for copy in cache_storage.copies(settings.cache_uri())}
         quota = sum(sizes.values()) - sizes[middle.location]  # one copy must go: the oldest is kept
 
-        evicted = cache_storage.evict(settings.cache_uri(), quota=quota, keep={oldest.location})
+        evicted = cache_storage.evict(cache_storage.copies(settings.cache_uri()), quota=quota, keep={oldest.location})
 
         assert [copy.location for copy in evicted] == [middle.location]
         assert local(oldest.location).exists() and local(newest.location).exists()
 
     def test_nothing_is_evicted_under_the_quota(self):
         registered_copy("max_b")
-        assert cache_storage.evict(settings.cache_uri(), quota=10_000, keep=set()) == []
+        assert cache_storage.evict(cache_storage.copies(settings.cache_uri()), quota=10_000, keep=set()) == []
 
     def test_evict_over_quota_follows_the_setting_and_keeps_what_the_task_used(self, monkeypatch):
         old, mine = registered_copy("max_b"), registered_copy("min_b")
@@ -362,9 +369,13 @@ class TestStorage:
         assert not local(copy.location).exists()
 
 
-def memory_copy(task_id: str, server: str = "spark_connect", table: CachedTable = B) -> CacheDescriptor:
+def memory_copy(
+    task_id: str, server: str = "spark_connect", table: CachedTable = B, run_id: str = RUN
+) -> CacheDescriptor:
     """A copy of ``table`` kept in the memory of ``server``'s application by task ``task_id``, registered on it."""
-    [use] = cache_uses.cache_uses(ti(task_id), [table], TASKS, server)
+    task = ti(task_id)
+    task.run_id = run_id
+    [use] = cache_uses.cache_uses(task, [table], TASKS, server)
     report = {
         "status": "miss",
         "location": memory_location("app-1", f"global_temp.{use.location}"),
@@ -375,17 +386,23 @@ def memory_copy(task_id: str, server: str = "spark_connect", table: CachedTable 
         "seconds": 1.0,
         "written": {"storage": "memory", "schema": "{}", "rows": 50, "bytes": 4096},
     }
-    [(name, summary)] = cache_uses.settle(ti(task_id), (use,), {"b": report}, TASKS, server).items()
+    [(name, summary)] = cache_uses.settle(task, (use,), {"b": report}, TASKS, server).items()
     assert summary["copy_written"] == {"rows": 50, "bytes": 4096, "partitions": 0}
-    return cache_registry.registered(ti(task_id), name, [task_id])[0]
+    return cache_registry.registered(task, name, [task_id])[0]
+
+
+def record_folder(copy: CacheDescriptor) -> Path:
+    run = run_folder(settings.cache_uri(), copy.owner.dag_id, copy.owner.run_id)
+    return local(memory_record_folder(run, copy.name, copy.fingerprint, copy.location))
 
 
 class TestKeptInMemory:
     @pytest.fixture(autouse=True)
-    def released(self, monkeypatch) -> list[CacheDescriptor]:
-        """The copies kept in memory whose release was asked for (the server is not reached here)."""
-        released: list[CacheDescriptor] = []
-        monkeypatch.setattr(cache_memory, "release_copy", released.append)
+    def released(self, monkeypatch) -> list[tuple[str, str, str]]:
+        """The copies kept in memory whose release on their server was asked for (cache, server, location): the
+        server is not reached here."""
+        released: list[tuple[str, str, str]] = []
+        monkeypatch.setattr(cache_memory, "release", lambda *copy: released.append(copy))
         return released
 
     def test_in_session_mode_a_use_keeps_its_copy_in_the_servers_memory_under_a_view_of_its_own(self):
@@ -398,12 +415,19 @@ class TestKeptInMemory:
 
         assert use.storage == "files" and use.location.startswith(run_folder(settings.cache_uri(), "flip36", RUN))
 
-    def test_a_copy_in_memory_is_registered_naming_its_server_and_nothing_is_written_to_files(self):
+    def test_a_copy_in_memory_is_registered_naming_its_server_and_only_its_record_is_written_to_files(self):
         copy = memory_copy("max_b")
 
         assert (copy.in_memory, copy.server, copy.rows, copy.bytes) == (True, "spark_connect", 50, 4096)
-        run = local(run_folder(settings.cache_uri(), "flip36", RUN))
-        assert [path.name for path in run.iterdir()] == [RUN_MARKER], "no copy folder, no last-used mark"
+        record = record_folder(copy)
+        assert sorted(path.name for path in record.iterdir()) == [LAST_USED, MEMORY_RECORD], "no copy's files"
+        [found] = cache_storage.copies(settings.cache_uri())
+        assert (found.location, found.memory, found.server, found.bytes) == (
+            f"file://{record}",
+            copy.location,
+            "spark_connect",
+            4096,
+        ), "the quota counts its bytes in memory"
 
     def test_only_tasks_on_the_same_server_read_a_copy_in_its_memory(self):
         copy = memory_copy("max_b")
@@ -435,12 +459,47 @@ class TestKeptInMemory:
 
         assert not local(run_folder(settings.cache_uri(), "flip36", RUN)).exists(), "no claim, no run folder"
 
-    def test_purging_a_copy_in_memory_releases_it_on_its_server_and_deletes_no_files(self, released):
+    def test_purging_a_copy_in_memory_releases_it_on_its_server_and_deletes_its_record_alone(self, released):
         copy, on_files = memory_copy("max_b"), registered_copy("min_b")
 
         CacheRegistryXComBackend.purge(SimpleNamespace(value=copy.to_dict()))
 
-        assert released == [copy] and local(on_files.location).exists()
+        assert released == [("b", "spark_connect", copy.location)] and local(on_files.location).exists()
+        assert not record_folder(copy).exists()
+
+    def test_past_the_memory_quota_the_least_recently_used_copy_of_that_server_is_released(self, released, monkeypatch):
+        copies = []  # one a run: a run keeps one copy of b
+        for minute, server in enumerate(("spark_connect", "other", "spark_connect")):
+            monkeypatch.setattr(
+                pendulum, "now", lambda tz=None, m=minute: pendulum.datetime(2030, 1, 1, 0, m, tz="UTC")
+            )
+            copies.append(memory_copy("max_b", server, run_id=f"run_{minute}"))
+        oldest, elsewhere, newest = copies
+        monkeypatch.setenv("AIRFLOW__SPARK_TABLES__CACHE_MEMORY_QUOTA", "5000 B")  # one 4096-byte copy a server
+
+        assert cache_uses.evict_over_quota({"b": {"location": newest.location}}) == [oldest.location]
+        assert released == [("b", "spark_connect", oldest.location)]
+        assert not record_folder(oldest).exists() and record_folder(newest).exists()
+        assert record_folder(elsewhere).exists(), "another server's memory has a quota of its own"
+
+    def test_the_copy_the_task_used_is_kept_past_the_memory_quota(self, released, monkeypatch):
+        copy = memory_copy("max_b")
+        monkeypatch.setenv("AIRFLOW__SPARK_TABLES__CACHE_MEMORY_QUOTA", "1 B")
+
+        assert cache_uses.evict_over_quota({"b": {"location": copy.location}}) == []
+        assert released == [] and record_folder(copy).exists()
+
+    def test_the_sweep_of_an_ended_run_releases_what_its_tasks_kept_in_memory(self, released):
+        from spark_tables.operators.cache import sweep
+
+        ended, active = memory_copy("max_b", run_id="ended"), memory_copy("max_b", run_id="active")
+        sweeper = SimpleNamespace(
+            dag_id="maintenance", run_id="now", get_dr_count=lambda dag_id, run_ids, states: int(run_ids == ["active"])
+        )
+
+        assert sweep(sweeper) == ["ended"]
+        assert released == [("b", "spark_connect", ended.location)]
+        assert not record_folder(ended).exists() and record_folder(active).exists()
 
     def test_a_copy_in_memory_is_never_evicted_from_files(self, monkeypatch):
         monkeypatch.setattr(settings, "cache_quota", lambda: 0)

@@ -16,7 +16,7 @@ from spark_tables.core.cache.descriptor import CacheDescriptor
 from spark_tables.core.cache.layout import CLAIMS, cache_name, run_folder
 from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.errors import SpecError
-from spark_tables.hooks.cache import claims, registry, storage
+from spark_tables.hooks.cache import claims, memory, registry, storage
 from spark_tables.hooks.cache.uses import COUNTS
 from spark_tables.operators.spark_job import cache_writers
 from spark_tables.utils import settings
@@ -112,13 +112,17 @@ def sweep(ti: Any, dag_id: str | None = None) -> list[str]:
     """Remove the cache folders of runs (of ``dag_id``, or of every DAG) that have ended or no longer exist.
 
     Deleting a DAG run, or ``airflow db clean``, removes its registry XComs without purging them: this is what
-    frees the files then. A run that is cleared later computes its caches again.
+    frees the files then, and the copies its tasks kept in a server's memory. A run that is cleared later computes
+    its caches again.
     """
     swept = []
+    found: list[storage.Copy] | None = None
     for run_dag_id, run_id, folder in storage.runs(settings.cache_uri(), dag_id):
         if (run_dag_id, run_id) == (ti.dag_id, ti.run_id):
             continue
         if ti.get_dr_count(dag_id=run_dag_id, run_ids=[run_id], states=_ACTIVE_RUN_STATES) == 0:
+            found = storage.copies(settings.cache_uri()) if found is None else found
+            memory.release_recorded(found, folder)
             storage.remove(folder)
             swept.append(run_id)
     return swept

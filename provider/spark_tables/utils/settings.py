@@ -58,6 +58,13 @@ def cache_quota() -> int | None:
     return parse_size(configured, "[spark_tables] cache_quota") if configured else None
 
 
+def cache_memory_quota() -> int | None:
+    """Bytes the copies kept in one Spark Connect server's memory may take together (``[spark_tables]
+    cache_memory_quota``); None: no limit. Past it, the least recently used are released from that memory."""
+    configured = conf.get(SECTION, "cache_memory_quota", fallback=None)
+    return parse_size(configured, "[spark_tables] cache_memory_quota") if configured else None
+
+
 def cache_wait_timeout() -> datetime.timedelta:
     """How long a task waits for the copy of a cached table that another task computes (``[spark_tables]
     cache_wait_timeout``, default 1 hour); then it computes the table itself."""

@@ -193,6 +193,16 @@ with DAG(dag_id="cache_quota", **_DAG):
     _consumer("use_b") >> _consumer("use_c", C) >> _consumer("use_b_again")
     release_caches()
 
+with DAG(dag_id="cache_memory_quota", **_DAG):
+    # In session mode, with a memory quota one copy exceeds: keeping c in the server's memory releases b there,
+    # which b's next user computes again.
+    @task
+    def views_after_c() -> list[str]:
+        return spark_tables_views(ConnectServer.of("spark_default").session_url(str(uuid.uuid4())))
+
+    _consumer("use_b", B_AUTO) >> _consumer("use_c", C) >> views_after_c() >> _consumer("use_b_again", B_AUTO)
+    release_caches()
+
 with DAG(dag_id="cache_clear", **_DAG):
     _consumer("writer")
 

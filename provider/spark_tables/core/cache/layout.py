@@ -7,7 +7,9 @@ the claims of the tables computed in the run (``<cache name>-<fingerprint>.<numb
 
 A copy kept in a Spark Connect server's memory is a cached global temporary view there, one a task try:
 ``memory:<application id>/<global temp database>.spark_tables_<cache name>_<fingerprint>_<nonce>``. The application
-id tells a later reader whether the server that cached it still runs.
+id tells a later reader whether the server that cached it still runs. It has a record folder in its cache folder,
+named after its view, holding ``_memory.json`` (its location, server and bytes) and ``_last_used``: the quota and the
+sweep of ended runs find it there as they find copies on files.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from spark_tables.core.names import flat_name
 RUN_MARKER = "_run.json"
 #: In a copy folder: when a task last read the copy, for least-recently-used eviction under the quota.
 LAST_USED = "_last_used"
+#: In the record folder of a copy kept in a server's memory: its location there, its server and its bytes.
+MEMORY_RECORD = "_memory.json"
 #: In a run folder: the claims of its cached tables, beside the cache folders (its name is no cache's: no "-").
 CLAIMS = "_claims"
 
@@ -70,3 +74,9 @@ def memory_parts(location: str) -> tuple[str, str]:
     """The application id and the qualified view of a copy kept in memory."""
     application_id, _, view = location.removeprefix(MEMORY_SCHEME).partition("/")
     return application_id, view
+
+
+def memory_record_folder(run: str, name: str, fingerprint: str, location: str) -> str:
+    """The record folder of the copy of cache ``name`` kept in memory at ``location``, in run folder ``run``."""
+    view = memory_parts(location)[1].rsplit(".", 1)[-1]
+    return f"{run}/{name}-{fingerprint}/{view}"

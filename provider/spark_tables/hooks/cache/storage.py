@@ -10,11 +10,12 @@ import contextlib
 import json
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import pendulum
 from airflow.sdk import ObjectStoragePath
 
-from spark_tables.core.cache.layout import LAST_USED, RUN_MARKER
+from spark_tables.core.cache.layout import LAST_USED, MEMORY_RECORD, RUN_MARKER
 from spark_tables.core.names import flat_name
 from spark_tables.core.storage_credentials import reached_by_airflow
 
@@ -26,11 +27,15 @@ _COPY_DEPTH = 4
 
 @dataclass(frozen=True)
 class Copy:
-    """A copy folder: where, how many bytes its files take, and when a task last read it (ISO; "" if unknown)."""
+    """A copy folder: where, how many bytes its files take, and when a task last read it (ISO; "" if unknown). For a
+    copy kept in a server's memory, its record folder: ``memory`` is its location there, ``server`` the Spark
+    connection that reaches it, and ``bytes`` what it takes in that memory."""
 
     location: str
     bytes: int
     last_used: str
+    memory: str = ""
+    server: str = ""
 
 
 @reached_by_airflow
@@ -55,6 +60,15 @@ def mark_used(location: str) -> None:
     """Record that a task read (or wrote) a copy now: least recently used copies are evicted first."""
     with contextlib.suppress(FileNotFoundError):  # evicted or released meanwhile: nothing to keep fresh
         (ObjectStoragePath(location) / LAST_USED).write_text(pendulum.now("UTC").isoformat())
+
+
+@reached_by_airflow
+def record_memory_copy(folder: str, location: str, server: str, size: int) -> None:
+    """Make the record folder of a copy kept in a server's memory, used now."""
+    path = ObjectStoragePath(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / MEMORY_RECORD).write_text(json.dumps({"location": location, "server": server, "bytes": size}))
+    mark_used(folder)
 
 
 @reached_by_airflow
@@ -97,34 +111,54 @@ def copies(cache_root: str) -> list[Copy]:
     prefix = root.path.rstrip("/") + "/"
     sizes: dict[str, int] = {}
     used: dict[str, str] = {}
+    kept: dict[str, dict[str, Any]] = {}
     for path, size in root.fs.du(root.path, total=False).items():
         parts = path[len(prefix) :].split("/")
         if len(parts) <= _COPY_DEPTH:
             continue  # a run marker
         location = f"{str(root).rstrip('/')}/{'/'.join(parts[:_COPY_DEPTH])}"
         sizes[location] = sizes.get(location, 0) + size
-        if parts[_COPY_DEPTH:] == [LAST_USED]:
-            with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(FileNotFoundError):  # removed meanwhile
+            if parts[_COPY_DEPTH:] == [LAST_USED]:
                 used[location] = (ObjectStoragePath(location) / LAST_USED).read_text().strip()
-    return [Copy(location, size, used.get(location, "")) for location, size in sizes.items()]
+            elif parts[_COPY_DEPTH:] == [MEMORY_RECORD]:
+                kept[location] = json.loads((ObjectStoragePath(location) / MEMORY_RECORD).read_text())
+    return [
+        Copy(location, size, used.get(location, ""))
+        if location not in kept
+        else Copy(location, kept[location]["bytes"], used.get(location, ""), **_held(kept[location]))
+        for location, size in sizes.items()
+    ]
 
 
-@reached_by_airflow
-def evict(cache_root: str, quota: int, keep: set[str]) -> list[Copy]:
-    """Remove least recently used copies, never one in ``keep``, until all copies take at most ``quota`` bytes."""
-    found = copies(cache_root)
+def _held(record: dict[str, Any]) -> dict[str, str]:
+    return {"memory": record["location"], "server": record["server"]}
+
+
+def least_recently_used(found: list[Copy], quota: int, keep: set[str]) -> list[Copy]:
+    """The copies to evict, least recently used first, so that the others take at most ``quota`` bytes; never one
+    in ``keep`` (by location: a folder, or a location in a server's memory)."""
     total = sum(copy.bytes for copy in found)
     evicted: list[Copy] = []
-    keep = {str(ObjectStoragePath(location)) for location in keep}
     for copy in sorted(found, key=lambda c: c.last_used):
         if total <= quota:
             break
-        if copy.location in keep:
+        if copy.location in keep or copy.memory in keep:
             continue
-        remove(copy.location)
-        log.info("over the quota: evicted %s (%d bytes, last used %s)", copy.location, copy.bytes, copy.last_used)
         total -= copy.bytes
         evicted.append(copy)
+    return evicted
+
+
+@reached_by_airflow
+def evict(found: list[Copy], quota: int, keep: set[str]) -> list[Copy]:
+    """Remove least recently used copies on files of ``found``, never one in ``keep``, until those take at most
+    ``quota`` bytes together (copies kept in a server's memory have a quota of their own: ``memory.evict``)."""
+    keep = {str(ObjectStoragePath(location)) for location in keep}
+    evicted = least_recently_used([copy for copy in found if not copy.memory], quota, keep)
+    for copy in evicted:
+        remove(copy.location)
+        log.info("over the quota: evicted %s (%d bytes, last used %s)", copy.location, copy.bytes, copy.last_used)
     return evicted
 
 

@@ -7,7 +7,7 @@ registered, and a fresh folder for the copy the job writes if none is whole. Aft
 copies it found damaged are unregistered (their files deleted), the copy it wrote is registered, what it read is
 marked used, and its claims are released; if another task registered a copy of the same definition first (one that
 waited past the bound), this task's copy is withdrawn, so a run keeps one. Least recently used copies are evicted
-past ``[spark_tables] cache_quota``.
+past ``[spark_tables] cache_quota`` (on files) and ``cache_memory_quota`` (in a server's memory).
 """
 
 from __future__ import annotations
@@ -23,12 +23,19 @@ from airflow.providers.common.compat.sdk import Stats
 
 from spark_tables.core.cache.claims import CacheClaim, ClaimStep, claim_step
 from spark_tables.core.cache.descriptor import CacheDescriptor, descriptor_of_copy
-from spark_tables.core.cache.layout import cache_folder_name, copy_folder, is_memory_location, memory_view, run_folder
+from spark_tables.core.cache.layout import (
+    cache_folder_name,
+    copy_folder,
+    is_memory_location,
+    memory_record_folder,
+    memory_view,
+    run_folder,
+)
 from spark_tables.core.cache.table import MEMORY, CachedTable
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse
-from spark_tables.hooks.cache import claims, registry, storage
+from spark_tables.hooks.cache import claims, memory, registry, storage
 from spark_tables.hooks.task_states import task_state
 from spark_tables.utils import settings
 
@@ -287,22 +294,34 @@ def settle(
             registry.register(ti, descriptor)
             withdrawn = _withdrawn(ti, use.table, descriptor.location, task_ids, server)
             written = {"rows": descriptor.rows, "bytes": descriptor.bytes, "partitions": len(descriptor.partitions)}
-        if withdrawn is None and not is_memory_location(report["location"]):
+        if withdrawn is not None:
+            removed.append({"location": report["location"], "reason": withdrawn})
+        elif not is_memory_location(report["location"]):
             storage.mark_used(report["location"])
         else:
-            removed.append({"location": report["location"], "reason": withdrawn})
+            run = run_folder(settings.cache_uri(), ti.dag_id, ti.run_id)
+            record = memory_record_folder(run, use.table.name, use.table.fingerprint, report["location"])
+            if descriptor is not None:
+                storage.record_memory_copy(record, descriptor.location, descriptor.server, descriptor.bytes)
+            else:
+                storage.mark_used(record)
         summary[use.table.name] = {**_summary(use.table, report), "copy_written": written, "copies_removed": removed}
         _emit_metrics(ti, use.table.name, summary[use.table.name])
     return summary
 
 
 def evict_over_quota(summary: dict[str, Any]) -> list[str]:
-    """Evict least recently used copies past ``[spark_tables] cache_quota``, never one this task just used."""
-    quota = settings.cache_quota()
-    if quota is None or not summary:
+    """Evict least recently used copies past ``[spark_tables] cache_quota`` (on files) and ``cache_memory_quota``
+    (kept in a server's memory), never one this task just used: their locations."""
+    quota, memory_quota = settings.cache_quota(), settings.cache_memory_quota()
+    if (quota is None and memory_quota is None) or not summary:
         return []
-    used = {table["location"] for table in summary.values() if not is_memory_location(table["location"])}
-    return [copy.location for copy in storage.evict(settings.cache_uri(), quota, keep=used)]
+    used = {table["location"] for table in summary.values()}
+    found = storage.copies(settings.cache_uri())
+    evicted = [copy.location for copy in storage.evict(found, quota, keep=used)] if quota is not None else []
+    if memory_quota is not None:
+        evicted += [copy.memory for copy in memory.evict(found, memory_quota, keep=used)]
+    return evicted
 
 
 def _withdrawn(ti: Any, table: CachedTable, written: str, task_ids: list[str], server: str | None) -> str | None:

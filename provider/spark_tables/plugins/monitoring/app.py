@@ -104,7 +104,7 @@ def storage_use(readable: set[str]) -> dict[str, Any]:
     """The cache root's use against its quota, as ``cache_storage`` shows it; ``error`` when it cannot be listed."""
     root = settings.cache_uri()
     try:
-        copies = [(copy.location, copy.bytes) for copy in storage.copies(root)]
+        copies = [(copy.location, copy.bytes) for copy in storage.copies(root) if not copy.memory]  # on files
         runs = storage.runs(root)
         quota = settings.cache_quota()
     except Exception as err:  # a page about everything else is still worth showing
