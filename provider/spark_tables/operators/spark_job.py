@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 from collections.abc import Iterator, Sequence
@@ -187,6 +188,11 @@ class SparkJobOperator(ResumableJobMixin, BaseOperator):
     # ResumableJobMixin: a try whose task process was lost leaves its driver running on a cluster (``durable``);
     # the next try finds it in the task state store, waits for it and takes its result (core/durable_job.py).
 
+    @functools.cached_property
+    def in_session_mode(self) -> bool:
+        """Whether the job runs in session mode: ``conn_id`` is a Spark Connect server's (read once a task try)."""
+        return connects_to_server(self.conn_id)
+
     def submit_job(self, context: Any) -> dict[str, Any] | None:
         """Prepare and start this try's job. Its driver starts detached on a standalone master when ``durable``:
         what finds it again is returned, for the task state store. Elsewhere it runs to its end here, and None
@@ -195,7 +201,7 @@ class SparkJobOperator(ResumableJobMixin, BaseOperator):
             job = self.build_job(context)
             tables = self.cached_tables(context, job)
             writers = cache_writers(context) if tables else ()
-            server = self.conn_id if tables and connects_to_server(self.conn_id) else None  # keeps them in memory
+            server = self.conn_id if tables and self.in_session_mode else None  # keeps them in memory
             self._caches = TaskCaches.prepare(context["ti"], tables, writers, self._cache_waits, server)
             self._hook = self.hook_for(context, job, self._caches.uses)
         if self._hook.durable:
@@ -363,7 +369,7 @@ class SparkJobOperator(ResumableJobMixin, BaseOperator):
             caches=caches,
             shared_folders=self.shared_folders(job, caches),
         )
-        if connects_to_server(self.conn_id):
+        if self.in_session_mode:
             return self._session_hook(spec, name=self.name or f"{ti.dag_id}.{ti.task_id}")
         catalog = SparkTablesCatalogHook(catalog_conn_id=self.catalog_conn_id).get_catalog()
         spark_conf = dict(self.conf or {})
