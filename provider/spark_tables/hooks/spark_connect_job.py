@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import socket
 import threading
 import time
 import uuid
@@ -30,6 +29,7 @@ from spark_tables.core.job_spec import Job, JobSpec
 from spark_tables.hooks.spark_job import CANCEL_GRACE_SECONDS, SparkJobFailed
 from spark_tables.utils import settings
 from spark_tables.utils.job_package import job_package
+from spark_tables.utils.reachability import connection_problem
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -145,14 +145,12 @@ class ConnectServer:
     def check_reachable(self) -> None:
         """Fail at once, naming the server, when its port takes no connection (pyspark's client would retry for
         minutes before giving up)."""
-        try:
-            with socket.create_connection((self.host, self.port), timeout=REACH_SECONDS):
-                pass
-        except OSError as err:
+        problem = connection_problem(self.host, self.port, REACH_SECONDS)
+        if problem is not None:
             raise SparkConnectUnreachable(
                 f"Spark Connect server {self.master} of connection {self.conn_id!r} cannot be reached "
-                f"({err.strerror or err}): start it, or correct the connection's host and port"
-            ) from None
+                f"({problem}): start it, or correct the connection's host and port"
+            )
 
 
 class SparkConnectJobHook(BaseHook):

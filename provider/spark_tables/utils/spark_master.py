@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 import urllib.error
 import urllib.request
+
+from spark_tables.utils.reachability import connection_problem
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +57,10 @@ def unreachable(master: str, timeout: float = CONNECT_SECONDS) -> str | None:
     """Why none of the standalone master's addresses takes a connection, address by address; None when one does."""
     problems = []
     for host, port in standalone_addresses(master):
-        try:
-            with socket.create_connection((host, port), timeout=timeout):
-                return None
-        except OSError as err:
-            problems.append(f"{host}:{port}: {err.strerror or err}")
+        problem = connection_problem(host, port, timeout)
+        if problem is None:
+            return None
+        problems.append(f"{host}:{port}: {problem}")
     return "; ".join(problems)
 
 
