@@ -163,6 +163,29 @@ def test_execute_plan_is_refused_in_session_mode_and_the_statements_that_run_no_
     assert refused_in_session_mode(SqlJob(statements=("SELECT 1",))) is None
 
 
+def test_a_lookup_join_of_a_stream_is_refused_in_session_mode_and_one_of_a_query_is_not():
+    """Its micro-batches are enriched in foreachBatch, whose function runs in the server's Python over Spark Connect:
+    the batches and join metrics it counts there would never reach the job."""
+    from spark_tables.core.lookup.job import LookupJoinJob
+    from spark_tables.core.lookup.table import LookupSpec, SourceTable
+    from spark_tables.hooks.spark_connect_job import refused_in_session_mode
+
+    source = SourceTable(kind="postgres", connection={"host": "db"}, table="crm.customers", key=("customer_id",))
+    lookup = LookupSpec(name="customers", source=source, options={"lookup.cache": "NONE"}, snapshots="file:///s")
+
+    def join(**probe: object) -> LookupJoinJob:
+        return LookupJoinJob(lookup=lookup, on=("customer_id",), metrics_uri="file:///m", **probe)
+
+    stream = {"format": "rate"}
+    streaming = join(probe_stream=stream, output="db.enriched", checkpoint="file:///checkpoints/enrich")
+
+    assert refused_in_session_mode(streaming) == (
+        "a lookup join of a stream (probe_stream) does not run in session mode yet: it writes each micro-batch through "
+        "foreachBatch, which over Spark Connect runs in the server's Python: use a spark connection (spark-submit)"
+    )
+    assert refused_in_session_mode(join(probe="SELECT 1 AS customer_id")) is None
+
+
 class _EndsAfter:
     """A job's end that comes after ``looks`` looks at it."""
 

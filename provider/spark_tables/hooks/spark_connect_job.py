@@ -87,6 +87,8 @@ def refused_in_session_mode(job: Job) -> str | None:
         what = "EXECUTE PLAN"
     elif job.kind == "streaming_aggregation":
         what = "a streaming aggregation"
+    elif job.kind == "lookup_join" and job.probe_stream is not None:  # type: ignore[attr-defined]
+        what = "a lookup join of a stream (probe_stream)"
     if what is None:
         return None
     return f"{what} does not run in session mode yet: it {_FOREACH_BATCH}: use a spark connection (spark-submit)"
