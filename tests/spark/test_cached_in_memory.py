@@ -138,9 +138,14 @@ def test_releasing_a_copy_twice_releases_it_once(spark, first):
 
 
 @pytest.mark.parametrize(
-    ("statistics", "size"),
-    [("sizeInBytes=4.0 MiB, rowCount=5.00E+4", 4 << 20), ("sizeInBytes=512.0 B", 512), ("sizeInBytes=1.5 KiB", 1536)],
+    ("statistics", "rows", "size"),
+    [
+        ("sizeInBytes=4.0 MiB, rowCount=5.00E+4", 50000, 4 << 20),
+        ("sizeInBytes=1600.0 B, rowCount=100", 100, 1600),
+        ("sizeInBytes=512.0 B", None, 512),
+        ("sizeInBytes=1.5 KiB", None, 1536),
+    ],
 )
-def test_the_bytes_of_a_cached_relation_are_read_from_its_plan_statistics(statistics, size):
+def test_the_rows_and_bytes_of_a_cached_relation_are_read_from_its_plan_statistics(statistics, rows, size):
     plan = f"== Optimized Logical Plan ==\nInMemoryRelation [k#0L], StorageLevel(...), Statistics({statistics})\n"
-    assert memory.plan_bytes(plan) == size
+    assert memory.plan_statistics(plan) == (rows, size)

@@ -19,8 +19,11 @@ from spark_tables.core.cache.descriptor import CacheDescriptor
 from spark_tables.core.cache.layout import memory_location, memory_parts
 from spark_tables.jobs.session_facts import application_id, default_parallelism
 
-#: The size Spark's plan statistics give a cached relation once it is materialized: ``sizeInBytes=4.0 MiB``.
-_SIZE = re.compile(r"Statistics\(sizeInBytes=([0-9.]+)\s*([KMGTPE]i)?B")
+#: The size and rows Spark's plan statistics give a cached relation once it is materialized:
+#: ``Statistics(sizeInBytes=4.0 MiB, rowCount=5.00E+4)``.
+_STATISTICS = re.compile(
+    r"Statistics\(sizeInBytes=(?P<size>[0-9.]+)\s*(?P<unit>[KMGTPE]i)?B(?:, rowCount=(?P<rows>[0-9.E+-]+))?"
+)
 _UNITS = {None: 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50, "Ei": 1 << 60}
 
 
@@ -30,9 +33,10 @@ def keep_in_memory(spark: SparkSession, frame: DataFrame, view: str) -> tuple[st
     qualified = f"{global_temp_database(spark)}.{view}"
     frame.coalesce(default_parallelism(spark)).createGlobalTempView(view)
     try:
-        spark.sql(f"CACHE TABLE {qualified}")
-        rows = spark.table(qualified).count()
-        size = cached_bytes(spark, qualified)
+        spark.sql(f"CACHE TABLE {qualified}")  # eager: the relation is materialized, its statistics exact
+        rows, size = cached_statistics(spark, qualified)
+        if rows is None:
+            rows = spark.table(qualified).count()
     except BaseException:
         with contextlib.suppress(Exception):
             release(spark, qualified)
@@ -59,17 +63,21 @@ def release(spark: SparkSession, qualified: str) -> None:
     spark.catalog.dropGlobalTempView(qualified.rsplit(".", 1)[1])
 
 
-def cached_bytes(spark: SparkSession, qualified: str) -> int:
-    """The bytes a cached relation takes (storage memory, or the executors' disks if it spilled), as Spark's plan
-    statistics give them: rounded to three digits; 0 if the plan gives none."""
+def cached_statistics(spark: SparkSession, qualified: str) -> tuple[int | None, int]:
+    """The rows and bytes of a materialized cached relation (storage memory, or the executors' disks if it spilled),
+    as Spark's plan statistics give them, bytes rounded to three digits: no Spark job to count them."""
     [[plan]] = spark.sql(f"EXPLAIN COST SELECT * FROM {qualified}").collect()
-    return plan_bytes(plan)
+    return plan_statistics(plan)
 
 
-def plan_bytes(plan: str) -> int:
-    """The first ``sizeInBytes`` of a plan's statistics (``EXPLAIN COST``), in bytes; 0 if it gives none."""
-    found = _SIZE.search(plan)
-    return round(float(found.group(1)) * _UNITS[found.group(2)]) if found else 0
+def plan_statistics(plan: str) -> tuple[int | None, int]:
+    """The first ``rowCount`` (None if it gives none) and ``sizeInBytes`` (0 if none) of a plan's statistics
+    (``EXPLAIN COST``)."""
+    found = _STATISTICS.search(plan)
+    if found is None:
+        return None, 0
+    rows = round(float(found.group("rows"))) if found.group("rows") else None
+    return rows, round(float(found.group("size")) * _UNITS[found.group("unit")])
 
 
 def global_temp_database(spark: SparkSession) -> str:
