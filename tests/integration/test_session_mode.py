@@ -63,12 +63,13 @@ def test_a_server_that_takes_no_connection_fails_the_task_naming_it_before_anyth
 
 def test_a_job_asks_a_connect_session_for_the_application_and_its_parallelism(connect_server: Any):
     from spark_tables.hooks.spark_connect_job import CONNECT_MODE_VARIABLE, connect_session
-    from spark_tables.jobs.session_facts import application_id, default_parallelism, is_connect
+    from spark_tables.jobs.session_facts import application_id, default_parallelism, is_connect, splits_in_plan
 
     with connect_session(connect_server.url) as spark:
         assert is_connect(spark)
         assert application_id(spark) == connect_server.application_id()
         assert default_parallelism(spark) == 2, "the server's local[2]"
+        assert splits_in_plan(spark) == 2, "read from the plan, without a Spark job (Spark's plan text still says it)"
     assert CONNECT_MODE_VARIABLE not in os.environ, "this process's later sessions and spark-submits are classic"
 
 
