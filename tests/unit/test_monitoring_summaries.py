@@ -25,6 +25,7 @@ from spark_tables.plugins.monitoring.summaries import (
     copy_state,
     error_line,
     failed_tries,
+    memory_storage,
     overview,
     run_label,
     run_summary,
@@ -337,6 +338,17 @@ def test_cache_storage_against_the_quota_shows_only_readable_dags_runs() -> None
     assert cache_storage(copies, runs, quota=None, readable=set())["share"] is None
 
 
+def test_copies_in_servers_memory_are_summed_by_server_against_the_memory_quota() -> None:
+    held = [("spark_session", 300), ("spark_session", 200), ("other_server", 1000)]
+
+    assert memory_storage(held, quota=2000) == [
+        {"server": "other_server", "copies": 1, "bytes": 1000, "share": 0.5},
+        {"server": "spark_session", "copies": 2, "bytes": 500, "share": 0.25},
+    ]
+    assert [m["share"] for m in memory_storage(held, quota=None)] == [None, None]
+    assert memory_storage([], quota=2000) == []
+
+
 def test_lookup_joins_and_reloads_with_their_metrics() -> None:
     metrics = {"hitCount": 17800, "missCount": 2200, "hitRate": 0.89}
     snapshot = {"version": "v-1", "rows": 1000, "bytes": 11628, "load_milliseconds": 1414}
@@ -515,3 +527,31 @@ def test_a_run_is_labelled_by_its_kind_and_time_so_runs_stay_apart() -> None:
     assert run_label("manual__2026-11-25T22:03:43.622423+00:00") == "manual 2026-11-25 22:03:43"
     assert run_label("scheduled__2026-11-25T00:00:00+00:00") == "scheduled 2026-11-25 00:00:00"
     assert run_label("my own run") == "my own run"
+
+
+def test_the_overview_shows_the_copies_kept_in_servers_memory_apart_from_the_files(spark_tables_home, monkeypatch):
+    """A copy kept in memory has a record folder under the cache root: it is counted by server against the memory
+    quota, not as bytes on files; the page shows the table."""
+    from spark_tables.core.cache.layout import memory_location
+    from spark_tables.hooks.cache import storage
+    from spark_tables.plugins.monitoring.app import overview_charts, render, storage_use
+    from spark_tables.plugins.monitoring.summaries import overview
+    from spark_tables.utils import settings
+
+    monkeypatch.setenv("AIRFLOW__SPARK_TABLES__CACHE_MEMORY_QUOTA", "8 KiB")
+    storage.record_memory_copy(
+        f"{settings.cache_uri()}/shop/r1/b-f1/spark_tables_b_f1_0001",
+        memory_location("app-1", "global_temp.spark_tables_b_f1_0001"),
+        "spark_session",
+        4096,
+    )
+
+    use = storage_use({"shop"})
+
+    assert use["used"] == 0, "a record's own small files are not copies on files"
+    assert use["memory"] == [{"server": "spark_session", "copies": 1, "bytes": 4096, "share": 0.5}]
+    summary = {**overview([]), "days": 7, "dag_ids": ["shop"], "results": 0, "truncated": False}
+    summary |= {"failed_tries": [], "failed_tries_truncated": False, "cache_storage": use}
+    page = render("overview.html", summary=summary, days=7, dag_count=1, charts=overview_charts(summary), api_url="")
+    assert 'id="cache-memory"' in page.body.decode()
+    assert "spark_session" in page.body.decode() and "against a quota of 8,192 bytes a server" in page.body.decode()

@@ -41,6 +41,7 @@ from spark_tables.plugins.monitoring.summaries import (
     FailedTry,
     cache_storage,
     failed_tries,
+    memory_storage,
     overview,
     run_label,
     run_summary,
@@ -104,13 +105,21 @@ def storage_use(readable: set[str]) -> dict[str, Any]:
     """The cache root's use against its quota, as ``cache_storage`` shows it; ``error`` when it cannot be listed."""
     root = settings.cache_uri()
     try:
-        copies = [(copy.location, copy.bytes) for copy in storage.copies(root) if not copy.memory]  # on files
+        found = storage.copies(root)
         runs = storage.runs(root)
-        quota = settings.cache_quota()
+        quota, memory_quota = settings.cache_quota(), settings.cache_memory_quota()
     except Exception as err:  # a page about everything else is still worth showing
         log.warning("could not list the cache storage at %s: %s", root, err)
         return {"root": root, "error": f"could not list {root}: {type(err).__name__}: {err}".splitlines()[0]}
-    return {"root": root, "error": None, **cache_storage(copies, runs, quota, readable)}
+    on_files = [(copy.location, copy.bytes) for copy in found if not copy.memory]
+    in_memory = memory_storage(((copy.server, copy.bytes) for copy in found if copy.memory), memory_quota)
+    return {
+        "root": root,
+        "error": None,
+        **cache_storage(on_files, runs, quota, readable),
+        "memory": in_memory,
+        "memory_quota": memory_quota,
+    }
 
 
 def render(template: str, **values: Any) -> HTMLResponse:

@@ -515,6 +515,24 @@ def cache_storage(
     }
 
 
+def memory_storage(held: Iterable[tuple[str, int]], quota: int | None) -> list[dict[str, Any]]:
+    """The copies kept in Spark Connect servers' memory, by server connection, against ``[spark_tables]
+    cache_memory_quota`` (a server's): ``held`` is (server connection, bytes) a copy. Sums only: which DAGs' copies
+    they are is not shown."""
+    servers: dict[str, list[int]] = {}
+    for server, size in held:
+        servers.setdefault(server, []).append(size)
+    return [
+        {
+            "server": server,
+            "copies": len(sizes),
+            "bytes": sum(sizes),
+            "share": sum(sizes) / quota if quota else None,
+        }
+        for server, sizes in sorted(servers.items())
+    ]
+
+
 def _mean(values: Iterable[float | None]) -> float | None:
     present = [value for value in values if value is not None]
     return sum(present) / len(present) if present else None
