@@ -194,6 +194,20 @@ class TestLaunchedFiles:
 
         assert [path.name for path in tmp_path.iterdir()] == ["kept.json"]
 
+    def test_a_driver_gone_without_a_result_is_reported_with_what_can_be_seen_of_it(self, tmp_path):
+        import socket
+
+        from spark_tables.hooks.spark_job import _ended_how
+
+        result_uri = f"file://{tmp_path}/r.json"
+        no_such_pid = 2**22 + 1  # above Linux's largest pid
+        launch = DriverLaunch(result_uri, socket.gethostname(), no_such_pid, 1000.0, 1)
+        assert _ended_how(launch) == "its process is gone; its application: never announced"
+
+        announce_start(result_uri, "app-7")
+        elsewhere = DriverLaunch(result_uri, "another-host", 4242, 1000.0, 1)
+        assert _ended_how(elsewhere) == "its process is out of sight; its application: app-7"
+
     def test_stopping_a_lost_try_s_driver_that_has_finished_takes_its_result_and_writes_no_marker(self, tmp_path):
         spec = self._spec(tmp_path, True)
         Path(spec_uri(spec.result_uri).removeprefix("file://")).write_text(spec.to_json())

@@ -335,7 +335,7 @@ class SparkJobHook(SparkSubmitAdapter):
                 raise SparkJobFailed(self._failure_line(None))
             raise SparkJobFailed(
                 f"the Spark driver of try {launch.try_number} (pid {launch.pid} on {launch.host}) ended without "
-                f"writing its result to {launch.result_uri}"
+                f"writing its result to {launch.result_uri} ({_ended_how(launch)})"
             )
         if not self.last_result.succeeded:
             raise SparkJobFailed(self.last_result.error)
@@ -528,6 +528,13 @@ def wait_until(ended: Callable[[], bool]) -> None:
     """Ask ``ended`` every ``STATE_POLL_SECONDS`` until it says yes: another process's state, which sends no event."""
     while not ended():
         time.sleep(STATE_POLL_SECONDS)
+
+
+def _ended_how(launch: DriverLaunch) -> str:
+    """What can be seen of a detached driver that left no result, for the one line that says so."""
+    alive = _process_alive(launch)
+    process = {True: "its process still runs", False: "its process is gone", None: "its process is out of sight"}
+    return f"{process[alive]}; its application: {_started_application(launch.result_uri) or 'never announced'}"
 
 
 def _started_application(result_uri: str) -> str | None:

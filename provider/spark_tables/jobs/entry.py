@@ -135,6 +135,8 @@ def main(argv: list[str]) -> int:
             announce_start(spec.result_uri, application_id(spark))
         result = run_job(spark, spec.job, cancellation, spec.caches, spec.shared_folders)
         files.write_text(spec.result_uri, dataclasses.replace(result, session_seconds=session_seconds).to_json())
+        if spec.durable:  # the task that takes the result over may be another try's: its log shows this was done
+            log.info("result written; stopping the Spark session")
         spark.stop()
     return 0 if result.succeeded else 1
 
