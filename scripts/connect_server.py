@@ -47,6 +47,7 @@ def start(log: Path, catalog_conf: dict[str, str] | None = None) -> str:
         "spark.log.level": "WARN",
         "spark.pyspark.python": sys.executable,
     }
+    pid_file().parent.mkdir(parents=True, exist_ok=True)  # before the server starts: ``stop`` must find it
     command = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]", "--class", SERVER_CLASS]
     command += [arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")]
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
