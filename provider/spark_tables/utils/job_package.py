@@ -10,27 +10,17 @@ import functools
 import hashlib
 import os
 import tempfile
-import zipfile
-from pathlib import Path
 
 import spark_tables
+from spark_tables.jobs.shipped_code import PACKAGE_ROOT, shipped_files, write_package
 
-PACKAGE_ROOT = Path(spark_tables.__file__).parent
-SHIPPED_PACKAGES = ("core", "jobs")
 ENTRY_SCRIPT = str(PACKAGE_ROOT / "jobs" / "entry.py")
-
-
-def _shipped_files() -> list[Path]:
-    files = [PACKAGE_ROOT / "__init__.py"]
-    for package in SHIPPED_PACKAGES:
-        files += sorted((PACKAGE_ROOT / package).rglob("*.py"))
-    return files
 
 
 @functools.cache
 def job_package(dist_folder: str) -> str:
     """Path of the zip for the current sources under ``dist_folder``, built if it is not there yet."""
-    files = _shipped_files()
+    files = shipped_files()
     digest = hashlib.sha256()
     for path in files:
         digest.update(str(path.relative_to(PACKAGE_ROOT)).encode())
@@ -40,8 +30,7 @@ def job_package(dist_folder: str) -> str:
         return target
     os.makedirs(dist_folder, exist_ok=True)
     fd, temp_path = tempfile.mkstemp(dir=dist_folder, suffix=".zip.tmp")
-    with os.fdopen(fd, "wb") as handle, zipfile.ZipFile(handle, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path in files:
-            archive.write(path, str(Path("spark_tables") / path.relative_to(PACKAGE_ROOT)))
+    with os.fdopen(fd, "wb") as handle:
+        write_package(handle, files)
     os.replace(temp_path, target)
     return target

@@ -1,0 +1,77 @@
+"""Functions and stateful processors of this provider, run by a Spark Connect server's own Python, where the provider
+is not installed.
+
+Over Spark Connect, Spark runs some of a job's Python on the server's driver, in processes it starts there:
+foreachBatch's function (``pyspark.sql.connect.streaming.worker.foreach_batch_worker``, one process per query) and
+a transformWithState processor's ``init``, to learn its state's schema (``transform_with_state_driver_worker``).
+Unlike executors' workers, those processes do not import the Python files a session ships
+(``addArtifacts(pyfile=True)``), so an object of ``jobs/`` cannot even be unpickled there. The classes here carry
+one: this module imports only the standard library and pyspark and is pickled by value (``connect_functions``),
+with the provider's zip and the object pickled by reference. Where it runs, the first call writes the zip into the
+temporary folder under a name of its contents, puts it first on ``sys.path`` and unpickles the object; later calls
+(the query's next micro-batches, the processor's next keys) use it at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import sys
+import tempfile
+from typing import Any
+
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+
+class _Carried:
+    """An object pickled with the code it imports: ``package`` is the provider's zip, ``pickled`` the object's
+    pickle."""
+
+    def __init__(self, package: bytes, pickled: bytes) -> None:
+        self.package = package
+        self.pickled = pickled
+        self._object: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"package": self.package, "pickled": self.pickled, "_object": None}
+
+    def carried(self) -> Any:
+        if self._object is None:
+            digest = hashlib.sha256(self.package).hexdigest()[:16]
+            path = os.path.join(tempfile.gettempdir(), f"spark_tables-{digest}.zip")
+            if not os.path.isfile(path):
+                fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".zip.tmp")
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(self.package)
+                os.replace(temporary, path)
+            if path not in sys.path:
+                sys.path.insert(0, path)
+            self._object = pickle.loads(self.pickled)
+        return self._object
+
+
+class CarriedFunction(_Carried):
+    """A function (foreachBatch's), called as the carried one."""
+
+    def __call__(self, *args: Any) -> Any:
+        return self.carried()(*args)
+
+
+class CarriedProcessor(_Carried, StatefulProcessor):
+    """A transformWithState processor, each of its methods the carried one's."""
+
+    def init(self, handle: Any) -> None:
+        self.carried().init(handle)
+
+    def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
+        return self.carried().handleInputRows(key, rows, timerValues)
+
+    def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Any:
+        return self.carried().handleExpiredTimer(key, timerValues, expiredTimerInfo)
+
+    def handleInitialState(self, key: Any, initialState: Any, timerValues: Any) -> None:
+        self.carried().handleInitialState(key, initialState, timerValues)
+
+    def close(self) -> None:
+        self.carried().close()

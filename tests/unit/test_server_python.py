@@ -1,0 +1,56 @@
+"""What a Spark Connect server's own Python gets of a job's function: the function and the provider's code with it,
+unpickled in a Python that has pyspark but not this provider (as the tests' server has)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+from pyspark import cloudpickle
+
+from spark_tables.core.durations import parse_duration
+from spark_tables.jobs import server_python
+from spark_tables.jobs.connect_functions import _pickled
+from spark_tables.jobs.shipped_code import package_bytes
+
+#: Unpickles what stdin holds and calls it twice, printing each answer; ``-S``: without the provider's editable
+#: install (a ``.pth`` file), with the venv's packages on ``PYTHONPATH``.
+CALL_TWICE = (
+    "import pickle, sys; f = pickle.loads(sys.stdin.buffer.read()); "
+    "print(f('90 s', 'x').total_seconds(), f('2 min', 'x').total_seconds()); "
+    "print(sys.modules['spark_tables'].__file__)"
+)
+
+
+def _python_without_provider(code: str, stdin: bytes, temp: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": sysconfig.get_paths()["purelib"], "TMPDIR": str(temp)}
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", code], input=stdin, env=env, capture_output=True, check=False, timeout=120
+    )
+    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), done.stderr.decode())
+
+
+def test_a_carried_function_runs_where_the_provider_is_not_installed_from_the_zip_it_carries(tmp_path: Path):
+    missing = _python_without_provider("import spark_tables", b"", tmp_path)
+    assert "No module named 'spark_tables'" in missing.stderr, "the provider is importable there"
+
+    carried = server_python.CarriedFunction(package_bytes(), _pickled(parse_duration))
+    done = _python_without_provider(CALL_TWICE, cloudpickle.dumps(carried), tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    answers, module = done.stdout.splitlines()
+    assert answers == "90.0 120.0"
+    (written,) = tmp_path.glob("spark_tables-*.zip")
+    assert module.startswith(str(written)), "imported from the zip it carried, written once"
+    assert written.read_bytes() == package_bytes()
+
+
+def test_a_carried_object_is_pickled_without_what_it_unpickled():
+    carried = server_python.CarriedFunction(package_bytes(), _pickled(parse_duration))
+    assert carried("1 s", "x").total_seconds() == 1.0
+
+    state = cloudpickle.loads(cloudpickle.dumps(carried)).__dict__
+    assert state["_object"] is None and state["package"] == package_bytes()
