@@ -7,6 +7,7 @@ import dataclasses
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -80,6 +81,11 @@ def check_example_plan(run: ExampleRun, database: str) -> None:
     else:  # the state server's first reads are the executors', which log elsewhere (the cluster's workers)
         assert "doesn't contain a value" not in log
 
+    check_example_plan_output(x, database)
+
+
+def check_example_plan_output(x: dict[str, Any], database: str) -> None:
+    """What the example's EXECUTE PLAN wrote, its XComs ``x`` and its tables in ``database``."""
     queries = {query["sink"]: query for query in x["execute"]["execute"]["queries"]}
     assert queries["shop_counts"]["input_rows"] == 200 and queries["shop_counts"]["write_calls"] == 1
     # 200 orders of 180 ids (the last 20 repeat the first 20): 36 orders per shop once deduplicated

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import Deployment, dags_test
+from tests.integration.conftest import Deployment, _empty_database, dags_test
 from tests.integration.ctas_checks import (
     metastore_tables,
     related,
@@ -21,8 +21,22 @@ from tests.integration.ctas_checks import (
     with_scenarios,
     xcom,
 )
+from tests.integration.test_buffered_output import DAG_ID as BUFFERED_DAG_ID
+from tests.integration.test_buffered_output import (
+    EXAMPLE_CONF,
+    _expected_views,
+    _table,
+    buffered_demo_env,
+    prepare_example_buffered_output,
+)
 from tests.integration.test_lookup import check_example_lookup, with_lookup_connection
-from tests.integration.test_plan import DATABASE
+from tests.integration.test_plan import (
+    DATABASE,
+    _pg,
+    check_example_plan_output,
+    plan_demo_env,
+    prepare_example_plan,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -128,3 +142,77 @@ def test_lookup_joins_enrich_the_same_rows_through_every_cache_in_session_mode(i
     jobs = ("reload", "enrich_none", "enrich_partial", "enrich_full")
     assert {run.xcoms[task]["mode"] for task in jobs} == {"session"}
     assert run.log.count("shipped the job's code to the session") == len(jobs)
+
+
+#: The examples' PostgreSQL tables in session mode: a database of their own, apart from the per-job runs' (whose
+#: test files may run at the same time on the other xdist worker).
+SESSION_DEMO_DATABASE = "spark_tables_session_demo"
+
+
+@pytest.fixture(scope="module")
+def demo_database() -> str:
+    return _empty_database(SESSION_DEMO_DATABASE)
+
+
+def test_the_plan_example_compiles_explains_and_executes_its_plan_in_session_mode(
+    in_session: Deployment, demo_database: str
+):
+    """EXECUTE PLAN's sinks write each micro-batch from foreachBatch, whose function runs in the server's own Python,
+    which has no provider: it travels with the provider's code, and what it wrote reaches the job through files."""
+    env = {**in_session.env, **plan_demo_env(demo_database, in_session.home)}
+    deployment = dataclasses.replace(in_session, env=env)
+    prepare_example_plan(demo_database)
+    run = dags_test(deployment, "example_spark_plan")
+
+    assert {run.xcoms[task]["mode"] for task in ("compile", "explain", "execute")} == {"session"}
+    check_example_plan_output(run.xcoms, demo_database)
+    assert run.log.count("shipped the job's code to the session") == 4
+
+
+def test_buffered_output_runs_in_the_state_store_in_session_mode_and_a_memory_buffer_is_refused(
+    in_session: Deployment, demo_database: str
+):
+    """The buffered example's unbuffered and state-store-buffered aggregations write and count as in per-job mode;
+    its memory-buffered one is refused at task start, in one line, before anything runs."""
+    deployment = dataclasses.replace(in_session, env={**in_session.env, **buffered_demo_env(demo_database)})
+    prepare_example_buffered_output(demo_database)
+    done = deployment.airflow("dags", "test", BUFFERED_DAG_ID, "2026-01-02", "--conf", json.dumps(EXAMPLE_CONF))
+    log = done.stdout + done.stderr
+
+    assert done.returncode != 0, "the memory-buffered task fails"
+    assert (
+        "execution.flush.memory-buffer-only does not run in session mode: the buffer would live in the Spark Connect "
+        "server's Python, where the job cannot flush it" in log
+    )
+    x = deployment.latest_xcoms(BUFFERED_DAG_ID)
+    assert "views_memory_buffered" not in x
+    unbuffered, buffered = (x[f"views_{way}"]["query"] for way in ("unbuffered", "buffered"))
+    assert {x[f"views_{way}"]["mode"] for way in ("unbuffered", "buffered")} == {"session"}
+    expected = _expected_views()
+    assert _table("unbuffered", demo_database) == _table("buffered", demo_database) == expected
+    assert [query["batches"] for query in (unbuffered, buffered)] == [8, 9]
+    assert unbuffered["input_rows"] == 2000
+    assert unbuffered["write_calls"] == 8 and unbuffered["rows_upserted"] > 400
+    assert buffered["buffer"] == {
+        "records_in": 2000,
+        "records_emitted": 100,
+        "flushes": {"interval": 0, "idle": 0, "end": 1},
+    }
+    assert (buffered["rows_upserted"], buffered["write_calls"]) == (100, 1)
+    assert _pg("SELECT count(*) FROM spark_tables_demo.page_views_memory_buffered", demo_database) == [(0,)]
+
+
+def test_a_lookup_join_of_a_stream_enriches_its_micro_batches_in_the_servers_python(connect_server: Any, tmp_path: Any):
+    """The stream's foreachBatch function runs in the server's own Python, which has no provider: it travels with the
+    provider's code, and what it counted there reaches the job's result through the file it leaves."""
+    from spark_tables.hooks.spark_connect_job import connect_session
+    from spark_tables.utils.job_package import job_package
+    from tests.spark.test_lookup_join import HOURLY, _spec, check_stream_metrics, dimension_table, enrich_a_stream
+
+    with dimension_table("lookup_session_tests") as table, connect_session(connect_server.url) as spark:
+        spark.addArtifacts(job_package(str(tmp_path / "dist")), pyfile=True)  # as the task does: NONE's workers
+        full_spec = _spec(table, tmp_path, "FULL", **HOURLY)
+        full = enrich_a_stream(spark, full_spec, tmp_path, "session_enriched_full")
+        none = enrich_a_stream(spark, _spec(table, tmp_path, "NONE"), tmp_path, "session_enriched_none")
+
+    check_stream_metrics(full, none, full_spec)

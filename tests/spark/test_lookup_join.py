@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import json
 import logging
 import threading
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from pyspark.sql.types import TimestampNTZType
 
 from spark_tables.core.errors import JobError
 from spark_tables.core.lookup.job import LookupJoinJob, LookupReloadJob, StreamSource
-from spark_tables.core.lookup.result import LookupReloadResult
+from spark_tables.core.lookup.result import LookupJoinResult, LookupReloadResult
 from spark_tables.core.lookup.table import LookupSpec, SourceTable
 from spark_tables.jobs.cancellation import Cancellation, JobCancelled
 from spark_tables.jobs.lookup.join import LookupJoin, run_lookup_join
@@ -48,19 +49,28 @@ def _execute(*statements: str) -> None:
 
 @pytest.fixture(scope="module")
 def dimension() -> Iterator[str]:
+    with dimension_table(SCHEMA) as table:
+        yield table
+
+
+@contextlib.contextmanager
+def dimension_table(schema: str) -> Iterator[str]:
+    """The ``DIMENSION`` rows in table ``<schema>.customers`` of the tests' PostgreSQL database, meanwhile."""
     _execute(
-        f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE",
-        f"CREATE SCHEMA {SCHEMA}",
-        f"CREATE TABLE {SCHEMA}.customers (id integer NOT NULL, name text, amount numeric(10, 2))",
-        f"CREATE INDEX ON {SCHEMA}.customers (id)",
+        f"DROP SCHEMA IF EXISTS {schema} CASCADE",
+        f"CREATE SCHEMA {schema}",
+        f"CREATE TABLE {schema}.customers (id integer NOT NULL, name text, amount numeric(10, 2))",
+        f"CREATE INDEX ON {schema}.customers (id)",
     )
-    with (
-        psycopg.connect(host=PG["host"], port=PG["port"], dbname=PG["dbname"], user=PG["user"]) as connection,
-        connection.cursor() as cursor,
-    ):
-        cursor.executemany(f"INSERT INTO {SCHEMA}.customers VALUES (%s, %s, %s)", DIMENSION)
-    yield f"{SCHEMA}.customers"
-    _execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
+    try:
+        with (
+            psycopg.connect(host=PG["host"], port=PG["port"], dbname=PG["dbname"], user=PG["user"]) as connection,
+            connection.cursor() as cursor,
+        ):
+            cursor.executemany(f"INSERT INTO {schema}.customers VALUES (%s, %s, %s)", DIMENSION)
+        yield f"{schema}.customers"
+    finally:
+        _execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
 
 
 def _spec(table: str, tmp_path: Path, cache: str, **options: str) -> LookupSpec:
@@ -372,6 +382,53 @@ def test_a_running_stream_picks_up_a_new_snapshot_without_restarting(
     names = {row.batch: row.name for row in spark.table("enriched_stream").collect()}
     assert names == {1: "customer-5", 2: "renamed"}
     assert "cancelled" in outcome
+
+
+def enrich_a_stream(spark: SparkSession, spec: LookupSpec, tmp_path: Path, output: str) -> LookupJoinResult:
+    """Run a lookup join of a stream available-now over the probe keys, written as two files read one a micro-batch
+    (``PROBE_KEYS``, its first 6 rows in one, the rest in the other); check the output's rows and return the result.
+    ``spark`` may be a driver's session or a Spark Connect client's."""
+    incoming = tmp_path / f"incoming-{output}"
+    incoming.mkdir()
+    for name, part in (("1", range(6)), ("2", range(6, len(PROBE_KEYS)))):
+        lines = [json.dumps({"row": index, "customer_id": PROBE_KEYS[index]}) for index in part]
+        (incoming / f"{name}.json").write_text("\n".join(lines) + "\n")
+    source = StreamSource(
+        format="json", path=str(incoming), schema="row INT, customer_id INT", options={"maxFilesPerTrigger": "1"}
+    )
+    job = _join_job(
+        spec,
+        tmp_path,
+        probe=None,
+        probe_stream=source,
+        output=output,
+        checkpoint=(tmp_path / f"checkpoint-{output}").as_uri(),
+    )
+    result = run_lookup_join(spark, job, Cancellation())
+    assert sorted((tuple(row) for row in spark.table(output).collect()), key=repr) == _expected("left")
+    assert (result.batches, result.rows) == (2, len(_expected("left")))
+    return result
+
+
+def test_a_stream_is_enriched_a_micro_batch_at_a_time_and_its_counts_reach_the_result(
+    spark: SparkSession, dimension: str, tmp_path: Path
+) -> None:
+    """What the stream's foreachBatch function did (in the driver here, in the Spark Connect server's Python in
+    session mode: ``test_session_mode.py``) reaches the job's result through the file it leaves."""
+    full_spec = _spec(dimension, tmp_path, "FULL", **HOURLY)
+    full = enrich_a_stream(spark, full_spec, tmp_path, "enriched_full")
+    none = enrich_a_stream(spark, _spec(dimension, tmp_path, "NONE"), tmp_path, "enriched_none")
+
+    check_stream_metrics(full, none, full_spec)
+
+
+def check_stream_metrics(full: LookupJoinResult, none: LookupJoinResult, full_spec: LookupSpec) -> None:
+    """The metrics of ``enrich_a_stream``'s FULL and NONE results, the FULL one having loaded its first snapshot."""
+    looked_up = [key for key in PROBE_KEYS if key is not None]
+    assert full.metrics["hitCount"] == len(looked_up) and full.metrics["unmatchedCount"] == 2  # keys 41 and 99
+    assert full.metrics["numCachedRecords"] == len(DIMENSION) and full.metrics["loadCount"] == 1
+    assert full.loaded_snapshot is True and full.snapshot == read_pointer(full_spec.snapshots).current.version
+    assert none.metrics["loadCount"] == len(looked_up) and none.snapshot is None
 
 
 class _QueryStarted(StreamingQueryListener):

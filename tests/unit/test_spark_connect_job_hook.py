@@ -131,59 +131,68 @@ def test_a_spark_submit_argument_on_a_spark_connect_connection_fails_before_anyt
     )
 
 
-def test_a_streaming_aggregation_is_refused_in_session_mode_at_task_start(set_connection, serving, spark_tables_home):
+def test_a_memory_buffer_is_refused_in_session_mode_at_task_start(set_connection, serving, spark_tables_home):
+    """FLIP-365's memory buffer would live in the server's Python process that runs foreachBatch's function, out of
+    the job's reach for its idle and end flushes; the buffer in the state store is not refused."""
+    from spark_tables.hooks.spark_connect_job import refused_in_session_mode
     from spark_tables.operators.aggregation import SparkStreamingAggregationOperator
     from tests.unit.test_aggregation_operator import QUERY, SINK
 
     set_connection("server", conn_type="spark_connect", host="127.0.0.1", port=15002)
-    operator = SparkStreamingAggregationOperator(task_id="counts", sql=QUERY, sink=SINK, conn_id="server")
     context = task_context()
 
+    def operator(**buffer: object) -> SparkStreamingAggregationOperator:
+        return SparkStreamingAggregationOperator(
+            task_id="counts", sql=QUERY, sink=SINK, conn_id="server", flush_max_interval="1 min", **buffer
+        )
+
+    memory_only = operator(flush_memory_buffer_only=True)
     with pytest.raises(SpecError) as raised:
-        operator.hook_for(context, operator.build_job(context))
+        memory_only.hook_for(context, memory_only.build_job(context))
 
     assert str(raised.value) == (
-        "a streaming aggregation does not run in session mode yet: it writes each micro-batch through foreachBatch, "
-        "which over Spark Connect runs in the server's Python: use a spark connection (spark-submit)"
+        "execution.flush.memory-buffer-only does not run in session mode: the buffer would live in the Spark Connect "
+        "server's Python, where the job cannot flush it: leave it false (the buffer is then in Spark's state store), "
+        "or use a spark connection (spark-submit)"
     )
+    assert refused_in_session_mode(operator().build_job(context)) is None
 
 
-def test_execute_plan_is_refused_in_session_mode_and_the_statements_that_run_no_stream_are_not():
+def test_plan_statements_and_lookup_joins_of_a_stream_run_in_session_mode():
+    from spark_tables.core.lookup.job import LookupJoinJob
+    from spark_tables.core.lookup.table import LookupSpec, SourceTable
     from spark_tables.core.plan.job import PlanJob, PlanOptions
     from spark_tables.hooks.spark_connect_job import refused_in_session_mode
     from spark_tables.utils.sql_reader import read_plan_statement
 
-    def refusal(statement: str) -> str | None:
-        options = PlanOptions(checkpoints="file:///checkpoints")
+    def refusal(statement: str, **configuration: str) -> str | None:
+        options = PlanOptions(checkpoints="file:///checkpoints", configuration=configuration)
         return refused_in_session_mode(PlanJob(statement=read_plan_statement(statement), options=options))
 
-    assert refusal("EXECUTE PLAN 'file:///plans/p.json'").startswith("EXECUTE PLAN does not run in session mode yet")
-    assert refusal("EXPLAIN PLAN 'file:///plans/p.json'") is None
-    assert refusal("COMPILE PLAN 'file:///plans/p.json' FOR INSERT INTO s SELECT * FROM t") is None
+    for statement in (
+        "EXECUTE PLAN 'file:///plans/p.json'",
+        "EXPLAIN PLAN 'file:///plans/p.json'",
+        "COMPILE PLAN 'file:///plans/p.json' FOR INSERT INTO s SELECT * FROM t",
+    ):
+        assert refusal(statement) is None
+        assert refusal(statement, **{"execution.flush.max-interval": "1 min"}) is None
+    memory_only = {"execution.flush.max-interval": "1 min", "execution.flush.memory-buffer-only": "true"}
+    assert refusal("EXECUTE PLAN 'file:///plans/p.json'", **memory_only).startswith(
+        "execution.flush.memory-buffer-only does not run in session mode"
+    )
+    assert refusal("EXPLAIN PLAN 'file:///plans/p.json'", **memory_only) is None, "it runs no query"
     assert refused_in_session_mode(SqlJob(statements=("SELECT 1",))) is None
-
-
-def test_a_lookup_join_of_a_stream_is_refused_in_session_mode_and_one_of_a_query_is_not():
-    """Its micro-batches are enriched in foreachBatch, whose function runs in the server's Python over Spark Connect:
-    the batches and join metrics it counts there would never reach the job."""
-    from spark_tables.core.lookup.job import LookupJoinJob
-    from spark_tables.core.lookup.table import LookupSpec, SourceTable
-    from spark_tables.hooks.spark_connect_job import refused_in_session_mode
-
     source = SourceTable(kind="postgres", connection={"host": "db"}, table="crm.customers", key=("customer_id",))
     lookup = LookupSpec(name="customers", source=source, options={"lookup.cache": "NONE"}, snapshots="file:///s")
-
-    def join(**probe: object) -> LookupJoinJob:
-        return LookupJoinJob(lookup=lookup, on=("customer_id",), metrics_uri="file:///m", **probe)
-
-    stream = {"format": "rate"}
-    streaming = join(probe_stream=stream, output="db.enriched", checkpoint="file:///checkpoints/enrich")
-
-    assert refused_in_session_mode(streaming) == (
-        "a lookup join of a stream (probe_stream) does not run in session mode yet: it writes each micro-batch through "
-        "foreachBatch, which over Spark Connect runs in the server's Python: use a spark connection (spark-submit)"
+    streaming = LookupJoinJob(
+        lookup=lookup,
+        on=("customer_id",),
+        metrics_uri="file:///m",
+        probe_stream={"format": "rate"},
+        output="db.enriched",
+        checkpoint="file:///checkpoints/enrich",
     )
-    assert refused_in_session_mode(join(probe="SELECT 1 AS customer_id")) is None
+    assert refused_in_session_mode(streaming) is None
 
 
 class _EndsAfter:

@@ -26,6 +26,7 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowNotFoun
 from spark_tables.core.errors import SpecError
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import Job, JobSpec
+from spark_tables.core.plan.flush import MEMORY_BUFFER_ONLY_OPTION
 from spark_tables.hooks.spark_job import CANCEL_GRACE_SECONDS, SparkJobFailed
 from spark_tables.utils import settings
 from spark_tables.utils.job_package import job_package
@@ -74,24 +75,20 @@ def connect_session(url: str) -> Iterator[SparkSession]:
             os.environ.pop(CONNECT_MODE_VARIABLE, None)
 
 
-#: Why a streaming job does not run in session mode yet: its sinks write each micro-batch through ``foreachBatch``,
-#: whose function Spark Connect runs in a Python process of the server, where what it counts and writes aside never
-#: reaches the job in the task process.
-_FOREACH_BATCH = "writes each micro-batch through foreachBatch, which over Spark Connect runs in the server's Python"
-
-
 def refused_in_session_mode(job: Job) -> str | None:
-    """Why ``job`` cannot run in session mode (one line, with what to do), or None when it can."""
-    what = None
-    if job.kind == "plan" and job.statement.executes:  # type: ignore[attr-defined]
-        what = "EXECUTE PLAN"
-    elif job.kind == "streaming_aggregation":
-        what = "a streaming aggregation"
-    elif job.kind == "lookup_join" and job.probe_stream is not None:  # type: ignore[attr-defined]
-        what = "a lookup join of a stream (probe_stream)"
-    if what is None:
-        return None
-    return f"{what} does not run in session mode yet: it {_FOREACH_BATCH}: use a spark connection (spark-submit)"
+    """Why ``job`` cannot run in session mode (one line, with what to do), or None when it can.
+
+    FLIP-365's memory buffer keeps a query's output in the process that runs its foreachBatch function, and flushes
+    it on the job's requests: over Spark Connect that process is the server's, out of the job's reach.
+    """
+    streams = (job.kind == "plan" and job.statement.executes) or job.kind == "streaming_aggregation"  # type: ignore[attr-defined]
+    if streams and job.options.flush.memory_buffer_only:  # type: ignore[attr-defined]
+        return (
+            f"{MEMORY_BUFFER_ONLY_OPTION} does not run in session mode: the buffer would live in the Spark Connect "
+            "server's Python, where the job cannot flush it: leave it false (the buffer is then in Spark's state "
+            "store), or use a spark connection (spark-submit)"
+        )
+    return None
 
 
 def connects_to_server(conn_id: str) -> bool:

@@ -28,6 +28,7 @@ from spark_tables.core.lookup.result import LookupJoinResult
 from spark_tables.core.lookup.snapshot import Pointer, Snapshot
 from spark_tables.jobs import files
 from spark_tables.jobs.cancellation import Cancellation
+from spark_tables.jobs.connect_functions import carried_function
 from spark_tables.jobs.lookup.arrow_types import arrow_type
 from spark_tables.jobs.lookup.metrics import aggregate
 from spark_tables.jobs.lookup.partition import PartitionLookup
@@ -193,40 +194,82 @@ def run_lookup_join(spark: SparkSession, job: LookupJoinJob, cancellation: Cance
                 joined.write.mode(job.mode).saveAsTable(job.output)
             else:
                 joined.write.format("noop").mode("overwrite").save()
-            batches = 1
+            snapshot = lookup_join.snapshot
+            done = {"batches": 1, "rows": lookup_join.rows(), "metrics": lookup_join.metrics()}
+            done["snapshot"] = snapshot.version if snapshot is not None else None
         else:
-            batches = _run_stream(spark, job, lookup_join, cancellation)
-        metrics = lookup_join.metrics()
+            done = _run_stream(spark, job, cancellation) or _nothing_enriched(lookup_join)
     finally:
         files.remove(job.metrics_uri)
-    snapshot = lookup_join.snapshot
     return LookupJoinResult(
         lookup=job.lookup.name,
         cache=str(lookup_join.options.cache),
-        rows=lookup_join.rows(),
+        rows=done["rows"],
         output=job.output,
-        batches=batches,
-        metrics=metrics,
-        snapshot=snapshot.version if snapshot is not None else None,
-        loaded_snapshot=lookup_join.loaded_snapshot if snapshot is not None else None,
+        batches=done["batches"],
+        metrics=done["metrics"],
+        snapshot=done["snapshot"],
+        loaded_snapshot=lookup_join.loaded_snapshot if done["snapshot"] is not None else None,
     )
 
 
-def _run_stream(spark: SparkSession, job: LookupJoinJob, lookup_join: LookupJoin, cancellation: Cancellation) -> int:
-    """Enrich each micro-batch and append it to the output; returns how many batches ran."""
+class StreamEnricher:
+    """foreachBatch's function of a lookup join of a stream: enriches each micro-batch and appends it to the output.
+
+    It runs in the driver, or in session mode in the Spark Connect server's Python (``connect_functions``), so it makes
+    its ``LookupJoin`` on its first batch's session and tells the job what it did so far through a file in the
+    job's metrics folder (``stream_report``), written after each batch.
+    """
+
+    def __init__(self, job: LookupJoinJob) -> None:
+        self.job = job
+        self.lookup_join: LookupJoin | None = None
+        self.batches = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"job": self.job, "lookup_join": None, "batches": 0}
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        if self.lookup_join is None:
+            self.lookup_join = LookupJoin(batch.sparkSession, self.job)
+        self.lookup_join.apply(batch).write.mode("append").saveAsTable(self.job.output)
+        self.batches += 1
+        snapshot = self.lookup_join.snapshot
+        done = {
+            "batches": self.batches,
+            "rows": self.lookup_join.rows(),
+            "metrics": self.lookup_join.metrics(),
+            "snapshot": snapshot.version if snapshot is not None else None,
+        }
+        files.write_bytes(stream_report(self.job), json.dumps(done).encode())
+        log.info("micro-batch %d enriched: %s", batch_id, json.dumps(done["metrics"]))
+
+
+def stream_report(job: LookupJoinJob) -> str:
+    """Where a stream's ``StreamEnricher`` leaves what it did (in a folder of its own: the metrics folder's own
+    files are the workers')."""
+    return f"{job.metrics_uri.rstrip('/')}/stream/report.json"
+
+
+def _nothing_enriched(lookup_join: LookupJoin) -> dict[str, Any]:
+    """A stream's report when no micro-batch ran: the table's metrics as the job found them."""
+    snapshot = lookup_join.snapshot
+    return {
+        "batches": 0,
+        "rows": 0,
+        "metrics": lookup_join.metrics(),
+        "snapshot": snapshot.version if snapshot is not None else None,
+    }
+
+
+def _run_stream(spark: SparkSession, job: LookupJoinJob, cancellation: Cancellation) -> dict[str, Any] | None:
+    """Enrich each micro-batch and append it to the output; returns what the batches did, None if none ran."""
     source = job.probe_stream
     reader = spark.readStream.format(source.format).options(**source.options)
     if source.schema:
         reader = reader.schema(source.schema)
     stream = reader.load(source.path) if source.path else reader.load()
-    batches = 0
-
-    def enrich(batch: DataFrame, batch_id: int) -> None:
-        nonlocal batches
-        lookup_join.apply(batch).write.mode("append").saveAsTable(job.output)
-        batches += 1
-        log.info("micro-batch %d enriched: %s", batch_id, json.dumps(lookup_join.metrics()))
-
+    enrich = carried_function(spark, StreamEnricher(job))
     writer = stream.writeStream.foreachBatch(enrich).option("checkpointLocation", job.checkpoint)
     if job.trigger == AVAILABLE_NOW:
         writer = writer.trigger(availableNow=True)
@@ -240,4 +283,5 @@ def _run_stream(spark: SparkSession, job: LookupJoinJob, lookup_join: LookupJoin
     finally:
         if query.isActive:
             query.stop()
-    return batches
+    report = stream_report(job)
+    return json.loads(files.read_text(report)) if files.exists(report) else None

@@ -18,6 +18,7 @@ from spark_tables.core.plan.sinks import KeyedSink
 from spark_tables.jobs.plan.buffer import CAUSES, FLUSH_CAUSE, buffered
 from spark_tables.jobs.plan.clock import Clock
 from spark_tables.jobs.plan.flush_requests import flush_requests, prepare_requests, request_flush
+from spark_tables.jobs.plan.progress import input_rows, observed_metrics
 
 #: The name of the buffer's observed metrics in a query's progress.
 METRICS = "spark_tables_buffer"
@@ -58,17 +59,13 @@ class OutputBuffer:
 
     def data_rows(self, progress: Any) -> int:
         """The rows one micro-batch read from the query's sources, its flush requests left out."""
-        return sum(
-            source.get("numInputRows", 0)
-            for source in progress.get("sources", [])
-            if self.requests_path not in source.get("description", "")
-        )
+        return input_rows(progress, leave_out=self.requests_path)
 
     def buffer_report(self, progress: list[dict[str, Any]]) -> dict[str, Any]:
         """From the progress of the runs of this sink's query: records in (the rows of its sources, flush requests
         left out), records emitted, and flushes by cause."""
-        observed = [p.get("observedMetrics", {}).get(METRICS) for p in progress]
-        metrics = [row.asDict() for row in observed if row is not None]
+        observed = [observed_metrics(p, METRICS) for p in progress]
+        metrics = [row for row in observed if row is not None]
         records_in = sum(self.data_rows(p) for p in progress)
         return {
             "buffer": {

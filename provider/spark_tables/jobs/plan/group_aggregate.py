@@ -51,6 +51,7 @@ from pyspark.sql.types import (
 
 from spark_tables.core.errors import JobError, SpecError
 from spark_tables.core.plan.aggregates import AggregateCall
+from spark_tables.jobs.connect_functions import carried_function
 from spark_tables.jobs.data_types import FRACTIONAL, NUMERIC, SIMPLE
 from spark_tables.jobs.plan.changelog import (
     DELETE,
@@ -386,7 +387,7 @@ def group_aggregate(
         *(quoted(name).alias(f"__key_{index}") for index, name in enumerate(key)),
         *(quoted(name).alias(f"__column_{index}") for index, name in enumerate(read)),
         ROW_KIND,
-    ).mapInArrow(LocalAggregate(plan), plan.partial_schema())
+    ).mapInArrow(carried_function(frame.sparkSession, LocalAggregate(plan)), plan.partial_schema())
     processor = GroupAggregateProcessor(
         plan, output, StateTtl.of(ttl_ms, "group_aggregate ttl_ms"), checked_clock(clock)
     )

@@ -40,7 +40,8 @@ from spark_tables.core.plan.flush import MAX_ENTRIES_OPTION, FlushOptions
 from spark_tables.jobs import files
 from spark_tables.jobs.plan.buffer import CAUSES, WATERMARK_DELAY, event_time_column, window_end
 from spark_tables.jobs.plan.clock import Clock
-from spark_tables.jobs.plan.sinks import PostgresSinkWriter, SinkWriter
+from spark_tables.jobs.plan.progress import input_rows
+from spark_tables.jobs.plan.sinks import PostgresSinkWriter, SinkCounts, SinkWriter
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +65,8 @@ class MemoryBuffer(SinkWriter):
     requests_need_a_batch = False
 
     def __init__(self, writer: PostgresSinkWriter, options: FlushOptions, clock: Clock, checkpoint: str) -> None:
-        super().__init__(writer.sink)
         self.writer = writer
-        self.counts = writer.counts
+        super().__init__(writer.sink)
         self.interval_ms, self.max_entries = options.max_interval_ms, options.max_entries
         self.clock = clock
         self.marker_folder = f"{checkpoint.rstrip('/')}-memory-buffer"
@@ -79,6 +79,15 @@ class MemoryBuffer(SinkWriter):
         self.event_time_at: int | None = None
         self.delay_ms: int | None = None
         self._lock = threading.Lock()
+
+    @property  # type: ignore[override]
+    def counts(self) -> SinkCounts:
+        """The PostgreSQL sink's counts: its writer writes the flushes."""
+        return self.writer.counts
+
+    @counts.setter
+    def counts(self, counts: SinkCounts) -> None:
+        self.writer.counts = counts
 
     def start(self, frame: DataFrame, **kwargs: Any) -> StreamingQuery:
         """``SinkWriter.start``, the query kept: its progress gives the watermark."""
@@ -153,6 +162,7 @@ class MemoryBuffer(SinkWriter):
         self.entries.clear()
         self.since_ms = None
         files.remove(self.marker_folder)
+        self.record_counts()  # a flush on request or at close comes after the query's last batch
 
     def _watermark_ms(self) -> int | None:
         """The query's current watermark: the one its next micro-batch would take, from its last progress (that
@@ -173,7 +183,7 @@ class MemoryBuffer(SinkWriter):
 
     def data_rows(self, progress: Any) -> int:
         """The rows one micro-batch read from the query's sources."""
-        return sum(source.get("numInputRows", 0) for source in progress.get("sources", []))
+        return input_rows(progress)
 
     def buffer_report(self, progress: list[dict[str, Any]]) -> dict[str, Any]:
         """From the progress of the runs of its query: records in and emitted, flushes by cause."""

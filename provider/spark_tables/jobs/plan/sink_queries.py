@@ -27,6 +27,7 @@ from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.plan.clock import Clock
 from spark_tables.jobs.plan.flushing import OutputBuffer
 from spark_tables.jobs.plan.memory_buffer import MemoryBuffer
+from spark_tables.jobs.plan.progress import input_rows
 from spark_tables.jobs.plan.sinks import PostgresSinkWriter, SinkWriter
 
 log = logging.getLogger(__name__)
@@ -81,13 +82,13 @@ class SinkQuery:
         )
 
     def report(self) -> dict[str, Any]:
-        with_data = [p for p in self.progress if p.get("numInputRows", 0) > 0]
+        with_data = [p for p in self.progress if input_rows(p) > 0]
         last = self.progress[-1] if self.progress else {}
         return {
             **self.labels,
             "checkpoint": self.checkpoint,
             "batches": len(with_data),
-            "input_rows": sum(p.get("numInputRows", 0) for p in self.progress),
+            "input_rows": sum(input_rows(p) for p in self.progress),
             "processing_ms": sum(p.get("durationMs", {}).get("triggerExecution", 0) for p in with_data),
             "state_operators": [
                 {

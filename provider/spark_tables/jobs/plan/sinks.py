@@ -30,8 +30,10 @@ last batch of a checkpoint again when the query stopped before committing it:
   which follows each partition's order: the plan's operators emit a key's changes from one partition, in order. A
   batch that carries ``EMIT_ORDER`` (a flush of the buffer, one change a key) is applied in that order.
 
-foreachBatch runs its function in the driver, one batch at a time, so each writer adds up what it wrote in a plain
-object, read with ``SinkWriter.report()`` once the query has ended.
+foreachBatch runs its function one batch at a time: in the driver, or in session mode in a Python process of the
+Spark Connect server (``connect_functions``), where the writer is a copy of the job's. So each writer adds up what it
+wrote in a plain object and writes it after every batch into a file beside the checkpoint (``<checkpoint>-sink-counts``,
+a file per start of the query), which ``SinkWriter.report()`` adds up once the query has ended.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -57,6 +60,7 @@ from spark_tables.core.identifiers import TableIdentifier
 from spark_tables.core.plan.sinks import PlanSink, PostgresUpsertSink, TableSink, TableUpsertSink
 from spark_tables.core.postgres import describe
 from spark_tables.jobs import files, postgres
+from spark_tables.jobs.connect_functions import carried_function
 from spark_tables.jobs.plan.changelog import DELETE, EMIT_ORDER, ROW_KIND, UPDATE_BEFORE, quoted
 
 log = logging.getLogger(__name__)
@@ -72,6 +76,8 @@ _MAX_PARAMETERS = 65535
 _ORDER = "__spark_tables_order"
 #: The suffix of the folder beside a keyed catalog table's first location that holds the versions its sink writes.
 VERSIONS = ".versions"
+#: The suffix of the folder beside a sink query's checkpoint where its writer leaves its counts.
+COUNTS = "-sink-counts"
 
 
 @dataclass
@@ -97,6 +103,27 @@ class SinkWriter(ABC):
     def __init__(self, sink: PlanSink) -> None:
         self.sink = sink
         self.counts = SinkCounts()
+        #: The job's session (the one that started the query), kept by ``prepare`` where a batch needs it; None in
+        #: the Spark Connect server's copy, whose batches bring one on the job's session.
+        self._spark: SparkSession | None = None
+        self._checkpoint = ""
+        self._query_id: str | None = None
+        #: The files of this writer's counts, one per start of its query; the last is the running one's.
+        self._counts_files: list[str] = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The writer as foreachBatch's function carries it to a Spark Connect server: without a Spark session."""
+        return {**self.__dict__, "_spark": None}
+
+    def session(self, batch: DataFrame) -> SparkSession:
+        """The session a batch's catalog operations run in: the job's (the batch's is a clone of it on a driver)."""
+        return self._spark if self._spark is not None else batch.sparkSession
+
+    def query_id(self) -> str:
+        """The query's id, as Spark keeps it in the checkpoint's metadata: the same across restarts from it."""
+        if self._query_id is None:
+            self._query_id = json.loads(files.read_text(f"{self._checkpoint.rstrip('/')}/metadata"))["id"]
+        return self._query_id
 
     @staticmethod
     def for_sink(sink: PlanSink, *, connection: dict | None) -> SinkWriter:
@@ -121,9 +148,15 @@ class SinkWriter(ABC):
         """Check that the sink can take ``frame`` (``SpecError`` when not, before anything runs), then start its
         query: available-now, or a micro-batch every ``interval``; ``output_mode`` is Spark's."""
         self.prepare(frame, checkpoint)
+        self._checkpoint = checkpoint
+        counts = f"{checkpoint.rstrip('/')}{COUNTS}"
+        if not self._counts_files:
+            files.remove(counts)  # left by a run that ended before its report
+        self._counts_files.append(f"{counts}/{uuid.uuid4().hex}.json")
+        self.counts = SinkCounts()
         writer = (
             frame.writeStream.outputMode(output_mode)
-            .foreachBatch(self._write_batch)
+            .foreachBatch(carried_function(frame.sparkSession, self.write_counted))
             .option("checkpointLocation", checkpoint)
             .queryName(query_name)
         )
@@ -134,8 +167,26 @@ class SinkWriter(ABC):
             writer = writer.trigger(processingTime=f"{interval_ms} milliseconds")
         return writer.start()
 
+    def write_counted(self, batch: DataFrame, batch_id: int) -> None:
+        """foreachBatch's function: write the batch, then what this start of the query wrote so far."""
+        self._write_batch(batch, batch_id)
+        self.record_counts()
+
+    def record_counts(self) -> None:
+        """Write the counts of the query's running start into its file."""
+        if self._counts_files:
+            files.write_bytes(self._counts_files[-1], json.dumps(dataclasses.asdict(self.counts)).encode())
+
     def report(self) -> dict[str, Any]:
-        return {"sink": self.sink.name, "kind": self.sink.kind, **dataclasses.asdict(self.counts)}
+        """What the sink wrote, added up over the starts of its query; once, when it has ended (its files go)."""
+        total = {name: 0 for name in dataclasses.asdict(SinkCounts())}
+        for location in self._counts_files:
+            if files.exists(location):  # a start that ran no batch wrote none
+                for name, value in json.loads(files.read_text(location)).items():
+                    total[name] += value
+        if self._counts_files:
+            files.remove(self._counts_files[0].rsplit("/", 1)[0])
+        return {"sink": self.sink.name, "kind": self.sink.kind, **total}
 
     def _skip(self, batch: DataFrame, batch_id: int) -> None:
         """Write nothing for a replayed batch that is in the table already, but run its plan all the same: its
@@ -174,9 +225,7 @@ class TableSinkWriter(SinkWriter):
         if files.exists(mark):
             self._skip(batch, batch_id)
             return
-        query_id = batch.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
-        if not query_id:
-            raise JobError(f"catalog sink {self.sink.name}: batch {batch_id} runs outside a streaming query")
+        query_id = self.query_id()
         # The names tie each file to this query (stable across restarts from its checkpoint) and batch.
         moved_prefix = f"part-{query_id}-{batch_id}-"
         staging = f"{self._location}/_spark_tables_{query_id}-{batch_id}"
@@ -197,8 +246,8 @@ class TableSinkWriter(SinkWriter):
         files.write_bytes(mark, b"")
         files.remove(f"{self._marks}/{batch_id - 1}")  # Spark replays its last batch only
         files.remove(staging)
-        # The session that started the query lists the table's files again (the batch's is a clone of it).
-        self._spark.catalog.refreshTable(self.sink.name)
+        # The session that started the query lists the table's files again.
+        self.session(batch).catalog.refreshTable(self.sink.name)
 
 
 class TableUpsertSinkWriter(SinkWriter):
@@ -218,12 +267,10 @@ class TableUpsertSinkWriter(SinkWriter):
 
     def _write_batch(self, batch: DataFrame, batch_id: int) -> None:
         self.counts.batches += 1
-        query_id = batch.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
-        if not query_id:
-            raise JobError(f"catalog sink {self.sink.name}: batch {batch_id} runs outside a streaming query")
-        current = _describe(self._spark, self.sink.name)["location"].rstrip("/")
+        spark = self.session(batch)
+        current = _describe(spark, self.sink.name)["location"].rstrip("/")
         first = current.split(VERSIONS + "/")[0] if VERSIONS + "/" in current else current
-        version = f"{first}{VERSIONS}/{query_id}-{batch_id}"
+        version = f"{first}{VERSIONS}/{self.query_id()}-{batch_id}"
         if current == version:
             self._skip(batch, batch_id)
             return
@@ -236,15 +283,15 @@ class TableUpsertSinkWriter(SinkWriter):
             if not metrics["changes"]:
                 return
             key = list(self.sink.key)
-            kept = self._spark.table(self._quoted).join(changes.select(*map(quoted, key)), key, "left_anti")
+            kept = spark.table(self._quoted).join(changes.select(*map(quoted, key)), key, "left_anti")
             upserts = changes.where(F.col(ROW_KIND) != DELETE).select(*map(quoted, self.columns))
             rows = kept.select(*map(quoted, self.columns)).unionByName(upserts)
             rows.write.format(self._format).options(**self._options).mode("overwrite").save(version)
         finally:
             changes.unpersist()
         location = version.replace("\\", "\\\\").replace("'", "\\'")
-        self._spark.sql(f"ALTER TABLE {self._quoted} SET LOCATION '{location}'")
-        self._spark.catalog.refreshTable(self.sink.name)
+        spark.sql(f"ALTER TABLE {self._quoted} SET LOCATION '{location}'")
+        spark.catalog.refreshTable(self.sink.name)
         self._remove_older(f"{first}{VERSIONS}", keep={version, current})
         self.counts.write_calls += 1
         self.counts.rows_upserted += metrics["changes"] - metrics["deletes"]

@@ -34,6 +34,7 @@ from pyspark.sql.streaming.stateful_processor import (
 from pyspark.sql.types import ArrayType, BinaryType, DataType, LongType, StructField, StructType, TimestampType
 
 from spark_tables.core.errors import SpecError
+from spark_tables.jobs.connect_functions import carried_processor
 from spark_tables.jobs.plan.clock import Clock
 
 #: Every operator runs in processing-time mode, with or without a TTL, so that one can be set on a restart.
@@ -172,4 +173,5 @@ def transform(frame: DataFrame, key: list[str], processor: StatefulProcessor, ou
     builds a pandas frame for each key's input and output, which costs more than the plain rows of a key that
     the local aggregation or a join's few rows per key hand over.
     """
-    return frame.groupBy(*key).transformWithState(processor, output_schema, "Append", TIME_MODE)
+    carried = carried_processor(frame.sparkSession, processor)  # over Spark Connect, with the provider's code
+    return frame.groupBy(*key).transformWithState(carried, output_schema, "Append", TIME_MODE)
