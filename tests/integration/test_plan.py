@@ -64,7 +64,9 @@ def check_example_plan(run: ExampleRun, database: str) -> None:
         ("rightState", "604800000 ms"),
     ]
     assert x["explain"]["explain"]["warnings"] == []
-    assert "stream-exec-join_1" in run.log  # the graph is in the task log too
+    runners = {node["type"]: node["runner"] for node in x["explain"]["explain"]["nodes"] if "runner" in node}
+    assert runners["stream-exec-join"] == "transform-with-state"  # a left join: Spark's would pad later
+    assert "stream-exec-join_2" in run.log and "runner transform-with-state" in run.log  # the graph in the task log
     # The four drivers' logs: Spark's warnings of known harmless causes summed up in one line a driver (the state
     # server warns at each first read of a key: 180 order ids, 5 shops), so at most a handful of warnings are left
     log = run.log

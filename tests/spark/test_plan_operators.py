@@ -24,6 +24,7 @@ from spark_tables.jobs.plan.clock import BatchClock, FixedClock
 from spark_tables.jobs.plan.deduplicate import LAST_ROW, deduplicate
 from spark_tables.jobs.plan.group_aggregate import ACCUMULATOR, group_aggregate
 from spark_tables.jobs.plan.join import LEFT_SIDE, RIGHT_SIDE, ROWS, join
+from spark_tables.jobs.plan.spark_join import spark_join
 from tests.spark.plan_streams import (
     JsonSource,
     StateReader,
@@ -321,7 +322,8 @@ def test_keep_last_updates_flow_through_the_aggregation(spark: SparkSession, tmp
 
 
 def test_joins_without_ttl_match_spark(spark: SparkSession, tmp_path: Path) -> None:
-    """Inner as Spark's stream-stream join, left as Spark's batch left join, with repeated rows and null keys."""
+    """Inner as Spark's stream-stream join, left as Spark's batch left join, with repeated rows and null keys; the
+    inner join on Spark's operator (``spark_join``) too."""
     left = JsonSource(tmp_path / "left", "left_id bigint, k bigint, lv string")
     right = JsonSource(tmp_path / "right", "right_id bigint, rk bigint, rv string")
     pick = random.Random(2921)
@@ -350,6 +352,16 @@ def test_joins_without_ttl_match_spark(spark: SparkSession, tmp_path: Path) -> N
     right_stream = right.stream(spark, file_per_batch=True).drop(ROW_KIND)
     spark_inner = run(left_stream.join(right_stream, F.col("k") == F.col("rk")), tmp_path / "spark")
     assert results["inner"] == Counter(map(tuple, spark_inner))
+    on_spark = spark_join(
+        left.stream(spark, file_per_batch=True),
+        right.stream(spark, file_per_batch=True),
+        left_key=["k"],
+        right_key=["rk"],
+        left_ttl_ms=0,
+        right_ttl_ms=0,
+        clock=FixedClock(1_600_000_000_000),  # one instant for every batch of the run
+    )
+    assert materialize(run(on_spark, tmp_path / "on_spark")) == results["inner"]
     spark_left = left.table(spark).join(right.table(spark), F.col("k") == F.col("rk"), "left")
     assert results["left"] == Counter(map(tuple, spark_left.collect()))
 

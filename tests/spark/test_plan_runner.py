@@ -13,6 +13,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark_tables.core.errors import SpecError
+from spark_tables.core.names import flat_name
 from spark_tables.core.plan.job import PlanOptions
 from spark_tables.core.plan.result import PlanResult
 from spark_tables.core.plan.sinks import PostgresUpsertSink
@@ -332,3 +333,107 @@ def test_a_run_for_a_time_flushes_its_buffer_once_the_input_is_idle_or_at_the_en
     assert (buffer["records_in"], buffer["records_emitted"]) == (3, 2)
     assert buffer["flushes"]["interval"] == 0 and buffer["flushes"]["idle"] + buffer["flushes"]["end"] == 1
     assert not spark.streams.active
+
+
+SHIPPED = """
+    INSERT INTO shipped_orders
+    SELECT o.order_id, o.shop, s.carrier
+    FROM orders o JOIN shipments s ON o.order_id = s.order_id
+"""
+
+
+def _edit_join(plan_file: Path, **fields: object) -> None:
+    plan = json.loads(plan_file.read_text())
+    node = next(node for node in plan["nodes"] if node["type"] == "stream-exec-join")
+    for name, value in fields.items():
+        if value is None:
+            node.pop(name, None)
+        else:
+            node[name] = value
+    plan_file.write_text(json.dumps(plan, indent=2))
+
+
+def test_an_inner_join_runs_on_spark_s_join_and_a_plan_edited_to_move_it_is_refused_before_any_query(
+    spark: SparkSession, orders: Path, tmp_path: Path, db: str
+) -> None:
+    shipments = tmp_path / "shipments"
+    shipments.mkdir()
+    spark.sql(f"CREATE TABLE {db}.shipments (order_id INT, carrier STRING) USING json LOCATION '{shipments}'")
+    spark.sql(f"CREATE TABLE {db}.shipped_orders (order_id INT, shop STRING, carrier STRING) USING parquet")
+    plan_file = tmp_path / "shipped.json"
+    _run(spark, f"COMPILE PLAN '{plan_file}' FOR {SHIPPED}", _options(tmp_path, "1 min"))
+    nodes = json.loads(plan_file.read_text())["nodes"]
+    join_node = next(node for node in nodes if node["type"] == "stream-exec-join")
+    sink_id = next(node["id"] for node in nodes if node["type"] == "stream-exec-sink")
+    assert (join_node["version"], join_node["runner"]) == (2, "spark-stream-join")
+
+    explained = _run(spark, f"EXPLAIN PLAN '{plan_file}'", _options(tmp_path)).explain
+    assert next(node for node in explained["nodes"] if node["type"] == "stream-exec-join")["runner"] == (
+        "spark-stream-join"
+    )
+    assert f"[{join_node['id']}] stream-exec-join_2 <- " in explained["text"]
+    assert "      runner spark-stream-join\n" in explained["text"]
+
+    def shipped() -> list[tuple]:
+        spark.catalog.refreshTable(f"{db}.shipped_orders")
+        return sorted(map(tuple, spark.table(f"{db}.shipped_orders").collect()))
+
+    execute = f"EXECUTE PLAN '{plan_file}'"
+    _add_orders(orders, "t00", (1, "north", 5), (2, "south", 7))
+    (shipments / "t00.json").write_text('{"order_id": 1, "carrier": "dhl"}\n')
+    _run(spark, execute, _options(tmp_path), T0)
+    assert shipped() == [(1, "north", "dhl")]
+    # order 2 (1 min TTL) has expired when its shipment comes 90 s later
+    (shipments / "t90.json").write_text('{"order_id": 2, "carrier": "ups"}\n')
+    _run(spark, execute, _options(tmp_path), T0 + 90_000)
+    assert shipped() == [(1, "north", "dhl")]
+    # order 2 again, 5 s after its shipment
+    _add_orders(orders, "t95", (2, "south", 7))
+    _run(spark, execute, _options(tmp_path), T0 + 95_000)
+    assert shipped() == [(1, "north", "dhl"), (2, "south", "ups")]
+    # a clock gone back 15 s, behind the watermark Spark took from the batch before (89 s): Spark drops an order and
+    # its shipment as late, and the report says so
+    _add_orders(orders, "t80", (3, "east", 1))
+    (shipments / "t80.json").write_text('{"order_id": 3, "carrier": "fedex"}\n')
+    late = _run(spark, execute, _options(tmp_path), T0 + 80_000).execute["queries"][0]
+    assert (late["rows_dropped_late"], late["rows_appended"]) == (2, 0)
+    assert shipped() == [(1, "north", "dhl"), (2, "south", "ups")]
+
+    _edit_join(plan_file, runner="transform-with-state")
+    with pytest.raises(SpecError) as raised:
+        _run(spark, execute, _options(tmp_path), T0 + 95_000)
+    assert str(raised.value) == (
+        f"node {join_node['id']} (stream-exec-join) would run on transform-with-state, but checkpoint "
+        f"{tmp_path / 'checkpoints'}/{flat_name([str(plan_file)])}/sink-{sink_id} holds its state as "
+        "spark-stream-join keeps it, which transform-with-state cannot read: run the plan as compiled before "
+        "(runner spark-stream-join), or execute it with a new checkpoint folder"
+    )
+    _edit_join(plan_file, runner="spark-stream-join", join_type="LEFT")
+    for statement in (f"EXPLAIN PLAN '{plan_file}'", execute):
+        with pytest.raises(SpecError) as raised:
+            _run(spark, statement, _options(tmp_path), T0 + 95_000)
+        assert str(raised.value) == (
+            f"node {join_node['id']} (stream-exec-join): runner spark-stream-join runs inner joins only, not a LEFT "
+            "join: set its runner to transform-with-state"
+        )
+    assert not spark.streams.active
+    assert shipped() == [(1, "north", "dhl"), (2, "south", "ups")]
+
+    # the plan as compiled before runners (version 1, no runner) runs on transform-with-state, and EXPLAIN says so
+    _edit_join(plan_file, version=1, runner=None, join_type="INNER")
+    old_plan = tmp_path / "shipped_v1.json"
+    old_plan.write_text(plan_file.read_text())
+    explained = _run(spark, f"EXPLAIN PLAN '{old_plan}'", _options(tmp_path)).explain
+    assert (
+        "      runner transform-with-state (a version 1 join, compiled before runners: compile the plan again to let "
+        "the compiler choose, with a new checkpoint)\n" in explained["text"]
+    )
+    _run(spark, f"EXECUTE PLAN '{old_plan}'", _options(tmp_path), T0 + 100_000)
+    assert shipped() == [
+        (1, "north", "dhl"),
+        (1, "north", "dhl"),
+        (2, "south", "ups"),
+        (2, "south", "ups"),
+        (2, "south", "ups"),
+        (3, "east", "fedex"),
+    ]

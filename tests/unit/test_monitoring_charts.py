@@ -40,6 +40,11 @@ def test_a_plan_graph_draws_every_node_and_edge_with_its_state_ttls() -> None:
     assert "join &lt;4&gt;" in svg  # descriptions are escaped
 
 
+def test_a_stateful_node_shows_the_operator_it_runs_on() -> None:
+    svg = plan_graph([{**node(1, "join", [], ("leftState", 0), ("rightState", 0)), "runner": "spark-stream-join"}])
+    assert ">1: join on spark-stream-join<" in svg
+
+
 def test_a_node_sits_one_layer_right_of_its_furthest_input() -> None:
     svg = plan_graph(JOIN_PLAN)
     x_of = {int(m.group(2)): float(m.group(1)) for m in re.finditer(r'<text x="([\d.]+)" y="[\d.]+">(\d+): ', svg)}

@@ -104,6 +104,8 @@ def _edited(path: list[Any], value: Any, delete: bool = False) -> dict[str, Any]
         (_edited(["sources"], ["orders"]), "reads table customers, which sources does not list"),
         (_edited(["nodes", 1, "id"], 1), "node id 1 is used twice"),
         (_edited(["nodes", 2, "retention"], "1 d"), "unknown field(s) ['retention']"),
+        (_edited(["nodes", 2, "runner"], "spark-stream-join"), "version 1 has no runner: set version 2 to choose"),
+        (_edited(["nodes", 2, "version"], 2), "runner None is invalid: use one of spark-stream-join, transform-with"),
     ],
 )
 def test_bad_edits_fail_with_one_line(document: dict[str, Any], message: str) -> None:
@@ -146,3 +148,23 @@ def test_no_warning_when_ttls_grow_downstream_and_zero_means_for_ever() -> None:
     upstream_forever = _edited(["nodes", 2, "state", 1, "ttl"], "0 ms")
     warnings = explain(CompiledPlan.from_dict(upstream_forever), timedelta(0))["warnings"]
     assert any("rightState (ever (0 ms))" in warning for warning in warnings)
+
+
+def test_a_version_2_join_names_its_runner_and_a_version_1_join_runs_on_transform_with_state() -> None:
+    document = _edited(["nodes", 2, "version"], 2)
+    document["nodes"][2]["runner"] = "spark-stream-join"
+    plan = CompiledPlan.from_dict(document)
+    assert plan.node(3).runs_on == "spark-stream-join"
+    assert json.loads(plan.to_json())["nodes"][2]["runner"] == "spark-stream-join"
+    assert plan.node(4).runs_on == "transform-with-state" and plan.node(1).runs_on is None
+    explained = explain(plan, timedelta(0))
+    assert explained["nodes"][2]["runner"] == "spark-stream-join" and "runner_note" not in explained["nodes"][2]
+    assert "runner" not in explained["nodes"][0]
+    assert "[3] stream-exec-join_2 <- 1, 2: Join(...)\n      runner spark-stream-join\n" in explain_text(explained, "p")
+
+    old = CompiledPlan.from_dict(example_2())
+    assert old.node(3).runs_on == "transform-with-state"
+    assert "runner" not in json.loads(old.to_json())["nodes"][2]  # read back as written
+    old_join = explain(old, timedelta(0))["nodes"][2]
+    assert old_join["runner"] == "transform-with-state"
+    assert old_join["runner_note"].startswith("a version 1 join, compiled before runners: compile the plan again")

@@ -1,4 +1,4 @@
-"""What ``EXPLAIN PLAN`` shows: the node graph with each stateful operator's TTL per input, and warnings.
+"""What ``EXPLAIN PLAN`` shows: the node graph with each stateful operator's runner and TTL per input, and warnings.
 
 The result is structured data (for XCom, and the Airflow UI's graph of the plan) with a text rendering for logs.
 A warning is given where an operator keeps its state for less time than an operator upstream of it: FLIP-292 notes
@@ -12,8 +12,14 @@ from typing import Any
 
 from spark_tables.core.durations import format_duration
 from spark_tables.core.plan.document import CompiledPlan
-from spark_tables.core.plan.nodes import Node
+from spark_tables.core.plan.nodes import Join, Node
 from spark_tables.core.plan.state import StateEntry
+
+#: Why a join compiled before runners existed runs on transform-with-state.
+VERSION_1_JOIN = (
+    "a version 1 join, compiled before runners: compile the plan again to let the compiler choose, with a new "
+    "checkpoint"
+)
 
 
 def explain(plan: CompiledPlan, job_ttl: timedelta) -> dict[str, Any]:
@@ -29,6 +35,9 @@ def explain(plan: CompiledPlan, job_ttl: timedelta) -> dict[str, Any]:
             "output_schema": [column.to_dict() for column in node.output_schema],
         }
         if node.stateful:
+            entry["runner"] = node.runs_on
+            if isinstance(node, Join) and node.version == 1:
+                entry["runner_note"] = VERSION_1_JOIN
             entry["state"] = [
                 {**state.to_dict(), "ttl_ms": state.ttl_ms, "from": "plan" if node.state is not None else "job"}
                 for state in node.effective_state(job_ttl)
@@ -68,6 +77,9 @@ def explain_text(explained: dict[str, Any], uri: str) -> str:
     for node in explained["nodes"]:
         inputs = f" <- {', '.join(str(i) for i in node['inputs'])}" if node["inputs"] else ""
         lines.append(f"[{node['id']}] {node['type']}_{node['version']}{inputs}: {node['description']}")
+        if "runner" in node:
+            note = f" ({node['runner_note']})" if "runner_note" in node else ""
+            lines.append(f"      runner {node['runner']}{note}")
         for state in node.get("state", []):
             lines.append(f"      state {state['index']} {state['name']}: ttl {state['ttl']} ({state['from']})")
     lines.extend(f"warning: {warning}" for warning in explained["warnings"])

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.aggregates import AggregateCall
+from spark_tables.core.plan.runners import JOIN_RUNNERS, TRANSFORM_WITH_STATE
 from spark_tables.core.plan.state import StateEntry, default_entries, parse_entries
 
 KEEP = ("first", "last")
@@ -58,6 +59,11 @@ class Node:
     @property
     def stateful(self) -> bool:
         return bool(self.STATE_NAMES)
+
+    @property
+    def runs_on(self) -> str | None:
+        """The operator that runs a stateful node (``core.plan.runners``); None for a stateless one."""
+        return TRANSFORM_WITH_STATE if self.stateful else None
 
     def effective_state(self, job_ttl: timedelta) -> tuple[StateEntry, ...]:
         """The TTL of each input's state as execution applies it: the plan's entries, else the job's TTL."""
@@ -134,17 +140,34 @@ class GroupAggregate(Node):
 
 @dataclass(frozen=True)
 class Join(Node):
-    """A regular equi-join of two streams: each side's rows kept in state of their own, with a TTL of their own."""
+    """A regular equi-join of two streams: each side's rows kept in state of their own, with a TTL of their own.
+
+    Version 2 names the operator that runs it (``runner``); version 1, compiled before runners existed, runs on
+    transform-with-state.
+    """
 
     TYPE: ClassVar[str] = "stream-exec-join"
+    VERSIONS: ClassVar[tuple[int, ...]] = (1, 2)
     STATE_NAMES: ClassVar[tuple[str, ...]] = ("leftState", "rightState")
     INPUTS: ClassVar[int] = 2
     join_type: str = "INNER"
     left_key: tuple[str, ...] = ()
     right_key: tuple[str, ...] = ()
+    runner: str = TRANSFORM_WITH_STATE
+
+    @property
+    def runs_on(self) -> str:
+        return self.runner
 
     def fields(self) -> dict[str, Any]:
-        return {"join_type": self.join_type, "left_key": list(self.left_key), "right_key": list(self.right_key)}
+        fields: dict[str, Any] = {
+            "join_type": self.join_type,
+            "left_key": list(self.left_key),
+            "right_key": list(self.right_key),
+        }
+        if self.version >= 2:
+            fields["runner"] = self.runner
+        return fields
 
 
 @dataclass(frozen=True)
@@ -207,10 +230,10 @@ def node_from_dict(data: Any, position: int) -> Node:
         "description": str(data.get("description", "")),
         "state": None if state is None else parse_entries(state, node_class.STATE_NAMES, where),
     }
-    return node_class(**common, **_own_fields(node_class, data, where))
+    return node_class(**common, **_own_fields(node_class, data, where, version))
 
 
-def _own_fields(node_class: type[Node], data: dict[str, Any], where: str) -> dict[str, Any]:
+def _own_fields(node_class: type[Node], data: dict[str, Any], where: str, version: int) -> dict[str, Any]:
     if node_class is SourceScan:
         return {"table": _text(data.get("table"), where, "table")}
     if node_class is Calc:
@@ -239,8 +262,20 @@ def _own_fields(node_class: type[Node], data: dict[str, Any], where: str) -> dic
         left, right = _names(data.get("left_key"), where, "left_key"), _names(data.get("right_key"), where, "right_key")
         if len(left) != len(right):
             raise SpecError(f"{where}: left_key has {len(left)} column(s), right_key {len(right)}: pair them up")
-        return {"join_type": join_type, "left_key": left, "right_key": right}
+        return {"join_type": join_type, "left_key": left, "right_key": right, "runner": _runner(data, where, version)}
     return {"sink": _text(data.get("sink"), where, "sink")}
+
+
+def _runner(data: dict[str, Any], where: str, version: int) -> str:
+    """A join's runner: named in version 2, implied (transform-with-state) in version 1."""
+    runner = data.get("runner")
+    if version == 1:
+        if runner is not None:
+            raise SpecError(f"{where}: version 1 has no runner: set version 2 to choose one, or remove the runner")
+        return TRANSFORM_WITH_STATE
+    if runner not in JOIN_RUNNERS:
+        raise SpecError(f"{where}: runner {runner!r} is invalid: use one of {', '.join(JOIN_RUNNERS)}")
+    return runner
 
 
 def _list(value: Any, where: str, what: str) -> list[Any]:

@@ -164,6 +164,17 @@ class LookupJoin:
         self._settle()
         return self._totals["rows"]
 
+    def report(self, batches: int) -> dict[str, Any]:
+        """What the join did over ``batches`` batches (0: none ran, the table's metrics as found): rows, the FLIP's
+        metrics, and the snapshot it read (FULL)."""
+        snapshot = self.snapshot
+        return {
+            "batches": batches,
+            "rows": self.rows(),
+            "metrics": self.metrics(),
+            "snapshot": snapshot.version if snapshot is not None else None,
+        }
+
     def _settle(self) -> None:
         """Add what the finished joins observed to the totals (``get`` waits for a join's action to end)."""
         for observation in self._pending:
@@ -194,11 +205,9 @@ def run_lookup_join(spark: SparkSession, job: LookupJoinJob, cancellation: Cance
                 joined.write.mode(job.mode).saveAsTable(job.output)
             else:
                 joined.write.format("noop").mode("overwrite").save()
-            snapshot = lookup_join.snapshot
-            done = {"batches": 1, "rows": lookup_join.rows(), "metrics": lookup_join.metrics()}
-            done["snapshot"] = snapshot.version if snapshot is not None else None
+            done = lookup_join.report(1)
         else:
-            done = _run_stream(spark, job, cancellation) or _nothing_enriched(lookup_join)
+            done = _run_stream(spark, job, cancellation) or lookup_join.report(0)
     finally:
         files.remove(job.metrics_uri)
     return LookupJoinResult(
@@ -234,13 +243,7 @@ class StreamEnricher:
             self.lookup_join = LookupJoin(batch.sparkSession, self.job)
         self.lookup_join.apply(batch).write.mode("append").saveAsTable(self.job.output)
         self.batches += 1
-        snapshot = self.lookup_join.snapshot
-        done = {
-            "batches": self.batches,
-            "rows": self.lookup_join.rows(),
-            "metrics": self.lookup_join.metrics(),
-            "snapshot": snapshot.version if snapshot is not None else None,
-        }
+        done = self.lookup_join.report(self.batches)
         files.write_bytes(stream_report(self.job), json.dumps(done).encode())
         log.info("micro-batch %d enriched: %s", batch_id, json.dumps(done["metrics"]))
 
@@ -249,17 +252,6 @@ def stream_report(job: LookupJoinJob) -> str:
     """Where a stream's ``StreamEnricher`` leaves what it did (in a folder of its own: the metrics folder's own
     files are the workers')."""
     return f"{job.metrics_uri.rstrip('/')}/stream/report.json"
-
-
-def _nothing_enriched(lookup_join: LookupJoin) -> dict[str, Any]:
-    """A stream's report when no micro-batch ran: the table's metrics as the job found them."""
-    snapshot = lookup_join.snapshot
-    return {
-        "batches": 0,
-        "rows": 0,
-        "metrics": lookup_join.metrics(),
-        "snapshot": snapshot.version if snapshot is not None else None,
-    }
 
 
 def _run_stream(spark: SparkSession, job: LookupJoinJob, cancellation: Cancellation) -> dict[str, Any] | None:

@@ -2,7 +2,8 @@
 
 The operators never read the system time: every expiry decision asks the clock they were built with. In a job
 that is the micro-batch's processing time (``BatchClock``); a test gives each available-now run its own
-``FixedClock``, so that what expires between two runs does not depend on how long Spark took.
+``FixedClock``, so that what expires between two runs does not depend on how long Spark took. Spark's own operators
+read the same time from a column (``time_column``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from pyspark.sql import Column
+from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import TimerValues
 
 from spark_tables.core.errors import SpecError
@@ -49,3 +52,13 @@ def checked_clock(clock: object) -> Clock:
     if not isinstance(clock, Clock):
         raise SpecError(f"clock={clock!r} is not a clock: pass BatchClock() or FixedClock(epoch_ms)")
     return clock
+
+
+def time_column(clock: Clock) -> Column:
+    """The clock's time as a timestamp column: ``current_timestamp()`` (in a streaming query, the micro-batch's time,
+    the one ``BatchClock`` reads) or the fixed instant."""
+    if isinstance(clock, BatchClock):
+        return F.current_timestamp()
+    if isinstance(clock, FixedClock):
+        return F.timestamp_millis(F.lit(clock.instant_ms))
+    raise SpecError(f"clock={clock!r} has no time column: Spark's own operators take BatchClock() or FixedClock()")

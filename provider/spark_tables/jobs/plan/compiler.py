@@ -10,7 +10,8 @@ unknown table or column fails the compile with Spark's own message. What compile
   FROM ...) WHERE rn = 1``, keeping the first row (ASC) or the last (DESC) in processing-time order;
 - group aggregation: ``COUNT(*)``, ``COUNT([DISTINCT] x)``, ``SUM``, ``MIN``, ``MAX``, ``AVG`` with ``GROUP BY`` and
   ``HAVING``;
-- regular inner and left joins of two streams on equalities between the sides;
+- regular inner and left joins of two streams on equalities between the sides, each on the operator
+  ``core.plan.runners`` chooses (Spark's stream-stream join for an inner join of insert-only inputs);
 - ``/*+ STATE_TTL('name' = '1d', ...) */`` on a query block: a join input's or an aggregated table's TTL, as in
   Flink 1.19.
 """
@@ -33,6 +34,7 @@ from spark_tables.core.identifiers import TableIdentifier, quote_part
 from spark_tables.core.plan.aggregates import AggregateCall
 from spark_tables.core.plan.document import CompiledPlan
 from spark_tables.core.plan.nodes import Calc, Deduplicate, GroupAggregate, Join, Node, Sink, SourceScan
+from spark_tables.core.plan.runners import join_runner
 from spark_tables.core.plan.sinks import PlanSink, PostgresUpsertSink, TableSink
 from spark_tables.core.plan.state import StateEntry, default_entries, default_ttl
 from spark_tables.core.plan.statements import shown
@@ -317,6 +319,8 @@ class PlanCompiler:
                 left_key=tuple(left_keys),
                 right_key=tuple(right_keys),
                 state=state,
+                version=2,
+                runner=join_runner(join_type, [self.pipeline.insert_only[rel.node_id] for rel in (left, right)]),
             ),
             description,
         )

@@ -271,27 +271,10 @@ def join(
 
     The output has the left columns, then the right ones (nullable for a left join); their names must differ.
     """
-    left_fields = data_fields(left, "join's left input")
-    right_fields = data_fields(right, "join's right input")
     if kind not in KINDS:
         raise SpecError(f"join kind={kind!r} is not supported: use 'inner' or 'left'")
-    left_at = column_indexes(left_fields, left_key, "join's left_key")
-    right_at = column_indexes(right_fields, right_key, "join's right_key")
-    if len(left_at) != len(right_at):
-        raise SpecError(f"join keys {list(left_key)} and {list(right_key)} differ in length: pair each column")
-    for left_field, right_field in zip(
-        [left_fields[i] for i in left_at], [right_fields[i] for i in right_at], strict=True
-    ):
-        if left_field.dataType != right_field.dataType:
-            raise SpecError(
-                f"join key {left_field.name} ({left_field.dataType.simpleString()}) and {right_field.name} "
-                f"({right_field.dataType.simpleString()}) differ in type: cast one of them first"
-            )
-    names = [field.name for field in left_fields + right_fields]
-    repeated = sorted({name for name in names if names.count(name) > 1})
-    if repeated:
-        raise SpecError(f"join inputs both have {', '.join(repeated)}: rename the columns of one side first")
-    key = [f"__join_key_{index}" for index in range(len(left_at))]
+    left_fields, right_fields = join_fields(left, right, left_key, right_key)
+    key = [f"__join_key_{index}" for index in range(len(left_key))]
     tagged_left = left.select(
         *_key_columns(left_key, key),
         F.lit(LEFT_SIDE).cast(ByteType()).alias(_SIDE),
@@ -319,6 +302,32 @@ def join(
     )
     output = StructType([*left_fields, *right_fields, ROW_KIND_FIELD])
     return transform(tagged_left.union(tagged_right), key, processor, output)
+
+
+def join_fields(
+    left: DataFrame, right: DataFrame, left_key: Sequence[str], right_key: Sequence[str]
+) -> tuple[list[StructField], list[StructField]]:
+    """The data fields of both sides of a join, checked: keys that exist, pair up and agree in type, and no column
+    name on both sides."""
+    left_fields = data_fields(left, "join's left input")
+    right_fields = data_fields(right, "join's right input")
+    left_at = column_indexes(left_fields, left_key, "join's left_key")
+    right_at = column_indexes(right_fields, right_key, "join's right_key")
+    if len(left_at) != len(right_at):
+        raise SpecError(f"join keys {list(left_key)} and {list(right_key)} differ in length: pair each column")
+    for left_field, right_field in zip(
+        [left_fields[i] for i in left_at], [right_fields[i] for i in right_at], strict=True
+    ):
+        if left_field.dataType != right_field.dataType:
+            raise SpecError(
+                f"join key {left_field.name} ({left_field.dataType.simpleString()}) and {right_field.name} "
+                f"({right_field.dataType.simpleString()}) differ in type: cast one of them first"
+            )
+    names = [field.name for field in left_fields + right_fields]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise SpecError(f"join inputs both have {', '.join(repeated)}: rename the columns of one side first")
+    return left_fields, right_fields
 
 
 def _entry_schema(left_fields: Sequence[StructField], right_fields: Sequence[StructField]) -> StructType:

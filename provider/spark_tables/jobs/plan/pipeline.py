@@ -6,7 +6,8 @@ The compiler builds the same frames as it adds nodes, so that Spark's analyzer n
 
 Which frames only ever insert is inferred node by node, as Flink's planner infers changelog modes: a source's rows
 are inserts, and so are those of a keep-first deduplication and of an inner join of insert-only inputs; an
-aggregation, a keep-last deduplication and a left join update their results. A deduplication and a catalog sink
+aggregation, a keep-last deduplication and a left join update their results. A join runs on the operator its node
+names (``core.plan.runners``); one that cannot run there is refused here. A deduplication and a catalog sink
 take insert-only input (refused here, before any query starts), and an aggregation over insert-only input keeps
 only the extreme value for MIN and MAX.
 """
@@ -19,12 +20,14 @@ from pyspark.sql import DataFrame, SparkSession
 
 from spark_tables.core.errors import SpecError, one_line
 from spark_tables.core.plan.nodes import Calc, Column, Deduplicate, GroupAggregate, Join, Node, Sink, SourceScan
+from spark_tables.core.plan.runners import SPARK_STREAM_JOIN, check_join_runner
 from spark_tables.core.plan.sinks import PlanSink, TableSink
 from spark_tables.jobs.plan.changelog import ROW_KIND, insert_only
 from spark_tables.jobs.plan.clock import Clock
 from spark_tables.jobs.plan.deduplicate import deduplicate
 from spark_tables.jobs.plan.group_aggregate import group_aggregate
 from spark_tables.jobs.plan.join import join
+from spark_tables.jobs.plan.spark_join import spark_join
 
 
 class Pipeline:
@@ -91,6 +94,22 @@ class Pipeline:
                 inputs[0], node.key, node.aggregates, ttls[0], self.clock, insert_only=self.insert_only[node.inputs[0]]
             )
         if isinstance(node, Join):
+            check_join_runner(
+                node.runner,
+                node.join_type,
+                [self.insert_only[input_id] for input_id in node.inputs],
+                f"node {node.id} ({node.TYPE})",
+            )
+            if node.runner == SPARK_STREAM_JOIN:
+                return spark_join(
+                    inputs[0],
+                    inputs[1],
+                    left_key=node.left_key,
+                    right_key=node.right_key,
+                    left_ttl_ms=ttls[0],
+                    right_ttl_ms=ttls[1],
+                    clock=self.clock,
+                )
             return join(
                 inputs[0],
                 inputs[1],

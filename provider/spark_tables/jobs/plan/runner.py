@@ -28,12 +28,14 @@ from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.core.plan.state import default_ttl
 from spark_tables.core.plan.statements import PlanStatement
 from spark_tables.jobs.cancellation import Cancellation
+from spark_tables.jobs.plan.checkpoint_runners import check_runners, record_runners
 from spark_tables.jobs.plan.clock import BatchClock, Clock
 from spark_tables.jobs.plan.compiler import compile_plan
 from spark_tables.jobs.plan.pipeline import Pipeline
 from spark_tables.jobs.plan.plan_files import plan_exists, read_plan_text, write_plan_text
 from spark_tables.jobs.plan.sink_queries import PROGRESS_RETENTION, SinkQuery, run_available_now, run_for
 from spark_tables.jobs.plan.sinks import SinkWriter
+from spark_tables.jobs.plan.spark_join import WATERMARK_DELAY
 from spark_tables.jobs.plan.state_ttl import SESSION_CONFS
 from spark_tables.jobs.session_facts import default_parallelism
 
@@ -131,14 +133,19 @@ def execute(
         pipeline = _built(spark, plan, job_ttl, clock)
         sinks = [node for node in plan.nodes if isinstance(node, Sink)]
         flush = options.flush
-        if flush.enabled:
-            for node in sinks:
-                buffered_aggregation(plan, node)  # every sink checked before any query starts
+        checkpoints = {
+            node.id: f"{options.checkpoints.rstrip('/')}/{flat_name([uri])}/sink-{node.id}" for node in sinks
+        }
+        for node in sinks:  # every sink checked before any query starts
+            if flush.enabled:
+                buffered_aggregation(plan, node)
+            check_runners(plan, node, checkpoints[node.id])
         queries = []
         for node in sinks:
             sink = plan.sink(node.sink)
             writer = SinkWriter.for_sink(sink, connection=options.connections.get(sink.name))
-            checkpoint = f"{options.checkpoints.rstrip('/')}/{flat_name([uri])}/sink-{node.id}"
+            checkpoint = checkpoints[node.id]
+            record_runners(plan, node, checkpoint)
             query = SinkQuery(f"plan_sink_{node.id}", pipeline.frames[node.id], writer, checkpoint, {"node": node.id})
             if flush.enabled and isinstance(sink, PostgresUpsertSink):
                 query.buffer_output(flush, clock)
@@ -147,6 +154,15 @@ def execute(
             run_for(queries, options.run_for_ms, options.trigger_interval_ms, cancellation)
         else:
             run_available_now(queries, cancellation)
+    for query in queries:
+        if query.rows_dropped_late():
+            log.warning(
+                "query %s: Spark dropped %d input row(s) as late: the clock went back between micro-batches by more "
+                "than the watermark delay of Spark's stream-stream join (%s); those rows joined nothing",
+                query.name,
+                query.rows_dropped_late(),
+                WATERMARK_DELAY,
+            )
     return {"queries": [query.report() for query in queries]}
 
 

@@ -81,6 +81,15 @@ class SinkQuery:
             output_mode=self.output_mode,
         )
 
+    def rows_dropped_late(self) -> int:
+        """The input rows Spark's watermarked operators dropped as late (``numRowsDroppedByWatermark``): none, unless
+        the processing-time clock stepped back between batches by more than the watermark delay (``spark_join``)."""
+        return sum(
+            operator.get("numRowsDroppedByWatermark", 0)
+            for progress in self.progress
+            for operator in progress.get("stateOperators", [])
+        )
+
     def report(self) -> dict[str, Any]:
         with_data = [p for p in self.progress if input_rows(p) > 0]
         last = self.progress[-1] if self.progress else {}
@@ -98,6 +107,7 @@ class SinkQuery:
                 }
                 for operator in last.get("stateOperators", [])
             ],
+            "rows_dropped_late": self.rows_dropped_late(),
             **self.writer.report(),
             **(self.buffer.buffer_report(self.progress) if self.buffer is not None else {}),
         }

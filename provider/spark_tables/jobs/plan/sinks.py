@@ -149,10 +149,9 @@ class SinkWriter(ABC):
         query: available-now, or a micro-batch every ``interval``; ``output_mode`` is Spark's."""
         self.prepare(frame, checkpoint)
         self._checkpoint = checkpoint
-        counts = f"{checkpoint.rstrip('/')}{COUNTS}"
         if not self._counts_files:
-            files.remove(counts)  # left by a run that ended before its report
-        self._counts_files.append(f"{counts}/{uuid.uuid4().hex}.json")
+            files.remove(self._counts_folder)  # left by a run that ended before its report
+        self._counts_files.append(f"{self._counts_folder}/{uuid.uuid4().hex}.json")
         self.counts = SinkCounts()
         writer = (
             frame.writeStream.outputMode(output_mode)
@@ -166,6 +165,11 @@ class SinkWriter(ABC):
             interval_ms = whole_milliseconds(parse_duration(interval, "interval"))  # Spark counts milliseconds
             writer = writer.trigger(processingTime=f"{interval_ms} milliseconds")
         return writer.start()
+
+    @property
+    def _counts_folder(self) -> str:
+        """The folder beside the checkpoint where the query's counts are, a file per start."""
+        return f"{self._checkpoint.rstrip('/')}{COUNTS}"
 
     def write_counted(self, batch: DataFrame, batch_id: int) -> None:
         """foreachBatch's function: write the batch, then what this start of the query wrote so far."""
@@ -185,7 +189,7 @@ class SinkWriter(ABC):
                 for name, value in json.loads(files.read_text(location)).items():
                     total[name] += value
         if self._counts_files:
-            files.remove(self._counts_files[0].rsplit("/", 1)[0])
+            files.remove(self._counts_folder)
         return {"sink": self.sink.name, "kind": self.sink.kind, **total}
 
     def _skip(self, batch: DataFrame, batch_id: int) -> None:

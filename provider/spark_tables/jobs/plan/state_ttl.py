@@ -15,7 +15,7 @@ the key again at the next batch.
 
 The session must use the RocksDB state store (transform-with-state needs it), and an available-now query of an
 operator with timers only ends with no-data micro-batches off: ``SESSION_CONFS``; timers then fire only in
-batches that have data.
+batches that have data (and Spark's stream-stream join drops expired rows only in those).
 """
 
 from __future__ import annotations
@@ -45,6 +45,10 @@ SESSION_CONFS = {
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
     ),
     "spark.sql.streaming.noDataMicroBatches.enabled": "false",
+    # Spark's stream-stream join (``spark_join``): both sides' time columns read the same clock, so the later of
+    # their watermarks is the time every input has reached; the earlier (Spark's default) would keep an idle
+    # side's partners in state until that side has data again.
+    "spark.sql.streaming.multipleWatermarkPolicy": "max",
 }
 #: The field of every state entry holding when it was last written, in the operator clock's epoch milliseconds.
 WRITTEN_MS = "written_ms"
