@@ -9,8 +9,10 @@ runs it), or ``plan``, a compiled plan (``INSERT INTO page_counts SELECT page, C
 BY page``, compiled once). Each side runs for the stream's time plus ``--tail`` seconds (``run_for``), a
 micro-batch every ``--period``, from its own checkpoint into its own PostgreSQL table: ``unbuffered``,
 ``buffered`` (``execution.flush.max-interval`` = ``--interval`` seconds, the FLIP's 2 minutes scaled down; the
-buffer in the state store) and ``memory`` (the same, ``execution.flush.memory-buffer-only``, room for twice the
-pages: a buffer flushes when it reaches its bound).
+durable buffer as by default in front of PostgreSQL: in the driver, logged in the checkpoint), ``state_store``
+(the same, ``execution.flush.durable-store = state-store``: a transform-with-state operator after the aggregation)
+and ``memory`` (the same, ``execution.flush.memory-buffer-only``, room for twice the pages: a buffer flushes when
+it reaches its bound).
 ``--sides`` picks some; the sides take turns over ``--rounds`` rounds.
 
 A row trigger on each table logs every write PostgreSQL receives, with its time. Reported per side: records
@@ -26,7 +28,7 @@ at the end.
 
 Usage::
 
-    .venv/bin/python bench/buffered_output.py [--path aggregation|plan] [--sides unbuffered,buffered,memory]
+    .venv/bin/python bench/buffered_output.py [--path aggregation|plan] [--sides unbuffered,buffered,state_store,memory]
         [--events 120000] [--pages 500] [--files 60] [--period 2] [--interval 10] [--tail 15] [--rounds 1]
 """
 
@@ -59,11 +61,11 @@ from spark_tables.utils.sql_reader import read_plan_statement
 
 APP_NAME = "spark_tables-bench-buffered-output"
 SEED = 365
-PG = {"host": "127.0.0.1", "port": 5432, "database": "spark_tables_test", "user": "postgres"}
+PG = {"host": "127.0.0.1", "port": 5432, "dbname": "spark_tables_test", "user": "postgres"}
 SCHEMA = "buffer_bench"
 PLAN_QUERY = "INSERT INTO page_counts SELECT page, COUNT(*) AS views FROM views GROUP BY page"
 AGGREGATION_QUERY = "SELECT page, count(*) AS views FROM STREAM(views) GROUP BY page"
-SIDES = ("unbuffered", "buffered", "memory")
+SIDES = ("unbuffered", "buffered", "state_store", "memory")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -84,7 +86,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error("counts must be at least 1 and times positive")
     args.sides = [side.strip() for side in args.sides.split(",")]
     if "unbuffered" not in args.sides or not set(args.sides) <= set(SIDES) or len(args.sides) < 2:
-        parser.error(f"--sides: unbuffered and at least one of buffered, memory (given {','.join(args.sides)})")
+        parser.error(f"--sides: unbuffered and at least one of {', '.join(SIDES[1:])} (given {','.join(args.sides)})")
     return args
 
 
@@ -98,7 +100,7 @@ def stream(args: argparse.Namespace) -> list[list[str]]:
 
 
 def connect() -> psycopg.Connection:
-    return psycopg.connect(host=PG["host"], port=PG["port"], dbname=PG["database"], user=PG["user"], autocommit=True)
+    return psycopg.connect(host=PG["host"], port=PG["port"], dbname=PG["dbname"], user=PG["user"], autocommit=True)
 
 
 def create_sink(table: str) -> PostgresUpsertSink:
@@ -133,6 +135,10 @@ def side_run(
     sink = create_sink(label)
     configuration = {
         "buffered": {"execution.flush.max-interval": f"{int(args.interval * 1000)} ms"},
+        "state_store": {
+            "execution.flush.max-interval": f"{int(args.interval * 1000)} ms",
+            "execution.flush.durable-store": "state-store",
+        },
         "memory": {
             "execution.flush.max-interval": f"{int(args.interval * 1000)} ms",
             "execution.flush.memory-buffer-only": "true",

@@ -65,7 +65,7 @@ from spark_tables.jobs.lookup.join import run_lookup_join
 from spark_tables.jobs.lookup.reload import run_lookup_reload
 
 APP_NAME = "spark_tables-bench-lookup-cache"
-PG = {"host": "127.0.0.1", "port": 5432, "database": "spark_tables_test", "user": "postgres"}
+PG = {"host": "127.0.0.1", "port": 5432, "dbname": "spark_tables_test", "user": "postgres"}
 SCHEMA, TABLE_NAME = "lookup_bench", "customers"
 TABLE = f"{SCHEMA}.{TABLE_NAME}"
 SEGMENTS = ("retail", "smb", "enterprise", "public")
@@ -106,15 +106,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def connect(database: str = PG["database"]) -> psycopg.Connection:
+def connect(database: str = PG["dbname"]) -> psycopg.Connection:
     return psycopg.connect(host=PG["host"], port=PG["port"], dbname=database, user=PG["user"], autocommit=True)
 
 
 def make_dimension(rows: int) -> None:
     """The database if missing; the schema and its table anew, loaded by COPY."""
     with connect("postgres") as connection:
-        if not connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", (PG["database"],)).fetchone():
-            connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(PG["database"])))
+        if not connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", (PG["dbname"],)).fetchone():
+            connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(PG["dbname"])))
     with connect() as connection:
         connection.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
         connection.execute(f"CREATE SCHEMA {SCHEMA}")

@@ -9,7 +9,8 @@ checkpoint:
 - ``views_unbuffered``: every micro-batch upserts every result it changed (as without this capability): most of
   the run's 100 (page, window) results, 8 times over;
 - ``views_buffered``: ``flush_max_interval``: each window's latest result is written at most once per interval,
-  the buffer in the state store (nothing buffered is lost across a restart);
+  the buffer durable: in the driver, logged in the checkpoint (in session mode, in the state store); nothing
+  buffered is lost across a restart;
 - ``views_memory_buffered``: the same, the buffer in the driver's memory (``flush_memory_buffer_only``), bounded by
   ``cache_max_entries`` results (a full buffer would flush early).
 

@@ -172,8 +172,9 @@ def test_the_plan_example_compiles_explains_and_executes_its_plan_in_session_mod
 def test_buffered_output_runs_in_the_state_store_in_session_mode_and_a_memory_buffer_is_refused(
     in_session: Deployment, demo_database: str
 ):
-    """The buffered example's unbuffered and state-store-buffered aggregations write and count as in per-job mode;
-    its memory-buffered one is refused at task start, in one line, before anything runs."""
+    """The buffered example's unbuffered and buffered aggregations write and count as in per-job mode, the buffer in
+    the state store (per job it is logged in the driver: one batch fewer); its memory-buffered one is refused at task
+    start, in one line, before anything runs."""
     deployment = dataclasses.replace(in_session, env={**in_session.env, **buffered_demo_env(demo_database)})
     prepare_example_buffered_output(demo_database)
     done = deployment.airflow("dags", "test", BUFFERED_DAG_ID, "2026-01-02", "--conf", json.dumps(EXAMPLE_CONF))
@@ -194,6 +195,7 @@ def test_buffered_output_runs_in_the_state_store_in_session_mode_and_a_memory_bu
     assert unbuffered["input_rows"] == 2000
     assert unbuffered["write_calls"] == 8 and unbuffered["rows_upserted"] > 400
     assert buffered["buffer"] == {
+        "store": "state-store",  # foreachBatch runs in the server: the durable buffer is in the state store
         "records_in": 2000,
         "records_emitted": 100,
         "flushes": {"interval": 0, "idle": 0, "end": 1},

@@ -84,7 +84,7 @@ def test_a_memory_buffer_flushes_on_the_interval_when_full_and_at_the_end(
 
     assert clock.calls == [T0, T0 + 40_000, T0 + 80_000, T0 + 120_000]
     assert done["buffer"] == {
-        "memory_only": True,
+        "store": "memory",
         "records_in": 7,
         "records_emitted": 6,  # home and docs, then home, blog and news, then docs: 7 rows in, 4 batches
         "flushes": {"interval": 1, "idle": 0, "end": 1, "full": 1},

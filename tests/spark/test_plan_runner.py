@@ -287,13 +287,23 @@ def test_a_buffered_plan_writes_each_keys_latest_result_and_ends_with_nothing_bu
     _add_orders(orders, "a", (1, "north", 5), (2, "north", 7), (3, "south", 1), (3, "south", 1))
     first = _run(spark, f"COMPILE AND EXECUTE PLAN '{plan_file}' FOR {EXAMPLE_1}", options).execute["queries"][0]
     assert _counts() == {"north": (2, 12), "south": (1, 1)}
-    assert first["buffer"] == {"records_in": 4, "records_emitted": 2, "flushes": {"interval": 0, "idle": 0, "end": 1}}
+    assert first["buffer"] == {
+        "store": "log",  # the default in front of PostgreSQL
+        "records_in": 4,
+        "records_emitted": 2,
+        "flushes": {"interval": 0, "idle": 0, "end": 1},
+    }
     assert first["write_calls"] == 1
 
     _add_orders(orders, "b", (4, "north", 2))
     second = _run(spark, f"EXECUTE PLAN '{plan_file}'", options, T0 + 1000).execute["queries"][0]
     assert _counts() == {"north": (3, 14), "south": (1, 1)}
-    assert second["buffer"] == {"records_in": 1, "records_emitted": 1, "flushes": {"interval": 0, "idle": 0, "end": 1}}
+    assert second["buffer"] == {
+        "store": "log",
+        "records_in": 1,
+        "records_emitted": 1,
+        "flushes": {"interval": 0, "idle": 0, "end": 1},
+    }
 
 
 def test_buffering_rows_that_each_count_is_refused_before_any_query(

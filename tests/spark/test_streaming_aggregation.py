@@ -61,10 +61,13 @@ def _run(
     return run_streaming_aggregation(spark, job, Cancellation(), FixedClock(at_ms)).query
 
 
+@pytest.mark.parametrize("store", ["log", "state-store"])
 def test_buffered_and_unbuffered_tables_equal_sparks_own_aggregation(
-    spark: SparkSession, views: Path, tmp_path: Path
+    spark: SparkSession, views: Path, tmp_path: Path, store: str
 ) -> None:
+    """The durable buffer in either store (the log, by default in front of PostgreSQL, or the state store)."""
     plain, buffered = pg_sink("plain_stats", STATS_COLUMNS), pg_sink("buffered_stats", STATS_COLUMNS)
+    buffering = {"execution.flush.max-interval": "1 h", "execution.flush.durable-store": store}
     query = PAGE_STATS.format(source="STREAM(views)")
     reports = []
     for step, files in enumerate(TWO_RUNS):
@@ -75,9 +78,7 @@ def test_buffered_and_unbuffered_tables_equal_sparks_own_aggregation(
             (
                 _run(spark, query, plain, tmp_path / "plain", at),
                 # as a URI, as jobs get it: the flush requests' rows are still told from the data's
-                _run(
-                    spark, query, buffered, f"file://{tmp_path}/buffered", at, **{"execution.flush.max-interval": "1 h"}
-                ),
+                _run(spark, query, buffered, f"file://{tmp_path}/buffered", at, **buffering),
             )
         )
         spark.catalog.refreshTable("views")
@@ -89,6 +90,7 @@ def test_buffered_and_unbuffered_tables_equal_sparks_own_aggregation(
     # Three micro-batches change home three times and docs twice; the buffer writes each page's last result once.
     assert (plain_1["batches"], plain_1["rows_upserted"], plain_1["write_calls"]) == (3, 5, 3)
     assert buffered_1["buffer"] == {
+        "store": store,
         "records_in": 6,
         "records_emitted": 2,
         "flushes": {"interval": 0, "idle": 0, "end": 1},
@@ -137,13 +139,21 @@ def test_buffering_what_is_not_idempotent_is_refused_before_any_query(
     assert pg_table("p50") == []
 
 
-@pytest.mark.parametrize("memory_buffer_only", ["false", "true"])
+@pytest.mark.parametrize(
+    "buffering",
+    [
+        {"execution.flush.durable-store": "log"},
+        {"execution.flush.durable-store": "state-store"},
+        {"execution.flush.memory-buffer-only": "true"},
+    ],
+    ids=["log", "state-store", "memory"],
+)
 def test_a_flush_writes_the_records_at_or_below_the_watermark_first(
-    spark: SparkSession, views: Path, tmp_path: Path, memory_buffer_only: str
+    spark: SparkSession, views: Path, tmp_path: Path, buffering: dict[str, str]
 ) -> None:
     """Views per page and minute; the end flush comes after the views, when the watermark (the latest view less
-    10 s: 00:01:20) has passed the first minute's end but not the second's; the buffer in the state store or in
-    memory."""
+    10 s: 00:01:20) has passed the first minute's end but not the second's; the buffer in the log, the state store
+    or in memory."""
     sink = pg_sink(
         "minutes",
         "page text, minute_start timestamp, minute_end timestamp, views bigint, PRIMARY KEY (page, minute_start)",
@@ -169,7 +179,7 @@ def test_a_flush_writes_the_records_at_or_below_the_watermark_first(
         FROM STREAM(views) WATERMARK ts DELAY OF INTERVAL 10 SECONDS
         GROUP BY page, window(ts, '1 minute')
     """
-    configuration = {"execution.flush.max-interval": "1 h", "execution.flush.memory-buffer-only": memory_buffer_only}
+    configuration = {"execution.flush.max-interval": "1 h", **buffering}
     done = _run(spark, query, sink, tmp_path / "checkpoint", **configuration)
 
     assert done["buffer"]["records_emitted"] == 16
@@ -181,14 +191,25 @@ def test_a_flush_writes_the_records_at_or_below_the_watermark_first(
     assert len(pg_table("minutes")) == 16
 
 
+@pytest.mark.parametrize(
+    ("store", "counts"),
+    [
+        # the log's three pages go out at the restart's first batch (their interval is over), then the end flush
+        ("log", {"batches": 2, "records_emitted": 6, "write_calls": 2, "flushes": (1, 0, 1)}),
+        # batch 1 again, then c, then the end flush's batch: each of the three pages written once
+        ("state-store", {"batches": 3, "records_emitted": 3, "write_calls": 1, "flushes": (0, 0, 1)}),
+    ],
+)
 def test_a_restart_from_the_checkpoint_between_flushes_loses_nothing(
-    spark: SparkSession, views: Path, tmp_path: Path
+    spark: SparkSession, views: Path, tmp_path: Path, store: str, counts: dict[str, Any]
 ) -> None:
-    """A run stops after two micro-batches, before any flush, and the second one's commit is lost (as when a driver
-    dies between its sink and its commit): the restart runs that batch again from the checkpoint, reads one more
-    file, and the end flush writes every page once, its value equal to Spark's batch aggregation of all three."""
+    """A run stops after two micro-batches, before any flush (its driver never reaches its exit path, as when
+    killed), and the second one's commit is lost (as when a driver dies between its sink and its commit): the
+    restart runs that batch again from the checkpoint, reads one more file, and every page ends equal to Spark's
+    batch aggregation of all three."""
     sink = pg_sink("restarted", STATS_COLUMNS)
     query = PAGE_STATS.format(source="STREAM(views)")
+    buffering = {"execution.flush.max-interval": "1 h", "execution.flush.durable-store": store}
     add_views(views, "a", ("home", "u1", 120, "2026-01-01 00:00:01"), ("docs", "u2", 300, "2026-01-01 00:00:02"))
     add_views(views, "b", ("home", "u2", 80, "2026-01-01 00:00:03"), ("blog", "u3", 95, "2026-01-01 00:00:04"))
     checkpoint = tmp_path / "checkpoint"
@@ -196,19 +217,28 @@ def test_a_restart_from_the_checkpoint_between_flushes_loses_nothing(
         query=query,
         sink=sink,
         checkpoint=str(checkpoint),
-        options=PlanOptions(configuration={"execution.flush.max-interval": "1 h"}, connections={sink.name: dict(PG)}),
+        options=PlanOptions(configuration=buffering, connections={sink.name: dict(PG)}),
     )
     with session_conf(spark, aggregation_confs(spark, job)):
         stopped = aggregation_query(spark, job, FixedClock(T0))
         stopped.start(True).awaitTermination()
     assert sorted(path.name for path in (checkpoint / "commits").iterdir() if path.name.isdigit()) == ["0", "1"]
-    assert pg_table("restarted") == []  # everything is buffered, in the state store
+    assert pg_table("restarted") == []  # everything is buffered
+    if store == "log":
+        log = tmp_path / "checkpoint-buffer-log"
+        assert sorted(path.name for path in log.iterdir()) == [f"{batch:020d}.pickle" for batch in (0, 1)]
     lose_commit(checkpoint, 1)
 
     add_views(views, "c", ("docs", "u4", 60, "2026-01-01 00:00:05"))
-    done = _run(spark, query, sink, checkpoint, T0 + 1000, **{"execution.flush.max-interval": "1 h"})
+    done = _run(spark, query, sink, checkpoint, T0 + 1000, **buffering)
 
     spark.catalog.refreshTable("views")
     assert pg_table("restarted") == sorted(map(rounded, spark.sql(PAGE_STATS.format(source="views")).collect()))
-    # batch 1 again, then c, then the end flush: each of the three pages written once
-    assert (done["batches"], done["buffer"]["records_emitted"], done["write_calls"]) == (3, 3, 1)
+    flushes = done["buffer"]["flushes"]
+    assert {
+        "batches": done["batches"],
+        "records_emitted": done["buffer"]["records_emitted"],
+        "write_calls": done["write_calls"],
+        "flushes": (flushes["interval"], flushes["idle"], flushes["end"]),
+    } == counts
+    assert not (tmp_path / "checkpoint-buffer-log").exists()  # nothing left buffered

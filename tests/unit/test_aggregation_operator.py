@@ -81,14 +81,20 @@ def test_the_task_log_says_what_the_buffer_did(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(SparkStreamingAggregationOperator, "log", logging.getLogger("aggregation_test"))
-    buffer = {"records_in": 120000, "records_emitted": 6552, "flushes": {"interval": 13, "idle": 1, "end": 0}}
+    buffer = {
+        "store": "log",
+        "records_in": 120000,
+        "records_emitted": 6552,
+        "flushes": {"interval": 13, "idle": 1, "end": 0},
+    }
     result = JobResult(
         kind="streaming_aggregation", output={"query": {"sink": "page_counts", "write_calls": 14, "buffer": buffer}}
     )
     with caplog.at_level(logging.INFO, logger="aggregation_test"):
         SparkStreamingAggregationOperator(task_id="t", sql=QUERY, sink=SINK).xcom_value(result)
     assert [r.getMessage() for r in caplog.records] == [
-        "sink page_counts: 120000 record(s) in, 6552 emitted, 14 write call(s); flushes: interval 13, idle 1, end 0"
+        "sink page_counts: 120000 record(s) in, 6552 emitted, 14 write call(s); flushes: interval 13, idle 1, end 0; "
+        "buffered in the log"
     ]
 
 

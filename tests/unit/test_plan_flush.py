@@ -12,7 +12,7 @@ from spark_tables.core.durations import format_duration
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.aggregates import FUNCTIONS
 from spark_tables.core.plan.document import CompiledPlan
-from spark_tables.core.plan.flush import DEFAULT_MAX_ENTRIES, FlushOptions
+from spark_tables.core.plan.flush import DEFAULT_MAX_ENTRIES, FlushOptions, buffer_store
 from spark_tables.core.plan.idempotence import IDEMPOTENT_AGGREGATES, buffered_aggregation
 from spark_tables.core.plan.job import PlanOptions
 from spark_tables.core.plan.nodes import Sink
@@ -60,6 +60,23 @@ def test_the_options_read_flinks_names_and_spellings() -> None:
             {"state.backend.cache.max-entries-num": "10"},
             "state.backend.cache.max-entries-num applies to buffered output: set execution.flush.max-interval too",
         ),
+        (
+            {"execution.flush.durable-store": "log"},
+            "execution.flush.durable-store applies to buffered output: set execution.flush.max-interval too",
+        ),
+        (
+            {"execution.flush.max-interval": "1 s", "execution.flush.durable-store": "rocksdb"},
+            "execution.flush.durable-store='rocksdb' is invalid: use log or state-store",
+        ),
+        (
+            {
+                "execution.flush.max-interval": "1 s",
+                "execution.flush.durable-store": "log",
+                "execution.flush.memory-buffer-only": "true",
+            },
+            "execution.flush.durable-store names a durable buffer's store, but execution.flush.memory-buffer-only is "
+            "true: leave one of them out",
+        ),
     ],
 )
 def test_bad_options_fail_in_one_line(configuration: dict[str, str], message: str) -> None:
@@ -68,6 +85,34 @@ def test_bad_options_fail_in_one_line(configuration: dict[str, str], message: st
     assert message in str(raised.value) and "\n" not in str(raised.value)
     with pytest.raises(SpecError):  # a plan job refuses them when it is declared, before it is submitted
         PlanOptions(configuration=configuration)
+
+
+def test_a_durable_buffer_is_logged_in_front_of_postgresql_in_a_job_of_its_own_else_in_the_state_store() -> None:
+    durable = FlushOptions.from_configuration({"execution.flush.max-interval": "1 min"})
+    assert buffer_store(durable, "counts", postgres_sink=True, session_mode=False) == "log"
+    assert buffer_store(durable, "counts", postgres_sink=False, session_mode=False) == "state-store"
+    assert buffer_store(durable, "counts", postgres_sink=True, session_mode=True) == "state-store"
+    chosen = FlushOptions.from_configuration(
+        {"execution.flush.max-interval": "1 min", "execution.flush.durable-store": "state-store"}
+    )
+    assert buffer_store(chosen, "counts", postgres_sink=True, session_mode=False) == "state-store"
+    memory = FlushOptions.from_configuration(
+        {"execution.flush.max-interval": "1 min", "execution.flush.memory-buffer-only": "true"}
+    )
+    assert buffer_store(memory, "counts", postgres_sink=True, session_mode=False) == "memory"
+    logged = FlushOptions.from_configuration(
+        {"execution.flush.max-interval": "1 min", "execution.flush.durable-store": "log"}
+    )
+    for options, option in (
+        (memory, "execution.flush.memory-buffer-only"),
+        (logged, "execution.flush.durable-store=log"),
+    ):
+        with pytest.raises(SpecError) as raised:
+            buffer_store(options, "counts", postgres_sink=False, session_mode=False)
+        assert str(raised.value) == (
+            f"catalog sink counts: {option} buffers in front of a PostgreSQL sink only (a catalog table takes a "
+            "version per flush, from a micro-batch): leave it unset"
+        )
 
 
 def test_plan_options_carry_the_flush_options() -> None:

@@ -187,7 +187,12 @@ def test_bad_flush_parameters_fail_the_task_before_any_job(
 
 def test_execute_logs_what_each_buffer_did(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(SparkExecutePlanOperator, "log", logging.getLogger("execute_test"))
-    buffer = {"records_in": 900, "records_emitted": 12, "flushes": {"interval": 2, "idle": 0, "end": 1}}
+    buffer = {
+        "store": "state-store",
+        "records_in": 900,
+        "records_emitted": 12,
+        "flushes": {"interval": 2, "idle": 0, "end": 1},
+    }
     result = JobResult(
         kind="plan",
         output={
@@ -199,7 +204,8 @@ def test_execute_logs_what_each_buffer_did(caplog: pytest.LogCaptureFixture, mon
     with caplog.at_level(logging.INFO, logger="execute_test"):
         SparkExecutePlanOperator(task_id="e", plan_uri="/p.json").xcom_value(result)
     assert [r.getMessage() for r in caplog.records] == [
-        "sink counts: 900 record(s) in, 12 emitted, 3 write call(s); flushes: interval 2, idle 0, end 1"
+        "sink counts: 900 record(s) in, 12 emitted, 3 write call(s); flushes: interval 2, idle 0, end 1; buffered in "
+        "the state-store"
     ]
 
 

@@ -152,10 +152,17 @@ def test_a_memory_buffer_is_refused_in_session_mode_at_task_start(set_connection
 
     assert str(raised.value) == (
         "execution.flush.memory-buffer-only does not run in session mode: the buffer would live in the Spark Connect "
-        "server's Python, where the job cannot flush it: leave it false (the buffer is then in Spark's state store), "
+        "server's Python, where the job cannot flush it: leave it unset (the buffer is then in Spark's state store), "
+        "or use a spark connection (spark-submit)"
+    )
+    logged = operator(flush_durable_store="log")
+    assert refused_in_session_mode(logged.build_job(context)) == (
+        "execution.flush.durable-store=log does not run in session mode: the buffer would live in the Spark Connect "
+        "server's Python, where the job cannot flush it: leave it unset (the buffer is then in Spark's state store), "
         "or use a spark connection (spark-submit)"
     )
     assert refused_in_session_mode(operator().build_job(context)) is None
+    assert refused_in_session_mode(operator(flush_durable_store="state-store").build_job(context)) is None
 
 
 def test_plan_statements_and_lookup_joins_of_a_stream_run_in_session_mode():

@@ -26,7 +26,7 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowNotFoun
 from spark_tables.core.errors import SpecError
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import Job, JobSpec
-from spark_tables.core.plan.flush import MEMORY_BUFFER_ONLY_OPTION
+from spark_tables.core.plan.flush import DURABLE_STORE_OPTION, LOG, MEMORY_BUFFER_ONLY_OPTION
 from spark_tables.hooks.spark_job import CANCEL_GRACE_SECONDS, SparkJobFailed
 from spark_tables.utils import settings
 from spark_tables.utils.job_package import job_package
@@ -78,15 +78,18 @@ def connect_session(url: str) -> Iterator[SparkSession]:
 def refused_in_session_mode(job: Job) -> str | None:
     """Why ``job`` cannot run in session mode (one line, with what to do), or None when it can.
 
-    FLIP-365's memory buffer keeps a query's output in the process that runs its foreachBatch function, and flushes
-    it on the job's requests: over Spark Connect that process is the server's, out of the job's reach.
+    FLIP-365's memory buffer, and the durable buffer's log, keep a query's output in the process that runs its
+    foreachBatch function, and flush it on the job's requests: over Spark Connect that process is the server's, out
+    of the job's reach.
     """
     streams = (job.kind == "plan" and job.statement.executes) or job.kind == "streaming_aggregation"  # type: ignore[attr-defined]
-    if streams and job.options.flush.memory_buffer_only:  # type: ignore[attr-defined]
+    flush = job.options.flush if streams else None  # type: ignore[attr-defined]
+    if flush is not None and (flush.memory_buffer_only or flush.durable_store == LOG):
+        option = MEMORY_BUFFER_ONLY_OPTION if flush.memory_buffer_only else f"{DURABLE_STORE_OPTION}={LOG}"
         return (
-            f"{MEMORY_BUFFER_ONLY_OPTION} does not run in session mode: the buffer would live in the Spark Connect "
-            "server's Python, where the job cannot flush it: leave it false (the buffer is then in Spark's state "
-            "store), or use a spark connection (spark-submit)"
+            f"{option} does not run in session mode: the buffer would live in the Spark Connect server's Python, "
+            f"where the job cannot flush it: leave it unset (the buffer is then in Spark's state store), or use a "
+            "spark connection (spark-submit)"
         )
     return None
 

@@ -142,6 +142,14 @@ def read_text(location: str) -> str:
 
 
 @reached_by_spark
+def read_bytes(location: str) -> bytes:
+    """The file's bytes; ``FileNotFoundError`` when there is none."""
+    fs, path = filesystem(location)
+    with fs.open(path, "rb") as handle:
+        return handle.read()
+
+
+@reached_by_spark
 def write_text(location: str, text: str) -> None:
     """Replace the file with ``text`` (UTF-8) whole: a reader sees the file before or after, never a part."""
     write_bytes(location, text.encode("utf-8"))

@@ -9,7 +9,12 @@ from typing import Any, ClassVar
 
 from spark_tables.core.durations import format_duration
 from spark_tables.core.errors import SpecError
-from spark_tables.core.plan.flush import MAX_ENTRIES_OPTION, MAX_INTERVAL_OPTION, MEMORY_BUFFER_ONLY_OPTION
+from spark_tables.core.plan.flush import (
+    DURABLE_STORE_OPTION,
+    MAX_ENTRIES_OPTION,
+    MAX_INTERVAL_OPTION,
+    MEMORY_BUFFER_ONLY_OPTION,
+)
 from spark_tables.operators.spark_job import SparkJobOperator
 
 
@@ -27,6 +32,8 @@ class StreamingJobOperator(SparkJobOperator):
     :param flush_max_interval: ``execution.flush.max-interval`` (FLIP-365): buffer the aggregation results and
         write each key's at most once per interval (``"2 min"``, a timedelta). (templated)
     :param flush_memory_buffer_only: ``execution.flush.memory-buffer-only``.
+    :param flush_durable_store: ``execution.flush.durable-store``: ``log`` or ``state-store``; None: ``log`` in
+        front of a PostgreSQL sink in a job of its own, else ``state-store``.
     :param cache_max_entries: ``state.backend.cache.max-entries-num``, the memory buffer's bound.
     :param run_for: how long a run keeps its queries running, a micro-batch every ``trigger_interval``
         (``"10 min"``, a timedelta); None: available-now, what the sources hold when it starts. (templated)
@@ -50,6 +57,7 @@ class StreamingJobOperator(SparkJobOperator):
         configuration: dict[str, Any] | None = None,
         flush_max_interval: str | timedelta | None = None,
         flush_memory_buffer_only: bool | None = None,
+        flush_durable_store: str | None = None,
         cache_max_entries: int | None = None,
         run_for: str | timedelta | None = None,
         trigger_interval: str | timedelta = "1 s",
@@ -59,6 +67,7 @@ class StreamingJobOperator(SparkJobOperator):
         self.configuration = configuration
         self.flush_max_interval = flush_max_interval
         self.flush_memory_buffer_only = flush_memory_buffer_only
+        self.flush_durable_store = flush_durable_store
         self.cache_max_entries = cache_max_entries
         self.run_for = run_for
         self.trigger_interval = trigger_interval
@@ -69,6 +78,7 @@ class StreamingJobOperator(SparkJobOperator):
         for name, value in (
             (MAX_INTERVAL_OPTION, duration_text(self.flush_max_interval) or None),
             (MEMORY_BUFFER_ONLY_OPTION, self.flush_memory_buffer_only),
+            (DURABLE_STORE_OPTION, self.flush_durable_store),
             (MAX_ENTRIES_OPTION, self.cache_max_entries),
         ):
             if value is None:
@@ -83,10 +93,11 @@ class StreamingJobOperator(SparkJobOperator):
         buffer = query.get("buffer")
         if buffer:
             self.log.info(
-                "sink %s: %d record(s) in, %d emitted, %d write call(s); flushes: %s",
+                "sink %s: %d record(s) in, %d emitted, %d write call(s); flushes: %s; buffered in the %s",
                 query.get("sink"),
                 buffer["records_in"],
                 buffer["records_emitted"],
                 query.get("write_calls", 0),
                 ", ".join(f"{cause} {count}" for cause, count in buffer["flushes"].items()),
+                buffer.get("store"),
             )

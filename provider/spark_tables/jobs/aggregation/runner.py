@@ -2,12 +2,13 @@
 groups upserted into PostgreSQL, or with ``execution.flush.max-interval`` buffered first (FLIP-365), so that each
 group's result is written at most once per interval.
 
-Spark computes the aggregation and keeps its state as it does without this provider; the buffer (``plan.buffer``)
-is a second stateful operator after it, keyed by buckets of the sink key, which takes the changed groups of every
-micro-batch and emits only their latest values when a flush comes. Spark refuses a stateful operator after an
-aggregation unless its check for rows that a downstream operator could drop as late is off
-(``statefulOperator.checkCorrectness``): the buffer drops no row, late or not, so the check is turned off for
-queries buffered in the state store only (a memory buffer, ``plan.memory_buffer``, is no stateful operator). A
+Spark computes the aggregation and keeps its state as it does without this provider; the buffer takes the changed
+groups of every micro-batch and writes only their latest values when a flush comes. In front of a PostgreSQL sink
+it is in the driver, logged in the checkpoint (``plan.durable_buffer``) or in memory only (``plan.memory_buffer``);
+otherwise it is a second stateful operator after the aggregation (``plan.buffer``), keyed by buckets of the sink
+key. Spark refuses a stateful operator after an aggregation unless its check for rows that a downstream operator
+could drop as late is off (``statefulOperator.checkCorrectness``): the buffer drops no row, late or not, so the
+check is turned off for queries buffered in the state store. A
 time window (``GROUP BY window(ts, '1 minute')``) reaches the sink as two columns, ``<name>_start`` and
 ``<name>_end``.
 """
@@ -25,7 +26,8 @@ from spark_tables.core.aggregation.idempotent import refuse_non_idempotent
 from spark_tables.core.aggregation.job import StreamingAggregationJob
 from spark_tables.core.aggregation.result import StreamingAggregationResult
 from spark_tables.core.errors import SpecError, one_line
-from spark_tables.core.plan.flush import MAX_INTERVAL_OPTION
+from spark_tables.core.plan.flush import MAX_INTERVAL_OPTION, STATE_STORE, buffer_store
+from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.jobs.aggregation.query_tokens import called_names, groups_rows
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.plan.changelog import ROW_KIND, UPDATE_AFTER, quoted
@@ -34,6 +36,7 @@ from spark_tables.jobs.plan.runner import SHUFFLE_PARTITIONS, session_conf, stat
 from spark_tables.jobs.plan.sink_queries import PROGRESS_RETENTION, SinkQuery, run_available_now, run_for
 from spark_tables.jobs.plan.sinks import SinkWriter
 from spark_tables.jobs.plan.state_ttl import SESSION_CONFS
+from spark_tables.jobs.session_facts import is_connect
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +67,8 @@ def aggregation_confs(spark: SparkSession, job: StreamingAggregationJob) -> dict
     """The session settings the job's query runs with."""
     options = job.options
     confs = {**SESSION_CONFS, SHUFFLE_PARTITIONS: str(state_partitions(spark, options))}
-    if options.flush.enabled and not options.flush.memory_buffer_only:
+    postgres = isinstance(job.sink, PostgresUpsertSink)
+    if options.flush.enabled and buffer_store(options.flush, job.sink.name, postgres, is_connect(spark)) == STATE_STORE:
         confs[CORRECTNESS_CHECK] = "false"
     if options.run_for_ms:
         confs[PROGRESS_RETENTION] = str(min(100_000, 100 + options.run_for_ms // options.trigger_interval_ms))

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark_tables.core.plan.flush import FlushOptions
+from spark_tables.core.plan.flush import STATE_STORE, FlushOptions
 from spark_tables.core.plan.sinks import KeyedSink
 from spark_tables.jobs.plan.buffer import CAUSES, FLUSH_CAUSE, buffered
 from spark_tables.jobs.plan.clock import Clock
@@ -69,6 +69,7 @@ class OutputBuffer:
         records_in = sum(self.data_rows(p) for p in progress)
         return {
             "buffer": {
+                "store": STATE_STORE,
                 "records_in": records_in,
                 "records_emitted": sum(m.get("emitted") or 0 for m in metrics),
                 "flushes": {cause: sum(m.get(cause) or 0 for m in metrics) for cause in CAUSES},

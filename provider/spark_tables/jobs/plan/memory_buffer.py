@@ -36,7 +36,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQuery
 
-from spark_tables.core.plan.flush import MAX_ENTRIES_OPTION, FlushOptions
+from spark_tables.core.plan.flush import MAX_ENTRIES_OPTION, MEMORY, FlushOptions
 from spark_tables.jobs import files
 from spark_tables.jobs.plan.buffer import CAUSES, WATERMARK_DELAY, event_time_column, window_end
 from spark_tables.jobs.plan.clock import Clock
@@ -63,18 +63,24 @@ class MemoryBuffer(SinkWriter):
 
     #: A request is carried out at once, not by a micro-batch.
     requests_need_a_batch = False
+    #: Where what is buffered is kept (``core.plan.flush``): the driver's memory only (``DurableBuffer``: a log too).
+    STORE = MEMORY
+    #: The causes a flush may have.
+    FLUSH_CAUSES = MEMORY_CAUSES
 
     def __init__(self, writer: PostgresSinkWriter, options: FlushOptions, clock: Clock, checkpoint: str) -> None:
         self.writer = writer
         super().__init__(writer.sink)
-        self.interval_ms, self.max_entries = options.max_interval_ms, options.max_entries
+        self.interval_ms = options.max_interval_ms
+        #: A full buffer flushes (None: no bound).
+        self.max_entries: int | None = options.max_entries
         self.clock = clock
         self.marker_folder = f"{checkpoint.rstrip('/')}-memory-buffer"
         self.entries: dict[tuple, tuple | None] = {}
         self.since_ms: int | None = None
         self.ending = False
         self.emitted = 0
-        self.flushes = dict.fromkeys(MEMORY_CAUSES, 0)
+        self.flushes = dict.fromkeys(self.FLUSH_CAUSES, 0)
         self.running: StreamingQuery | None = None
         self.event_time_at: int | None = None
         self.delay_ms: int | None = None
@@ -100,6 +106,10 @@ class MemoryBuffer(SinkWriter):
         at = event_time_column(columns)
         self.event_time_at = None if at is None else self.writer.columns.index(columns[at].name)
         self.delay_ms = None if at is None else int(columns[at].metadata[WATERMARK_DELAY])
+        self._recover()
+
+    def _recover(self) -> None:
+        """At the query's start: say what a run that ended without flushing its buffer lost (its marker)."""
         left = files.data_file_names(self.marker_folder)
         if left:
             log.warning(
@@ -124,20 +134,30 @@ class MemoryBuffer(SinkWriter):
                 return
             if not self.entries:
                 self.since_ms = now
-                files.write_bytes(f"{self.marker_folder}/{MARKER_PREFIX}{batch_id}", b"")
+            self._keep(batch_id, changes)
             self.entries.update(changes)
             if self.ending:
                 self._flush("end")
-            elif len(self.entries) >= self.max_entries:
+            elif self.max_entries is not None and len(self.entries) >= self.max_entries:
                 log.info("memory buffer of sink %s: full (%s=%d)", self.sink.name, MAX_ENTRIES_OPTION,
                          self.max_entries)  # fmt: skip
                 self._flush("full")
+
+    def _keep(self, batch_id: int, changes: dict[tuple, tuple | None]) -> None:
+        """Before a batch's changes join the buffer: the marker, when they are the first since a flush."""
+        if not self.entries:
+            files.write_bytes(f"{self.marker_folder}/{MARKER_PREFIX}{batch_id}", b"")
+
+    def _forget(self) -> None:
+        """Once a flush has written the buffer: what ``_keep`` wrote goes."""
+        files.remove(self.marker_folder)
 
     def request(self, cause: str) -> None:
         """Flush now, on ``cause`` (``idle`` or ``end``); after ``end``, every later batch is written as it comes."""
         with self._lock:
             self.ending = self.ending or cause == "end"
             self._flush(cause)
+            self.record_counts()  # a flush on request comes after the query's last batch
 
     def close(self, failed: bool) -> None:
         """Write what the buffer still holds, once its query has stopped; after a failure, a write that fails too is
@@ -145,6 +165,7 @@ class MemoryBuffer(SinkWriter):
         with self._lock:
             try:
                 self._flush("end")
+                self.record_counts()  # a flush at close comes after the query's last batch
             except Exception as err:
                 if not failed:
                     raise
@@ -161,8 +182,7 @@ class MemoryBuffer(SinkWriter):
         self.flushes[cause] += 1
         self.entries.clear()
         self.since_ms = None
-        files.remove(self.marker_folder)
-        self.record_counts()  # a flush on request or at close comes after the query's last batch
+        self._forget()
 
     def _watermark_ms(self) -> int | None:
         """The query's current watermark: the one its next micro-batch would take, from its last progress (that
@@ -189,7 +209,7 @@ class MemoryBuffer(SinkWriter):
         """From the progress of the runs of its query: records in and emitted, flushes by cause."""
         return {
             "buffer": {
-                "memory_only": True,
+                "store": self.STORE,
                 "records_in": sum(self.data_rows(p) for p in progress),
                 "records_emitted": self.emitted,
                 "flushes": dict(self.flushes),

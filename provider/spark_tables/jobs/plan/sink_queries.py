@@ -21,14 +21,16 @@ from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQuery
 
 from spark_tables.core.errors import SpecError
-from spark_tables.core.plan.flush import MEMORY_BUFFER_ONLY_OPTION, FlushOptions
+from spark_tables.core.plan.flush import MEMORY, STATE_STORE, FlushOptions, buffer_store
 from spark_tables.core.plan.sinks import PostgresUpsertSink, TableUpsertSink
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.plan.clock import Clock
+from spark_tables.jobs.plan.durable_buffer import DurableBuffer
 from spark_tables.jobs.plan.flushing import OutputBuffer
 from spark_tables.jobs.plan.memory_buffer import MemoryBuffer
 from spark_tables.jobs.plan.progress import input_rows
 from spark_tables.jobs.plan.sinks import PostgresSinkWriter, SinkWriter
+from spark_tables.jobs.session_facts import is_connect
 
 log = logging.getLogger(__name__)
 
@@ -50,26 +52,25 @@ class SinkQuery:
     checkpoint: str
     labels: dict[str, Any] = field(default_factory=dict)
     output_mode: str = "append"
-    buffer: OutputBuffer | MemoryBuffer | None = None
+    buffer: OutputBuffer | MemoryBuffer | None = None  # a DurableBuffer is a MemoryBuffer
     progress: list[dict[str, Any]] = field(default_factory=list)
 
     def buffer_output(self, options: FlushOptions, clock: Clock) -> None:
-        """Put FLIP-365's buffer in front of the sink (one upserting by key): in the state store, or with
-        ``memory_buffer_only`` in the driver's memory (a PostgreSQL sink's only); ``SpecError`` for a sink it
-        cannot buffer."""
+        """Put FLIP-365's buffer in front of the sink (one upserting by key), where ``buffer_store`` says: in the
+        driver with a log in the checkpoint, in the state store, or in the driver's memory only; ``SpecError`` for
+        a sink it cannot buffer."""
         sink = self.writer.sink
         if not isinstance(sink, (PostgresUpsertSink, TableUpsertSink)):
             raise SpecError(f"sink {sink.name} appends every row: only a sink upserting by key takes buffered output")
-        if options.memory_buffer_only:
-            if not isinstance(self.writer, PostgresSinkWriter):
-                raise SpecError(
-                    f"catalog sink {sink.name}: {MEMORY_BUFFER_ONLY_OPTION} buffers in front of a PostgreSQL sink "
-                    "only (a catalog table takes a version per flush, from a micro-batch): leave it false"
-                )
-            self.buffer = self.writer = MemoryBuffer(self.writer, options, clock, self.checkpoint)
-        else:
-            self.buffer = OutputBuffer(self.frame.sparkSession, self.frame, sink, options, clock, self.checkpoint)
+        spark = self.frame.sparkSession
+        postgres = self.writer if isinstance(self.writer, PostgresSinkWriter) else None
+        store = buffer_store(options, sink.name, postgres is not None, is_connect(spark))
+        if postgres is None or store == STATE_STORE:  # buffer_store: the other stores are a PostgreSQL sink's
+            self.buffer = OutputBuffer(spark, self.frame, sink, options, clock, self.checkpoint)
             self.frame = self.buffer.frame
+        else:
+            driver_buffer = MemoryBuffer if store == MEMORY else DurableBuffer
+            self.buffer = self.writer = driver_buffer(postgres, options, clock, self.checkpoint)
 
     def start(self, available_now: bool, trigger_interval_ms: int = 1000) -> StreamingQuery:
         return self.writer.start(
