@@ -15,6 +15,7 @@ only the extreme value for MIN and MAX.
 from __future__ import annotations
 
 from datetime import timedelta
+from functools import partial
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -100,20 +101,10 @@ class Pipeline:
                 [self.insert_only[input_id] for input_id in node.inputs],
                 f"node {node.id} ({node.TYPE})",
             )
-            if node.runner == SPARK_STREAM_JOIN:
-                return spark_join(
-                    inputs[0],
-                    inputs[1],
-                    left_key=node.left_key,
-                    right_key=node.right_key,
-                    left_ttl_ms=ttls[0],
-                    right_ttl_ms=ttls[1],
-                    clock=self.clock,
-                )
-            return join(
+            operator = spark_join if node.runner == SPARK_STREAM_JOIN else partial(join, kind=node.join_type.lower())
+            return operator(
                 inputs[0],
                 inputs[1],
-                kind=node.join_type.lower(),
                 left_key=node.left_key,
                 right_key=node.right_key,
                 left_ttl_ms=ttls[0],
