@@ -3,22 +3,23 @@ aggregation, and which node costs what.
 
 A seeded stream of ``--rows`` orders ``(order_id, shop, amount)``, each order id drawn from ``--orders`` ids (so
 that about a third of the rows repeat an order), over 50 shops, in five JSON files, read available-now in one
-batch. Six sides, in one local[2] SparkSession in this process (in-memory catalog, RocksDB state store, the plan
+batch. Eight sides, in one local[2] SparkSession in this process (in-memory catalog, RocksDB state store, the plan
 runner's state partitions), each from an empty checkpoint:
 
 - ``plan``: Example 1 compiled with ``table.exec.state.ttl = 0 ms``: ``ROW_NUMBER() ... = 1`` by order id (a
-  deduplication on transform-with-state: FLIP-292's keep-first result needs it, see compiled-plans.md), then
-  ``COUNT(*)``, ``SUM(amount)`` per shop (a local aggregation with Arrow, then transform-with-state), upserted into
-  PostgreSQL;
+  keep-first deduplication without TTL: runner ``spark-drop-duplicates``), then ``COUNT(*)``, ``SUM(amount)`` per
+  shop (a local aggregation with Arrow, then transform-with-state), upserted into PostgreSQL;
+- ``plan_ttl``: the same compiled with a TTL of 1 d, which no row outlives here (the same result): its
+  deduplication runs on transform-with-state, as FLIP-292's keep-first result with a TTL needs (compiled-plans.md);
 - ``builtin``: ``dropDuplicates(["order_id"])``, then ``groupBy("shop")`` with the same aggregates, Spark's own
   operators without TTL, in update mode, upserted into PostgreSQL by foreachBatch;
-- ``plan_dedup`` and ``builtin_dedup``: the deduplication alone, into a parquet table (the plan's catalog sink, a
-  foreachBatch append for Spark's);
+- ``plan_dedup``, ``plan_dedup_ttl`` and ``builtin_dedup``: the deduplication alone, into a parquet table (the
+  plan's catalog sink, a foreachBatch append for Spark's);
 - ``plan_aggregate`` and ``builtin_aggregate``: the aggregation alone, over every row, into PostgreSQL.
 
 The sides rotate over ``--rounds`` rounds after an unmeasured warm-up of each. Reported: input rows per second of
 the query's processing (the sum of its batches' ``triggerExecution``), medians, and each plan side's ratio to its
-built-in twin. Checked: both whole sides write the same counts and sums per shop, both deduplications the same
+built-in twin. Checked: the whole sides write the same counts and sums per shop, the deduplications the same
 rows.
 
 PostgreSQL: database spark_tables_test on 127.0.0.1:5432 (user postgres, trust auth), schema dedup_bench, dropped
@@ -32,6 +33,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -64,10 +66,25 @@ FIRST_ROWS = (
 COUNTS = "INSERT INTO {sink} SELECT shop, COUNT(*) AS orders, SUM(amount) AS total"
 PLANS = {
     "plan": f"{COUNTS} {FIRST_ROWS} GROUP BY shop",
+    "plan_ttl": f"{COUNTS} {FIRST_ROWS} GROUP BY shop",
     "plan_dedup": f"INSERT INTO first_orders SELECT order_id, shop, amount {FIRST_ROWS}",
+    "plan_dedup_ttl": f"INSERT INTO first_orders SELECT order_id, shop, amount {FIRST_ROWS}",
     "plan_aggregate": f"{COUNTS} FROM orders GROUP BY shop",
 }
-SIDES = ("plan", "builtin", "plan_dedup", "builtin_dedup", "plan_aggregate", "builtin_aggregate")
+#: The TTL of the ``_ttl`` sides: longer than the benchmark, so that their results are those without TTL.
+LONG_TTL = "1 d"
+SIDES = (
+    "plan", "plan_ttl", "builtin", "plan_dedup", "plan_dedup_ttl", "builtin_dedup", "plan_aggregate",
+    "builtin_aggregate",
+)  # fmt: skip
+#: Each plan side and the built-in side it is measured against.
+RATIOS = (
+    ("plan", "builtin"),
+    ("plan_ttl", "builtin"),
+    ("plan_dedup", "builtin_dedup"),
+    ("plan_dedup_ttl", "builtin_dedup"),
+    ("plan_aggregate", "builtin_aggregate"),
+)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -126,12 +143,12 @@ def measure(spark: SparkSession, args: argparse.Namespace, root: str) -> tuple[d
 
     def plan_side(side: str, label: str) -> float:
         sink = PostgresUpsertSink(name=label, conn_id="bench", table=f"{SCHEMA}.{pg_table(label)}", key=("shop",))
-        if side == "plan_dedup":
+        if side.startswith("plan_dedup"):
             spark.sql("DROP TABLE IF EXISTS first_orders")
             spark.sql(f"CREATE TABLE first_orders (order_id INT, shop STRING, amount INT) USING parquet "
                       f"LOCATION '{os.path.join(root, label, 'first_orders')}'")  # fmt: skip
         options = PlanOptions(
-            configuration={"table.exec.state.ttl": "0 ms"},
+            configuration={"table.exec.state.ttl": LONG_TTL if side.endswith("_ttl") else "0 ms"},
             postgres_sinks=(sink,),
             connections={sink.name: dict(PG)},
             checkpoints=os.path.join(root, label, "checkpoints"),
@@ -139,6 +156,9 @@ def measure(spark: SparkSession, args: argparse.Namespace, root: str) -> tuple[d
         plan_file = os.path.join(root, label, "plan.json")
         statement = f"COMPILE AND EXECUTE PLAN '{plan_file}' FOR {PLANS[side].format(sink=label)}"
         done = run_plan_statement(spark, read_plan_statement(statement), options, Cancellation())
+        with open(plan_file) as plan:
+            nodes = json.load(plan)["nodes"]
+        runners[side] = [f"{node['type']}: {node['runner']}" for node in nodes if "runner" in node]
         return done.execute["queries"][0]["processing_ms"] / 1000
 
     def builtin_side(side: str, label: str) -> float:
@@ -160,6 +180,7 @@ def measure(spark: SparkSession, args: argparse.Namespace, root: str) -> tuple[d
         return sum(p["durationMs"]["triggerExecution"] for p in query.recentProgress if p["numInputRows"]) / 1000
 
     seconds: dict[str, list[float]] = {side: [] for side in SIDES}
+    runners: dict[str, list[str]] = {}
     for number in range(args.rounds + 1):  # round 0 is the warm-up
         for side in SIDES[number % len(SIDES) :] + SIDES[: number % len(SIDES)]:
             label = f"{side}_{number}"
@@ -168,23 +189,24 @@ def measure(spark: SparkSession, args: argparse.Namespace, root: str) -> tuple[d
             print(f"  round {number or 'warm-up'}: {side:<18} {took:6.2f} s processing", flush=True)
             if number:
                 seconds[side].append(took)
+    for side, nodes in runners.items():
+        print(f"  {side}: {', '.join(nodes) or 'no node with a runner field (all on transform-with-state)'}")
     return seconds, agree(spark, root, args.rounds)
 
 
 def agree(spark: SparkSession, root: str, rounds: int) -> bool:
-    """Both whole sides' tables and both deduplications' rows agree (the last round's)."""
+    """The whole sides' tables and the deduplications' rows agree (the last round's)."""
     with connect() as connection:
         tables = [
             sorted(connection.execute(f"SELECT * FROM {SCHEMA}.{side}_{rounds}").fetchall())
-            for side in ("plan", "builtin")
+            for side in ("plan", "plan_ttl", "builtin")
         ]
-    first = [spark.read.parquet(os.path.join(root, f"{side}_{rounds}", "first_orders")) for side in ("plan_dedup",
-             "builtin_dedup")]  # fmt: skip
-    same_rows = (
-        first[0].select("order_id").exceptAll(first[1].select("order_id")).isEmpty()
-        and first[0].count() == first[1].count()
-    )
-    verdict = "PASS" if tables[0] == tables[1] and same_rows else "FAIL"
+    first = [
+        spark.read.parquet(os.path.join(root, f"{side}_{rounds}", "first_orders")).select("order_id")
+        for side in ("plan_dedup", "plan_dedup_ttl", "builtin_dedup")
+    ]
+    same_rows = all(rows.exceptAll(first[-1]).isEmpty() and rows.count() == first[-1].count() for rows in first[:-1])
+    verdict = "PASS" if tables[0] == tables[1] == tables[2] and same_rows else "FAIL"
     print(f"{verdict}  the plan and Spark's operators wrote the same counts and sums per shop ({len(tables[0])} shops) "
           f"and the same first rows ({first[0].count():,} orders)")  # fmt: skip
     return verdict == "PASS"
@@ -218,11 +240,7 @@ def main(argv: list[str]) -> int:
             print(
                 f"{side:20}{rate[side]:10,.0f}{statistics.median(runs):10.2f} s   {', '.join(f'{s:.2f}' for s in runs)}"
             )
-        for plan, builtin in (
-            ("plan", "builtin"),
-            ("plan_dedup", "builtin_dedup"),
-            ("plan_aggregate", "builtin_aggregate"),
-        ):
+        for plan, builtin in RATIOS:
             print(f"  {plan} / {builtin}: {rate[plan] / rate[builtin]:.3f} of the rows/s")
         for note in notes:
             print(note)

@@ -14,8 +14,8 @@ from typing import Any
 from pyspark.sql import DataFrame, DataFrameReader, Row, SparkSession
 
 from spark_tables.jobs.plan.changelog import DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE, insert_only, is_accumulate
-from spark_tables.jobs.plan.runner import session_conf
 from spark_tables.jobs.plan.state_ttl import SESSION_CONFS
+from spark_tables.jobs.session_conf import session_conf
 
 #: How Flink prints each row kind.
 SHORT_NAMES = {INSERT: "+I", UPDATE_BEFORE: "-U", UPDATE_AFTER: "+U", DELETE: "-D"}
@@ -63,23 +63,29 @@ def stream_session(spark: SparkSession) -> AbstractContextManager[None]:
     return session_conf(spark, TEST_CONFS)
 
 
-def run_batches(frame: DataFrame, checkpoint: Path, output_mode: str = "append") -> list[list[Row]]:
-    """One available-now run of ``frame`` from ``checkpoint``: the rows of each micro-batch it wrote."""
+def run_batches(
+    frame: DataFrame, checkpoint: Path, output_mode: str = "append", confs: dict[str, str] | None = None
+) -> list[list[Row]]:
+    """One available-now run of ``frame`` from ``checkpoint``, started with the session confs ``confs``: the rows
+    of each micro-batch it wrote."""
     batches: list[list[Row]] = []
-    query = (
+    writer = (
         frame.writeStream.foreachBatch(lambda batch, _: batches.append(batch.collect()))
         .outputMode(output_mode)
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
-        .start()
     )
+    with session_conf(frame.sparkSession, confs or {}):
+        query = writer.start()
     query.awaitTermination()
     return batches
 
 
-def run(frame: DataFrame, checkpoint: Path, output_mode: str = "append") -> list[Row]:
+def run(
+    frame: DataFrame, checkpoint: Path, output_mode: str = "append", confs: dict[str, str] | None = None
+) -> list[Row]:
     """One available-now run of ``frame`` from ``checkpoint``: the rows it wrote, batch after batch."""
-    return [row for batch in run_batches(frame, checkpoint, output_mode) for row in batch]
+    return [row for batch in run_batches(frame, checkpoint, output_mode, confs) for row in batch]
 
 
 def changes(rows: Iterable[Row]) -> Counter[tuple[str, tuple[Any, ...]]]:

@@ -21,7 +21,7 @@ from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.aggregates import AggregateCall
 from spark_tables.jobs.plan.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE
 from spark_tables.jobs.plan.clock import BatchClock, FixedClock
-from spark_tables.jobs.plan.deduplicate import LAST_ROW, deduplicate
+from spark_tables.jobs.plan.deduplicate import LAST_ROW, deduplicate, spark_drop_duplicates
 from spark_tables.jobs.plan.group_aggregate import ACCUMULATOR, group_aggregate
 from spark_tables.jobs.plan.join import LEFT_SIDE, RIGHT_SIDE, ROWS, join
 from spark_tables.jobs.plan.spark_join import spark_join
@@ -203,7 +203,8 @@ def test_state_is_removed_after_its_ttl_and_ttls_can_be_edited(spark: SparkSessi
 
 
 def test_deduplicate_without_ttl_matches_spark(spark: SparkSession, tmp_path: Path) -> None:
-    """Keep first as Spark's streaming dropDuplicates; keep last as each key's last row, with -U/+U on the way."""
+    """Keep first as Spark's streaming dropDuplicates (which runs it without TTL); keep last as each key's last row,
+    with -U/+U on the way."""
     events = JsonSource(tmp_path / "events", "id bigint, v string, seq bigint")
     events.add({"id": 1, "v": "a", "seq": 1}, {"id": 2, "v": "b", "seq": 2}, {"id": 1, "v": "c", "seq": 3})
     events.add({"id": 2, "v": "d", "seq": 4}, {"id": 3, "v": "e", "seq": 5}, {"id": 3, "v": "f", "seq": 6})
@@ -216,6 +217,11 @@ def test_deduplicate_without_ttl_matches_spark(spark: SparkSession, tmp_path: Pa
     assert (
         materialize(first) == materialize(reference) == {(1, "a", 1): 1, (2, "b", 2): 1, (3, "e", 5): 1, (4, "h", 8): 1}
     )
+    # the plan's keep first without TTL on Spark's operator (runner spark-drop-duplicates): the same inserts
+    on_spark = run(spark_drop_duplicates(events.stream(spark, file_per_batch=True), ["id"]), tmp_path / "4")
+    assert changes(on_spark) == changes(first)
+    with pytest.raises(SpecError, match=r"deduplicate key \['idx'\] is not among the input's columns"):
+        spark_drop_duplicates(events.stream(spark), ["idx"])
 
     last = deduplicate(events.stream(spark, file_per_batch=True), ["id"], "last", 0, FixedClock(0))
     batches = run_batches(last, tmp_path / "3")

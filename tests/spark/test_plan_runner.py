@@ -87,6 +87,12 @@ def _edit_state(plan_file: Path, node_type: str, ttl: str) -> None:
     plan_file.write_text(json.dumps(plan, indent=2))
 
 
+def _edit_deduplication(plan_file: Path, **fields: object) -> None:
+    plan = json.loads(plan_file.read_text())
+    next(node for node in plan["nodes"] if node["type"] == "stream-exec-deduplicate").update(fields)
+    plan_file.write_text(json.dumps(plan, indent=2))
+
+
 def test_compile_refuses_an_existing_plan_unless_kept_or_replaced(
     spark: SparkSession, orders: Path, tmp_path: Path
 ) -> None:
@@ -124,7 +130,8 @@ def test_explain_checks_the_plan_against_the_catalog_and_shows_each_ttl(
         "(stream-exec-deduplicate) upstream keeps its deduplicateState (60000 ms): rows still live upstream may be "
         "gone here; give downstream operators a TTL at least as long"
     ]
-    assert "[2] stream-exec-deduplicate_1 <- 1: Deduplicate(keep=[FirstRow], key=[order_id]" in explained["text"]
+    assert "[2] stream-exec-deduplicate_2 <- 1: Deduplicate(keep=[FirstRow], key=[order_id]" in explained["text"]
+    assert "      runner transform-with-state\n" in explained["text"]  # it has a TTL
 
     spark.sql(f"DROP TABLE {db}.orders")
     spark.sql(f"CREATE TABLE {db}.orders (order_id INT, shop STRING) USING json LOCATION '{orders}'")
@@ -144,18 +151,21 @@ def test_a_plan_edited_to_send_updates_into_a_catalog_table_is_refused_before_an
                FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY order_id ORDER BY proctime) AS rn FROM orders)
                WHERE rn = 1"""
     _run(spark, f"COMPILE PLAN '{plan_file}' FOR {first}", _options(tmp_path))
-    plan = json.loads(plan_file.read_text())
-    next(node for node in plan["nodes"] if node["type"] == "stream-exec-deduplicate")["keep"] = "last"
-    plan_file.write_text(json.dumps(plan, indent=2))
     _add_orders(orders, "a", (1, "north", 5))
-
-    for statement in (f"EXPLAIN PLAN '{plan_file}'", f"EXECUTE PLAN '{plan_file}'"):
-        with pytest.raises(SpecError) as raised:
-            _run(spark, statement, _options(tmp_path))
-        assert str(raised.value) == (
-            "the query updates its results (an aggregation, a keep-last deduplication or a left join), but "
-            "first_orders is a catalog table, which takes inserted rows only: write into a PostgresUpsertSink"
-        )
+    # keep last onto Spark's dropDuplicates (keep first without TTL), which cannot keep it; then on the runner that
+    # can, in front of a catalog table, which takes no updates
+    for edit, message in (
+        ({"keep": "last"}, "node 2 (stream-exec-deduplicate): runner spark-drop-duplicates keeps a key's first row, "
+         "not its last: set its runner to transform-with-state"),
+        ({"runner": "transform-with-state"}, "the query updates its results (an aggregation, a keep-last "
+         "deduplication or a left join on transform-with-state), but first_orders is a catalog table, which takes "
+         "inserted rows only: write into a PostgresUpsertSink"),
+    ):  # fmt: skip
+        _edit_deduplication(plan_file, **edit)
+        for statement in (f"EXPLAIN PLAN '{plan_file}'", f"EXECUTE PLAN '{plan_file}'"):
+            with pytest.raises(SpecError) as raised:
+                _run(spark, statement, _options(tmp_path))
+            assert str(raised.value) == message
     assert not spark.streams.active
     assert not (tmp_path / "checkpoints").exists()
     assert spark.table(f"{db}.first_orders").count() == 0
@@ -167,9 +177,18 @@ def test_example_1_a_key_expires_from_the_deduplication_while_its_count_lives_on
     plan_file = tmp_path / "example_1.json"
     options = _options(tmp_path)
     _run(spark, f"COMPILE PLAN '{plan_file}' FOR {EXAMPLE_1}", options)
+    # compiled without TTL, the deduplication runs on Spark's dropDuplicates, which keeps every key for ever: a TTL
+    # edited in asks for transform-with-state too
     _edit_state(plan_file, "stream-exec-deduplicate", "20 s")
     _edit_state(plan_file, "stream-exec-group-aggregate", "60 s")
     execute = f"EXECUTE PLAN '{plan_file}'"
+    with pytest.raises(SpecError) as raised:
+        _run(spark, execute, options, T0)
+    assert str(raised.value).startswith(
+        "node 2 (stream-exec-deduplicate): runner spark-drop-duplicates keeps every key for ever, but its TTL is "
+        "20000 ms: set its runner to transform-with-state"
+    )
+    _edit_deduplication(plan_file, runner="transform-with-state")
 
     _add_orders(orders, "t00", (1, "a", 10), (2, "a", 5), (3, "b", 7))
     first = _run(spark, execute, options, T0).execute["queries"][0]
@@ -419,18 +438,21 @@ def test_an_inner_join_runs_on_spark_s_join_and_a_plan_edited_to_move_it_is_refu
         "(runner spark-stream-join), or execute it with a new checkpoint folder"
     )
     _edit_join(plan_file, runner="spark-stream-join", join_type="LEFT")
+    _edit_state(plan_file, "stream-exec-join", "0 ms")
     for statement in (f"EXPLAIN PLAN '{plan_file}'", execute):
         with pytest.raises(SpecError) as raised:
             _run(spark, statement, _options(tmp_path), T0 + 95_000)
         assert str(raised.value) == (
-            f"node {join_node['id']} (stream-exec-join): runner spark-stream-join runs inner joins only, not a LEFT "
-            "join: set its runner to transform-with-state"
+            f"node {join_node['id']} (stream-exec-join): runner spark-stream-join sends a left row that met no right "
+            "row when its left TTL expires, and a left TTL of 0 ms never does: give the left side a TTL, or set its "
+            "runner to transform-with-state"
         )
     assert not spark.streams.active
     assert shipped() == [(1, "north", "dhl"), (2, "south", "ups")]
 
     # the plan as compiled before runners (version 1, no runner) runs on transform-with-state, and EXPLAIN says so
     _edit_join(plan_file, version=1, runner=None, join_type="INNER")
+    _edit_state(plan_file, "stream-exec-join", "1 min")
     old_plan = tmp_path / "shipped_v1.json"
     old_plan.write_text(plan_file.read_text())
     explained = _run(spark, f"EXPLAIN PLAN '{old_plan}'", _options(tmp_path)).explain
@@ -447,3 +469,53 @@ def test_an_inner_join_runs_on_spark_s_join_and_a_plan_edited_to_move_it_is_refu
         (2, "south", "ups"),
         (3, "east", "fedex"),
     ]
+
+
+#: An order with its shipment, or alone once it can no longer meet one: a left join whose left side lives 1 min.
+SHIPMENT_OR_NOT = """
+    INSERT INTO order_shipments
+    SELECT /*+ STATE_TTL('o' = '1 min') */ o.order_id, o.shop, s.carrier
+    FROM orders o LEFT JOIN shipments s ON o.order_id = s.order_id
+"""
+
+
+def test_a_left_join_with_a_left_ttl_runs_on_spark_s_join_and_sends_an_order_alone_once_it_expired(
+    spark: SparkSession, orders: Path, tmp_path: Path, db: str
+) -> None:
+    """On Spark's join the left join only inserts (a catalog table takes it): the order without a shipment comes
+    once, null-padded, in the run where its TTL has passed, not at once and then retracted."""
+    shipments = tmp_path / "shipments"
+    shipments.mkdir()
+    spark.sql(f"CREATE TABLE {db}.shipments (order_id INT, carrier STRING) USING json LOCATION '{shipments}'")
+    spark.sql(f"CREATE TABLE {db}.order_shipments (order_id INT, shop STRING, carrier STRING) USING parquet")
+    plan_file = tmp_path / "order_shipments.json"
+    _run(spark, f"COMPILE PLAN '{plan_file}' FOR {SHIPMENT_OR_NOT}", _options(tmp_path))
+    join_node = next(node for node in json.loads(plan_file.read_text())["nodes"] if node["type"] == "stream-exec-join")
+    assert (join_node["join_type"], join_node["runner"]) == ("LEFT", "spark-stream-join")
+
+    def order_shipments() -> list[tuple]:
+        spark.catalog.refreshTable(f"{db}.order_shipments")
+        return sorted(map(tuple, spark.table(f"{db}.order_shipments").collect()), key=str)
+
+    execute = f"EXECUTE PLAN '{plan_file}'"
+    _add_orders(orders, "t00", (1, "north", 5), (2, "south", 7))
+    (shipments / "t00.json").write_text('{"order_id": 1, "carrier": "dhl"}\n')
+    _run(spark, execute, _options(tmp_path), T0)
+    assert order_shipments() == [(1, "north", "dhl")]  # order 2 may still meet its shipment
+    _add_orders(orders, "t40", (3, "east", 1))
+    _run(spark, execute, _options(tmp_path), T0 + 40_000)
+    assert order_shipments() == [(1, "north", "dhl")]
+    # 90 s on, order 2 (1 min TTL) has expired unmatched: its shipment misses it, and it is sent alone in this run;
+    # order 3 meets its shipment 50 s after it came
+    (shipments / "t90.json").write_text('{"order_id": 2, "carrier": "ups"}\n{"order_id": 3, "carrier": "fedex"}\n')
+    _run(spark, execute, _options(tmp_path), T0 + 90_000)
+    assert order_shipments() == [(1, "north", "dhl"), (2, "south", None), (3, "east", "fedex")]
+    # orders that met a shipment expire without being sent alone
+    _add_orders(orders, "t200", (4, "west", 2))
+    _run(spark, execute, _options(tmp_path), T0 + 200_000)
+    assert order_shipments() == [(1, "north", "dhl"), (2, "south", None), (3, "east", "fedex")]
+
+    # without a TTL on the orders, the left join stays on transform-with-state, which updates its rows
+    unbounded = SHIPMENT_OR_NOT.replace("'o' = '1 min'", "'s' = '1 min'")
+    with pytest.raises(SpecError, match=r"the query updates its results .* but order_shipments is a catalog table"):
+        _run(spark, f"COMPILE PLAN '{tmp_path / 'unbounded.json'}' FOR {unbounded}", _options(tmp_path))

@@ -7,6 +7,7 @@ instant, so what meets what is the test's decision.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,9 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from spark_tables.core.errors import SpecError
 from spark_tables.jobs.plan.clock import BatchClock, FixedClock
 from spark_tables.jobs.plan.join import join
+from spark_tables.jobs.plan.runner import NO_DATA_BATCHES
 from spark_tables.jobs.plan.spark_join import spark_join
-from tests.spark.plan_streams import JsonSource, changes, run, stream_session
+from tests.spark.plan_streams import JsonSource, changes, materialize, run, stream_session
 
 pytestmark = pytest.mark.spark
 
@@ -41,11 +43,13 @@ class Orders:
         self.orders = JsonSource(tmp_path / "orders", "order_id bigint, placed string")
         self.shipments = JsonSource(tmp_path / "shipments", "shipped_order bigint, carrier string")
 
-    def joined(self, operator: Callable[..., DataFrame], left_ttl_ms: int, right_ttl_ms: int, at_ms: int) -> DataFrame:
+    def joined(
+        self, operator: Callable[..., DataFrame], left_ttl_ms: int, right_ttl_ms: int, at_ms: int, kind: str = "inner"
+    ) -> DataFrame:
         return operator(
             self.orders.stream(self.spark),
             self.shipments.stream(self.spark),
-            **({"kind": "inner"} if operator is join else {}),
+            kind=kind,
             left_key=["order_id"],
             right_key=["shipped_order"],
             left_ttl_ms=left_ttl_ms,
@@ -119,6 +123,50 @@ def test_ttls_edited_between_runs_resume_from_the_checkpoint_and_apply_to_the_ro
     assert streams.step(200, [{"order_id": 2, "placed": "o2 again"}], [], (0, 0), checkpoints) == [
         ("+I", (2, "o2 again", 2, "b"))
     ]
+
+
+def test_a_left_join_sends_an_order_alone_once_it_expired_and_ends_with_the_transform_with_state_join_s_rows(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Orders live 4 s, shipments 30 s. The transform-with-state join sends an order alone at once and retracts it
+    when its shipment comes; Spark's sends it once, alone or met, in the first run after it expired, its query
+    running no-data micro-batches. What each leaves is the same once every order has expired."""
+    streams, checkpoints, ttls = Orders(spark, tmp_path), tmp_path / "checkpoints", (4 * SECOND, 30 * SECOND)
+    tables: dict[str, Counter[tuple[Any, ...]]] = {"join": Counter(), "spark_join": Counter()}
+    sent: list[list[Any]] = []
+
+    def step(at_s: int, orders: list[dict[str, Any]], shipments: list[dict[str, Any]]) -> None:
+        if orders:
+            streams.orders.add(*orders)
+        if shipments:
+            streams.shipments.add(*shipments)
+        for operator in (join, spark_join):
+            frame = streams.joined(operator, *ttls, at_s * SECOND, kind="left")
+            rows = run(frame, checkpoints / operator.__name__, confs=NO_DATA_BATCHES if operator is spark_join else {})
+            tables[operator.__name__] = materialize(rows, tables[operator.__name__])
+            if operator is spark_join:
+                sent.append(sorted(changes(rows).elements()))
+
+    step(0, [{"order_id": 1, "placed": "o1"}, {"order_id": 5, "placed": "o5"}], [{"shipped_order": 9, "carrier": "x"}])
+    step(2, [], [{"shipped_order": 5, "carrier": "y"}])
+    # order 1 expired at 4 s: its shipment misses it, and Spark sends it alone
+    step(7, [{"order_id": 2, "placed": "o2"}], [{"shipped_order": 1, "carrier": "late"}])
+    step(20, [{"order_id": 3, "placed": "o3"}], [{"shipped_order": 3, "carrier": "z"}])
+    step(40, [{"order_id": 4, "placed": "o4"}], [])
+    assert sent == [
+        [],
+        [("+I", (5, "o5", 5, "y"))],
+        [("+I", (1, "o1", None, None))],
+        [("+I", (2, "o2", None, None)), ("+I", (3, "o3", 3, "z"))],
+        [],
+    ]
+    assert tables["spark_join"] == tables["join"] - Counter({(4, "o4", None, None): 1})  # order 4 lives on
+    with pytest.raises(SpecError) as raised:
+        streams.joined(spark_join, 0, 30 * SECOND, 0, kind="left")
+    assert str(raised.value) == (
+        "a left join: runner spark-stream-join sends a left row that met no right row when its left TTL expires, and "
+        "a left TTL of 0 ms never does: give left_ttl_ms"
+    )
 
 
 def test_spark_join_takes_only_inserted_rows_of_distinct_names_and_a_clock_with_a_column(

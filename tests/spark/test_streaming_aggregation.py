@@ -23,7 +23,7 @@ from spark_tables.jobs.aggregation.runner import (
 )
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.plan.clock import FixedClock
-from spark_tables.jobs.plan.runner import session_conf
+from spark_tables.jobs.session_conf import session_conf
 from tests.spark.page_views import PG_SCHEMA, T0, TWO_RUNS, add_views, lose_commit, pg_sink, pg_table, rounded
 from tests.spark.postgres import PG, run_sql
 

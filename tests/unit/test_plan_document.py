@@ -168,3 +168,36 @@ def test_a_version_2_join_names_its_runner_and_a_version_1_join_runs_on_transfor
     old_join = explain(old, timedelta(0))["nodes"][2]
     assert old_join["runner"] == "transform-with-state"
     assert old_join["runner_note"].startswith("a version 1 join, compiled before runners: compile the plan again")
+
+
+def _with_deduplication(**fields: Any) -> dict[str, Any]:
+    """Example 2 with its orders deduplicated by id before the join."""
+    document = example_2()
+    document["nodes"].insert(2, {
+        "id": 6, "type": "stream-exec-deduplicate", "inputs": [1], "key": ["id"], "keep": "first",
+        "output_schema": document["nodes"][0]["output_schema"], "description": "Deduplicate(...)", **fields,
+    })  # fmt: skip
+    document["nodes"][3]["inputs"] = [6, 2]
+    return document
+
+
+def test_a_version_2_deduplication_names_its_runner_and_a_version_1_one_runs_on_transform_with_state() -> None:
+    plan = CompiledPlan.from_dict(_with_deduplication(version=2, runner="spark-drop-duplicates"))
+    assert plan.node(6).runs_on == "spark-drop-duplicates"
+    assert json.loads(plan.to_json())["nodes"][2]["runner"] == "spark-drop-duplicates"
+    text = explain_text(explain(plan, timedelta(0)), "p")
+    assert "[6] stream-exec-deduplicate_2 <- 1: Deduplicate(...)\n      runner spark-drop-duplicates\n" in text
+
+    old = CompiledPlan.from_dict(_with_deduplication(version=1))
+    assert old.node(6).runs_on == "transform-with-state" and "runner" not in json.loads(old.to_json())["nodes"][2]
+    assert explain(old, timedelta(0))["nodes"][2]["runner_note"] == (
+        "a version 1 deduplication, compiled before runners: compile the plan again to let the compiler choose, with "
+        "a new checkpoint"
+    )
+    for fields, message in (
+        ({"version": 2, "runner": "spark-stream-join"}, "runner 'spark-stream-join' is invalid: use one of "
+         "spark-drop-duplicates, transform-with-state"),
+        ({"version": 1, "runner": "spark-drop-duplicates"}, "version 1 has no runner: set version 2 to choose one"),
+    ):  # fmt: skip
+        with pytest.raises(SpecError, match=message):
+            CompiledPlan.from_dict(_with_deduplication(**fields))

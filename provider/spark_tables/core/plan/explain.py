@@ -12,12 +12,12 @@ from typing import Any
 
 from spark_tables.core.durations import format_duration
 from spark_tables.core.plan.document import CompiledPlan
-from spark_tables.core.plan.nodes import Join, Node
+from spark_tables.core.plan.nodes import Deduplicate, Join, Node
 from spark_tables.core.plan.state import StateEntry
 
-#: Why a join compiled before runners existed runs on transform-with-state.
-VERSION_1_JOIN = (
-    "a version 1 join, compiled before runners: compile the plan again to let the compiler choose, with a new "
+#: Why a join or a deduplication compiled before runners existed runs on transform-with-state.
+VERSION_1_NOTE = (
+    "a version 1 {kind}, compiled before runners: compile the plan again to let the compiler choose, with a new "
     "checkpoint"
 )
 
@@ -36,8 +36,8 @@ def explain(plan: CompiledPlan, job_ttl: timedelta) -> dict[str, Any]:
         }
         if node.stateful:
             entry["runner"] = node.runs_on
-            if isinstance(node, Join) and node.version == 1:
-                entry["runner_note"] = VERSION_1_JOIN
+            if isinstance(node, Join | Deduplicate) and node.version == 1:
+                entry["runner_note"] = VERSION_1_NOTE.format(kind="join" if isinstance(node, Join) else "deduplication")
             entry["state"] = [
                 {**state.to_dict(), "ttl_ms": state.ttl_ms, "from": "plan" if node.state is not None else "job"}
                 for state in node.effective_state(job_ttl)

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.aggregates import AggregateCall
-from spark_tables.core.plan.runners import JOIN_RUNNERS, TRANSFORM_WITH_STATE
+from spark_tables.core.plan.runners import DEDUPLICATE_RUNNERS, JOIN_RUNNERS, TRANSFORM_WITH_STATE
 from spark_tables.core.plan.state import StateEntry, default_entries, parse_entries
 
 KEEP = ("first", "last")
@@ -114,15 +114,28 @@ class Calc(Node):
 
 @dataclass(frozen=True)
 class Deduplicate(Node):
-    """Keeps the first (or the latest) row of each key in processing-time order."""
+    """Keeps the first (or the latest) row of each key in processing-time order.
+
+    Version 2 names the operator that runs it (``runner``); version 1, compiled before runners existed, runs on
+    transform-with-state.
+    """
 
     TYPE: ClassVar[str] = "stream-exec-deduplicate"
+    VERSIONS: ClassVar[tuple[int, ...]] = (1, 2)
     STATE_NAMES: ClassVar[tuple[str, ...]] = ("deduplicateState",)
     key: tuple[str, ...] = ()
     keep: str = "first"
+    runner: str = TRANSFORM_WITH_STATE
+
+    @property
+    def runs_on(self) -> str:
+        return self.runner
 
     def fields(self) -> dict[str, Any]:
-        return {"key": list(self.key), "keep": self.keep}
+        fields: dict[str, Any] = {"key": list(self.key), "keep": self.keep}
+        if self.version >= 2:
+            fields["runner"] = self.runner
+        return fields
 
 
 @dataclass(frozen=True)
@@ -249,7 +262,11 @@ def _own_fields(node_class: type[Node], data: dict[str, Any], where: str, versio
     if node_class is Deduplicate:
         if data.get("keep") not in KEEP:
             raise SpecError(f"{where}: keep {data.get('keep')!r} is invalid: use 'first' or 'last'")
-        return {"key": _names(data.get("key"), where, "key"), "keep": data["keep"]}
+        return {
+            "key": _names(data.get("key"), where, "key"),
+            "keep": data["keep"],
+            "runner": _runner(data, where, version, DEDUPLICATE_RUNNERS),
+        }
     if node_class is GroupAggregate:
         calls = tuple(
             AggregateCall.from_dict(call, where) for call in _list(data.get("aggregates"), where, "aggregates")
@@ -262,19 +279,25 @@ def _own_fields(node_class: type[Node], data: dict[str, Any], where: str, versio
         left, right = _names(data.get("left_key"), where, "left_key"), _names(data.get("right_key"), where, "right_key")
         if len(left) != len(right):
             raise SpecError(f"{where}: left_key has {len(left)} column(s), right_key {len(right)}: pair them up")
-        return {"join_type": join_type, "left_key": left, "right_key": right, "runner": _runner(data, where, version)}
+        return {
+            "join_type": join_type,
+            "left_key": left,
+            "right_key": right,
+            "runner": _runner(data, where, version, JOIN_RUNNERS),
+        }
     return {"sink": _text(data.get("sink"), where, "sink")}
 
 
-def _runner(data: dict[str, Any], where: str, version: int) -> str:
-    """A join's runner: named in version 2, implied (transform-with-state) in version 1."""
+def _runner(data: dict[str, Any], where: str, version: int, runners: tuple[str, ...]) -> str:
+    """A join's or a deduplication's runner, one of ``runners``: named in version 2, implied (transform-with-state)
+    in version 1."""
     runner = data.get("runner")
     if version == 1:
         if runner is not None:
             raise SpecError(f"{where}: version 1 has no runner: set version 2 to choose one, or remove the runner")
         return TRANSFORM_WITH_STATE
-    if runner not in JOIN_RUNNERS:
-        raise SpecError(f"{where}: runner {runner!r} is invalid: use one of {', '.join(JOIN_RUNNERS)}")
+    if runner not in runners:
+        raise SpecError(f"{where}: runner {runner!r} is invalid: use one of {', '.join(runners)}")
     return runner
 
 

@@ -7,11 +7,21 @@ the provider's transform-with-state operators.
   expire). A row of one side
   meets a row of the other only while it lives, as in Flink (update type OnCreateAndWrite: an inserted row is
   written once), and Spark removes a side's rows from its state once the watermark passes their TTL. It runs an
-  inner join of two insert-only inputs, which is then insert-only too.
+  inner join of two insert-only inputs, and a left join of two whose left side has a TTL; both are then insert-only.
+  A left join sends a left row's null-padded row once, when the row expires without having met a right row
+  (Flink sends it at once, and retracts it when a right row comes): so the left side needs a TTL, and the sink's
+  query runs Spark's no-data micro-batches, in which the watermark moves on without new rows.
+- ``spark-drop-duplicates``: Spark's streaming ``dropDuplicates`` over the key, which keeps every key for ever: a
+  keep-first deduplication of insert-only input with a TTL of ``0 ms`` (Flink's keep-first result: a key's first
+  row, then nothing). With a TTL it cannot run (its state holds no write times, so a TTL cannot be edited in later
+  either), and Spark's ``dropDuplicatesWithinWatermark`` decides with the watermark of the batch before, which
+  drops a key's row that came back after its TTL: not Flink's result.
 - ``transform-with-state``: the provider's Python operators (``jobs/plan/join.py``, ``deduplicate.py``,
   ``group_aggregate.py``): every node kind, changelogs that update, keep-last, aggregations.
 
-The compiler writes the runner into each join node (node version 2); a join of version 1, compiled before runners
+The compiler writes the runner into each join and deduplication node (node version 2), from the node's kind, its
+inputs' changelogs and its TTLs as compiled; a TTL edited later that the runner cannot take is refused in one line
+(at EXPLAIN and EXECUTE), naming the runner to set. A join or deduplication of version 1, compiled before runners
 existed, runs on transform-with-state as it did. A sink's query records its nodes' runners in its checkpoint, and a
 plan that would run a node on another runner than its checkpoint's state was written by is refused: the two keep
 different state.
@@ -24,26 +34,37 @@ from collections.abc import Sequence
 from spark_tables.core.errors import SpecError
 
 SPARK_STREAM_JOIN = "spark-stream-join"
+SPARK_DROP_DUPLICATES = "spark-drop-duplicates"
 TRANSFORM_WITH_STATE = "transform-with-state"
+#: Why a left join on Spark's join needs a TTL on its left side.
+LEFT_JOIN_NEEDS_LEFT_TTL = (
+    f"runner {SPARK_STREAM_JOIN} sends a left row that met no right row when its left TTL expires, and a left TTL of "
+    "0 ms never does"
+)
 #: The runners a join node may name.
 JOIN_RUNNERS = (SPARK_STREAM_JOIN, TRANSFORM_WITH_STATE)
+#: The runners a deduplication node may name.
+DEDUPLICATE_RUNNERS = (SPARK_DROP_DUPLICATES, TRANSFORM_WITH_STATE)
 
 
-def join_runner(join_type: str, inputs_insert_only: Sequence[bool]) -> str:
-    """The runner the compiler chooses for a join: Spark's for an inner join of insert-only inputs."""
-    if join_type == "INNER" and all(inputs_insert_only):
+def join_runner(join_type: str, inputs_insert_only: Sequence[bool], left_ttl_ms: int) -> str:
+    """The runner the compiler chooses for a join: Spark's for an inner join of insert-only inputs, and for a left
+    join of insert-only inputs whose left side has a TTL."""
+    if all(inputs_insert_only) and (join_type == "INNER" or left_ttl_ms > 0):
         return SPARK_STREAM_JOIN
     return TRANSFORM_WITH_STATE
 
 
-def check_join_runner(runner: str, join_type: str, inputs_insert_only: Sequence[bool], where: str) -> None:
-    """``SpecError`` when ``runner`` cannot run this join (a plan edited by hand)."""
+def check_join_runner(
+    runner: str, join_type: str, inputs_insert_only: Sequence[bool], left_ttl_ms: int, where: str
+) -> None:
+    """``SpecError`` when ``runner`` cannot run this join (a plan edited by hand: its runner, or a left TTL)."""
     if runner != SPARK_STREAM_JOIN:
         return
-    if join_type != "INNER":
+    if join_type == "LEFT" and left_ttl_ms <= 0:
         raise SpecError(
-            f"{where}: runner {SPARK_STREAM_JOIN} runs inner joins only, not a {join_type} join: set its runner "
-            f"to {TRANSFORM_WITH_STATE}"
+            f"{where}: {LEFT_JOIN_NEEDS_LEFT_TTL}: give the left side a TTL, or set its runner to "
+            f"{TRANSFORM_WITH_STATE}"
         )
     updating = [index for index, insert_only in enumerate(inputs_insert_only) if not insert_only]
     if updating:
@@ -54,5 +75,30 @@ def check_join_runner(runner: str, join_type: str, inputs_insert_only: Sequence[
         )
         raise SpecError(
             f"{where}: runner {SPARK_STREAM_JOIN} joins inserted rows only, but its {inputs} rows (an aggregation, "
-            f"a keep-last deduplication or a left join): set its runner to {TRANSFORM_WITH_STATE}"
+            f"a keep-last deduplication or a left join on {TRANSFORM_WITH_STATE}): set its runner to "
+            f"{TRANSFORM_WITH_STATE}"
+        )
+
+
+def deduplicate_runner(keep: str, input_insert_only: bool, ttl_ms: int) -> str:
+    """The runner the compiler chooses for a deduplication: Spark's for keep-first of insert-only input without TTL."""
+    if keep == "first" and input_insert_only and ttl_ms == 0:
+        return SPARK_DROP_DUPLICATES
+    return TRANSFORM_WITH_STATE
+
+
+def check_deduplicate_runner(runner: str, keep: str, ttl_ms: int, where: str) -> None:
+    """``SpecError`` when ``runner`` cannot run this deduplication (a plan edited by hand: its runner, its keep or
+    its TTL). Its input must insert only on either runner, which the pipeline checks."""
+    if runner != SPARK_DROP_DUPLICATES:
+        return
+    if keep != "first":
+        raise SpecError(
+            f"{where}: runner {SPARK_DROP_DUPLICATES} keeps a key's first row, not its last: set its runner to "
+            f"{TRANSFORM_WITH_STATE}"
+        )
+    if ttl_ms != 0:
+        raise SpecError(
+            f"{where}: runner {SPARK_DROP_DUPLICATES} keeps every key for ever, but its TTL is {ttl_ms} ms: set its "
+            f"runner to {TRANSFORM_WITH_STATE} (with a new checkpoint if the plan ran), or its TTL back to 0 ms"
         )

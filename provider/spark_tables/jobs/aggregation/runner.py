@@ -32,10 +32,11 @@ from spark_tables.jobs.aggregation.query_tokens import called_names, groups_rows
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.plan.changelog import ROW_KIND, UPDATE_AFTER, quoted
 from spark_tables.jobs.plan.clock import BatchClock, Clock
-from spark_tables.jobs.plan.runner import SHUFFLE_PARTITIONS, session_conf, state_partitions
+from spark_tables.jobs.plan.runner import SHUFFLE_PARTITIONS, state_partitions
 from spark_tables.jobs.plan.sink_queries import PROGRESS_RETENTION, SinkQuery, run_available_now, run_for
 from spark_tables.jobs.plan.sinks import SinkWriter
 from spark_tables.jobs.plan.state_ttl import SESSION_CONFS
+from spark_tables.jobs.session_conf import session_conf
 from spark_tables.jobs.session_facts import is_connect
 
 log = logging.getLogger(__name__)

@@ -34,7 +34,7 @@ from spark_tables.core.identifiers import TableIdentifier, quote_part
 from spark_tables.core.plan.aggregates import AggregateCall
 from spark_tables.core.plan.document import CompiledPlan
 from spark_tables.core.plan.nodes import Calc, Deduplicate, GroupAggregate, Join, Node, Sink, SourceScan
-from spark_tables.core.plan.runners import join_runner
+from spark_tables.core.plan.runners import deduplicate_runner, join_runner
 from spark_tables.core.plan.sinks import PlanSink, PostgresUpsertSink, TableSink
 from spark_tables.core.plan.state import StateEntry, default_entries, default_ttl
 from spark_tables.core.plan.statements import shown
@@ -311,19 +311,21 @@ class PlanCompiler:
             f"where=[{' AND '.join(f'{lk} = {rk}' for lk, rk in zip(left_keys, right_keys, strict=True))}], "
             f"leftInput=[{left.alias or 'join'}], rightInput=[{right.alias or 'join'}])"
         )
-        node = self._add(
-            Join(
-                id=0,
-                inputs=(left.node_id, right.node_id),
-                join_type=join_type,
-                left_key=tuple(left_keys),
-                right_key=tuple(right_keys),
-                state=state,
-                version=2,
-                runner=join_runner(join_type, [self.pipeline.insert_only[rel.node_id] for rel in (left, right)]),
-            ),
-            description,
+        join_node = Join(
+            id=0,
+            inputs=(left.node_id, right.node_id),
+            join_type=join_type,
+            left_key=tuple(left_keys),
+            right_key=tuple(right_keys),
+            state=state,
+            version=2,
         )
+        runner = join_runner(
+            join_type,
+            [self.pipeline.insert_only[rel.node_id] for rel in (left, right)],
+            join_node.effective_state(self.job_ttl)[0].ttl_ms,
+        )
+        node = self._add(dataclasses.replace(join_node, runner=runner), description)
         joined = Relation(node.id, [*left.columns, *right.columns])
         for part in (left, right):
             for key, sqls in part.names.items():
@@ -420,10 +422,10 @@ class PlanCompiler:
         if missing:
             raise SpecError(f"the deduplication key {missing} must be among the subquery's selected columns")
         description = f"Deduplicate(keep=[{keep.capitalize()}Row], key=[{', '.join(key)}], order=[PROCTIME])"
+        state = _state(Deduplicate.STATE_NAMES, self.job_ttl)
+        runner = deduplicate_runner(keep, self.pipeline.insert_only[before.node_id], state[0].ttl_ms)
         node = self._add(
-            Deduplicate(
-                id=0, inputs=(before.node_id,), key=key, keep=keep, state=_state(Deduplicate.STATE_NAMES, self.job_ttl)
-            ),
+            Deduplicate(id=0, inputs=(before.node_id,), key=key, keep=keep, state=state, version=2, runner=runner),
             description,
         )
         deduplicated = Relation.of(node.id, before.columns, from_.this.alias or None)

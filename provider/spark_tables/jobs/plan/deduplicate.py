@@ -1,7 +1,8 @@
 """Deduplication on processing time with a state TTL: ``ROW_NUMBER() OVER (PARTITION BY key ORDER BY proctime) = 1``.
 
 Spark's ``dropDuplicates`` keeps a key forever (or until a watermark passes it) and cannot keep the last row, so
-this is Flink's mini-batch deduplication on Spark's transform-with-state. Keep first (Flink's
+this is Flink's mini-batch deduplication on Spark's transform-with-state; a keep-first deduplication without TTL
+runs on ``dropDuplicates`` (``spark_drop_duplicates``). Keep first (Flink's
 ``ProcTimeDeduplicateKeepFirstRowFunction``): a key's first row is sent as +I and its later rows are dropped while
 the key's marker lives; the marker is written only when a row is sent, so a key whose marker expired is sent again.
 Keep last (``ProcTimeDeduplicateKeepLastRowFunction``): a key's row of a batch replaces the one sent before, as
@@ -109,3 +110,12 @@ def deduplicate(frame: DataFrame, key: Sequence[str], keep: str, ttl_ms: int, cl
         raise SpecError(f"deduplicate keep={keep!r} is invalid: use 'first' or 'last'")
     processor = DeduplicateProcessor(fields, keep, StateTtl.of(ttl_ms, "deduplicate ttl_ms"), checked_clock(clock))
     return transform(frame, list(key), processor, StructType([*fields, ROW_KIND_FIELD]))
+
+
+def spark_drop_duplicates(frame: DataFrame, key: Sequence[str]) -> DataFrame:
+    """Keep first without TTL on Spark's own operator (``core.plan.runners.SPARK_DROP_DUPLICATES``): each key's first
+    row, an insert; its later rows dropped for ever. Its input must insert only (the pipeline checks)."""
+    missing = [name for name in key if name not in frame.columns]
+    if missing:
+        raise SpecError(f"deduplicate key {missing} is not among the input's columns {frame.columns}")
+    return frame.dropDuplicates(list(key))

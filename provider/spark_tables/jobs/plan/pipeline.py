@@ -5,27 +5,32 @@ The compiler builds the same frames as it adds nodes, so that Spark's analyzer n
 ``EXECUTE PLAN`` to run it. Every frame is a changelog: the node's columns and the row kind (``changelog``).
 
 Which frames only ever insert is inferred node by node, as Flink's planner infers changelog modes: a source's rows
-are inserts, and so are those of a keep-first deduplication and of an inner join of insert-only inputs; an
-aggregation, a keep-last deduplication and a left join update their results. A join runs on the operator its node
-names (``core.plan.runners``); one that cannot run there is refused here. A deduplication and a catalog sink
-take insert-only input (refused here, before any query starts), and an aggregation over insert-only input keeps
-only the extreme value for MIN and MAX.
+are inserts, and so are those of a keep-first deduplication, of an inner join of insert-only inputs and of a left
+join on Spark's join (which sends a left row's null-padded row only once it expired unmatched); an aggregation, a
+keep-last deduplication and a left join on transform-with-state update their results. A join or a deduplication
+runs on the operator its node names (``core.plan.runners``); one that cannot run there is refused here. A
+deduplication and a catalog sink take insert-only input (refused here, before any query starts), and an aggregation
+over insert-only input keeps only the extreme value for MIN and MAX.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
-from functools import partial
 
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_tables.core.errors import SpecError, one_line
 from spark_tables.core.plan.nodes import Calc, Column, Deduplicate, GroupAggregate, Join, Node, Sink, SourceScan
-from spark_tables.core.plan.runners import SPARK_STREAM_JOIN, check_join_runner
+from spark_tables.core.plan.runners import (
+    SPARK_DROP_DUPLICATES,
+    SPARK_STREAM_JOIN,
+    check_deduplicate_runner,
+    check_join_runner,
+)
 from spark_tables.core.plan.sinks import PlanSink, TableSink
 from spark_tables.jobs.plan.changelog import ROW_KIND, insert_only
 from spark_tables.jobs.plan.clock import Clock
-from spark_tables.jobs.plan.deduplicate import deduplicate
+from spark_tables.jobs.plan.deduplicate import deduplicate, spark_drop_duplicates
 from spark_tables.jobs.plan.group_aggregate import group_aggregate
 from spark_tables.jobs.plan.join import join
 from spark_tables.jobs.plan.spark_join import spark_join
@@ -61,7 +66,8 @@ class Pipeline:
         """``SpecError`` when ``sink`` cannot take node ``input_id``'s rows: a catalog table takes inserts only."""
         if isinstance(sink, TableSink) and not self.insert_only[input_id]:
             raise SpecError(
-                f"the query updates its results (an aggregation, a keep-last deduplication or a left join), but "
+                "the query updates its results (an aggregation, a keep-last deduplication or a left join on "
+                f"transform-with-state), but "
                 f"{sink.name} is a catalog table, which takes inserted rows only: write into a PostgresUpsertSink"
             )
 
@@ -87,8 +93,12 @@ class Pipeline:
             if not self.insert_only[node.inputs[0]]:
                 raise SpecError(
                     f"node {node.id} ({node.TYPE}) needs an insert-only input, but node {node.inputs[0]} updates its "
-                    "rows (an aggregation, a keep-last deduplication or a left join): deduplicate before it"
+                    "rows (an aggregation, a keep-last deduplication or a left join on transform-with-state): "
+                    "deduplicate before it"
                 )
+            check_deduplicate_runner(node.runner, node.keep, ttls[0], f"node {node.id} ({node.TYPE})")
+            if node.runner == SPARK_DROP_DUPLICATES:
+                return spark_drop_duplicates(inputs[0], node.key)
             return deduplicate(inputs[0], node.key, node.keep, ttls[0], self.clock)
         if isinstance(node, GroupAggregate):
             return group_aggregate(
@@ -99,9 +109,10 @@ class Pipeline:
                 node.runner,
                 node.join_type,
                 [self.insert_only[input_id] for input_id in node.inputs],
+                ttls[0],
                 f"node {node.id} ({node.TYPE})",
             )
-            operator = spark_join if node.runner == SPARK_STREAM_JOIN else partial(join, kind=node.join_type.lower())
+            operator = spark_join if node.runner == SPARK_STREAM_JOIN else join
             return operator(
                 inputs[0],
                 inputs[1],
@@ -110,6 +121,7 @@ class Pipeline:
                 left_ttl_ms=ttls[0],
                 right_ttl_ms=ttls[1],
                 clock=self.clock,
+                kind=node.join_type.lower(),
             )
         raise SpecError(f"node {node.id}: type {node.TYPE} cannot be executed")  # NODE_TYPES and this agree
 
@@ -122,5 +134,5 @@ class Pipeline:
         if isinstance(node, Deduplicate):
             return node.keep == "first"
         if isinstance(node, Join):
-            return node.join_type == "INNER" and all(inputs)
+            return all(inputs) and (node.join_type == "INNER" or node.runs_on == SPARK_STREAM_JOIN)
         return False

@@ -9,8 +9,6 @@ last write time).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -24,19 +22,22 @@ from spark_tables.core.plan.idempotence import buffered_aggregation
 from spark_tables.core.plan.job import PlanJob, PlanOptions
 from spark_tables.core.plan.nodes import Sink
 from spark_tables.core.plan.result import PlanResult
+from spark_tables.core.plan.runners import TRANSFORM_WITH_STATE
 from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.core.plan.state import default_ttl
 from spark_tables.core.plan.statements import PlanStatement
 from spark_tables.jobs.cancellation import Cancellation
-from spark_tables.jobs.plan.checkpoint_runners import check_runners, record_runners
+from spark_tables.jobs.plan.checkpoint_runners import check_runners, node_runners, record_runners
 from spark_tables.jobs.plan.clock import BatchClock, Clock
 from spark_tables.jobs.plan.compiler import compile_plan
+from spark_tables.jobs.plan.flushing import OutputBuffer
 from spark_tables.jobs.plan.pipeline import Pipeline
 from spark_tables.jobs.plan.plan_files import plan_exists, read_plan_text, write_plan_text
 from spark_tables.jobs.plan.sink_queries import PROGRESS_RETENTION, SinkQuery, run_available_now, run_for
 from spark_tables.jobs.plan.sinks import SinkWriter
 from spark_tables.jobs.plan.spark_join import WATERMARK_DELAY
 from spark_tables.jobs.plan.state_ttl import SESSION_CONFS
+from spark_tables.jobs.session_conf import session_conf
 from spark_tables.jobs.session_facts import default_parallelism
 
 log = logging.getLogger(__name__)
@@ -115,6 +116,13 @@ def explain_file(spark: SparkSession, uri: str, options: PlanOptions) -> dict[st
     return {**explained, "text": text}
 
 
+#: The confs of a query whose every stateful operator is Spark's own: no-data micro-batches, in which the watermark
+#: moves on without new rows, Spark's joins drop what expired and a left join sends its left rows that expired
+#: unmatched. A query with a transform-with-state operator (a node's, or the state-store buffer's) runs without
+#: them (``SESSION_CONFS``): it would never end available-now.
+NO_DATA_BATCHES = {"spark.sql.streaming.noDataMicroBatches.enabled": "true"}
+
+
 def execute(
     spark: SparkSession,
     plan: CompiledPlan,
@@ -149,6 +157,10 @@ def execute(
             query = SinkQuery(f"plan_sink_{node.id}", pipeline.frames[node.id], writer, checkpoint, {"node": node.id})
             if flush.enabled and isinstance(sink, PostgresUpsertSink):
                 query.buffer_output(flush, clock)
+            if TRANSFORM_WITH_STATE not in node_runners(plan, node).values() and not isinstance(
+                query.buffer, OutputBuffer
+            ):
+                query.confs = NO_DATA_BATCHES
             queries.append(query)
         if options.run_for_ms:
             run_for(queries, options.run_for_ms, options.trigger_interval_ms, cancellation)
@@ -187,22 +199,6 @@ def _built(spark: SparkSession, plan: CompiledPlan, job_ttl: timedelta, clock: C
         if isinstance(node, Sink):
             pipeline.check_sink(plan.sink(node.sink), node.inputs[0])
     return pipeline
-
-
-@contextmanager
-def session_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
-    """The session with ``settings``, put back as they were afterwards."""
-    before = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 def _schema(columns: tuple[Any, ...]) -> str:

@@ -30,6 +30,7 @@ from spark_tables.jobs.plan.flushing import OutputBuffer
 from spark_tables.jobs.plan.memory_buffer import MemoryBuffer
 from spark_tables.jobs.plan.progress import input_rows
 from spark_tables.jobs.plan.sinks import PostgresSinkWriter, SinkWriter
+from spark_tables.jobs.session_conf import session_conf
 from spark_tables.jobs.session_facts import is_connect
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ class SinkQuery:
 
     ``name`` is Spark's name of the query, also in the log; ``labels`` go into its report (a plan's node id).
     ``output_mode`` is Spark's: ``append`` for a plan's changelog, ``update`` for Spark's own aggregation.
+    ``confs`` are session confs of this query alone: set as it starts, when Spark reads them, and put back.
     """
 
     name: str
@@ -53,6 +55,7 @@ class SinkQuery:
     labels: dict[str, Any] = field(default_factory=dict)
     output_mode: str = "append"
     buffer: OutputBuffer | MemoryBuffer | None = None  # a DurableBuffer is a MemoryBuffer
+    confs: dict[str, str] = field(default_factory=dict)
     progress: list[dict[str, Any]] = field(default_factory=list)
 
     def buffer_output(self, options: FlushOptions, clock: Clock) -> None:
@@ -73,14 +76,15 @@ class SinkQuery:
             self.buffer = self.writer = driver_buffer(postgres, options, clock, self.checkpoint)
 
     def start(self, available_now: bool, trigger_interval_ms: int = 1000) -> StreamingQuery:
-        return self.writer.start(
-            self.frame,
-            checkpoint=self.checkpoint,
-            query_name=self.name,
-            available_now=available_now,
-            interval=f"{trigger_interval_ms} ms",
-            output_mode=self.output_mode,
-        )
+        with session_conf(self.frame.sparkSession, self.confs):
+            return self.writer.start(
+                self.frame,
+                checkpoint=self.checkpoint,
+                query_name=self.name,
+                available_now=available_now,
+                interval=f"{trigger_interval_ms} ms",
+                output_mode=self.output_mode,
+            )
 
     def rows_dropped_late(self) -> int:
         """The input rows Spark's watermarked operators dropped as late (``numRowsDroppedByWatermark``): none, unless

@@ -1,4 +1,4 @@
-"""An inner equi-join of two insert-only streams with a state TTL per side, on Spark's stream-stream join.
+"""An inner or left equi-join of two insert-only streams with a state TTL per side, on Spark's stream-stream join.
 
 Flink's TTL for a row that is written once (an insert): it lives ``ttl`` after it came, so two rows of the sides
 meet when each came while the other lived. As a join condition over each side's processing-time column (the
@@ -22,6 +22,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import ByteType
 
+from spark_tables.core.errors import SpecError
+from spark_tables.core.plan.runners import LEFT_JOIN_NEEDS_LEFT_TTL
 from spark_tables.jobs.plan.changelog import INSERT, ROW_KIND, quoted
 from spark_tables.jobs.plan.clock import Clock, time_column
 from spark_tables.jobs.plan.join import join_fields
@@ -47,12 +49,20 @@ def spark_join(
     left_ttl_ms: int,
     right_ttl_ms: int,
     clock: Clock,
+    kind: str = "inner",
 ) -> DataFrame:
-    """``left INNER JOIN right ON left_key = right_key`` over two insert-only changelogs, as an insert-only one: the
-    left columns, then the right ones (their names must differ)."""
+    """``left INNER JOIN right ON left_key = right_key`` (or ``kind="left"``: ``LEFT JOIN``) over two insert-only
+    changelogs, as an insert-only one: the left columns, then the right ones (their names must differ).
+
+    A left join sends a left row's null-padded row once, when the row expires unmatched, so
+    it needs a left TTL; the query must run no-data micro-batches for it to be sent without waiting for data."""
     left_fields, right_fields = join_fields(left, right, left_key, right_key)
     left_ttl = StateTtl.of(left_ttl_ms, "join left_ttl_ms")
     right_ttl = StateTtl.of(right_ttl_ms, "join right_ttl_ms")
+    if kind not in ("inner", "left"):
+        raise SpecError(f"join kind {kind!r} is invalid: use inner or left")
+    if kind == "left" and not left_ttl.expires:
+        raise SpecError(f"a left join: {LEFT_JOIN_NEEDS_LEFT_TTL}: give left_ttl_ms")
     timed_left = left.drop(ROW_KIND).withColumn(LEFT_TIME, time_column(clock)).withWatermark(LEFT_TIME, WATERMARK_DELAY)
     timed_right = (
         right.drop(ROW_KIND).withColumn(RIGHT_TIME, time_column(clock)).withWatermark(RIGHT_TIME, WATERMARK_DELAY)
@@ -60,7 +70,7 @@ def spark_join(
     left_time, right_time = quoted(LEFT_TIME), quoted(RIGHT_TIME)
     condition = [quoted(a) == quoted(b) for a, b in zip(left_key, right_key, strict=True)]
     condition += _bounds(left_time, right_time, left_ttl, right_ttl)
-    joined = timed_left.join(timed_right, _all(condition), "inner")
+    joined = timed_left.join(timed_right, _all(condition), "left_outer" if kind == "left" else "inner")
     return joined.select(
         *(quoted(field.name) for field in left_fields + right_fields), F.lit(INSERT).cast(ByteType()).alias(ROW_KIND)
     )

@@ -15,7 +15,8 @@ the key again at the next batch.
 
 The session must use the RocksDB state store (transform-with-state needs it), and an available-now query of an
 operator with timers only ends with no-data micro-batches off: ``SESSION_CONFS``; timers then fire only in
-batches that have data (and Spark's stream-stream join drops expired rows only in those).
+batches that have data. (A query whose stateful operators are all Spark's own runs no-data batches:
+``runner.NO_DATA_BATCHES``.)
 """
 
 from __future__ import annotations
