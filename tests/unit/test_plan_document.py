@@ -12,7 +12,7 @@ import pytest
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.document import CompiledPlan
-from spark_tables.core.plan.explain import explain, explain_text
+from spark_tables.core.plan.explain import explain, explain_text, left_join_warnings
 
 
 def example_2(state: bool = True) -> dict[str, Any]:
@@ -201,3 +201,23 @@ def test_a_version_2_deduplication_names_its_runner_and_a_version_1_one_runs_on_
     ):  # fmt: skip
         with pytest.raises(SpecError, match=message):
             CompiledPlan.from_dict(_with_deduplication(**fields))
+
+
+def test_a_left_join_on_spark_s_join_feeding_transform_with_state_is_warned_of() -> None:
+    """Example 2's left join on Spark's join, counted on transform-with-state: its query runs no no-data
+    micro-batches, so an order that met no customer is sent later than its TTL."""
+    document = _edited(["nodes", 2, "version"], 2)
+    document["nodes"][2]["runner"] = "spark-stream-join"
+    assert left_join_warnings(CompiledPlan.from_dict(document)) == [
+        "node 3 (stream-exec-join) sends a left row that met no right row once its TTL has passed, but its query also "
+        "runs node 4 on transform-with-state, and so without no-data micro-batches: such a row comes with a later "
+        "micro-batch that has rows, not in the run after its TTL; set the join's runner to transform-with-state to "
+        "send it at once"
+    ]
+    for field, value in (("runner", "transform-with-state"), ("join_type", "INNER")):
+        edited = copy.deepcopy(document)
+        edited["nodes"][2][field] = value
+        assert left_join_warnings(CompiledPlan.from_dict(edited)) == []
+    assert explain(CompiledPlan.from_dict(document), timedelta(0))["warnings"][-1].startswith(
+        "node 3 (stream-exec-join) sends"
+    )

@@ -43,6 +43,18 @@ class CompiledPlan:
     def _by_id(self) -> dict[int, Node]:
         return {node.id: node for node in self.nodes}
 
+    def stateful_upstream(self, node_id: int) -> tuple[Node, ...]:
+        """The stateful nodes node ``node_id`` reads from, directly or through others, in id order: those whose
+        state a sink's query holds."""
+        found: dict[int, Node] = {}
+        pending = list(self.node(node_id).inputs)
+        while pending:
+            node = self.node(pending.pop())
+            if node.stateful:
+                found[node.id] = node
+            pending.extend(node.inputs)
+        return tuple(found[found_id] for found_id in sorted(found))
+
     def sink(self, name: str) -> PlanSink:
         return next(sink for sink in self.sinks if sink.name == name)
 

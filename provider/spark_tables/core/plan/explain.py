@@ -2,7 +2,8 @@
 
 The result is structured data (for XCom, and the Airflow UI's graph of the plan) with a text rendering for logs.
 A warning is given where an operator keeps its state for less time than an operator upstream of it: FLIP-292 notes
-that unaligned TTLs can give surprising results (a row expired downstream while its upstream state lives on).
+that unaligned TTLs can give surprising results (a row expired downstream while its upstream state lives on); and
+where a left join on Spark's join would send its expired left rows late (``left_join_warnings``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from typing import Any
 
 from spark_tables.core.durations import format_duration
 from spark_tables.core.plan.document import CompiledPlan
-from spark_tables.core.plan.nodes import Deduplicate, Join, Node
+from spark_tables.core.plan.nodes import Deduplicate, Join, Node, Sink
+from spark_tables.core.plan.runners import SPARK_STREAM_JOIN, TRANSFORM_WITH_STATE
 from spark_tables.core.plan.state import StateEntry
 
 #: Why a join or a deduplication compiled before runners existed runs on transform-with-state.
@@ -49,7 +51,7 @@ def explain(plan: CompiledPlan, job_ttl: timedelta) -> dict[str, Any]:
         "sinks": [sink.to_dict() for sink in plan.sinks],
         "nodes": nodes,
         "edges": [[input_id, node.id] for node in plan.nodes for input_id in node.inputs],
-        "warnings": ttl_warnings(plan, job_ttl),
+        "warnings": ttl_warnings(plan, job_ttl) + left_join_warnings(plan),
     }
 
 
@@ -69,6 +71,28 @@ def ttl_warnings(plan: CompiledPlan, job_ttl: timedelta) -> list[str]:
                         "operators a TTL at least as long"
                     )
     return warnings
+
+
+def left_join_warnings(plan: CompiledPlan) -> list[str]:
+    """One line for each left join on Spark's join in a sink's query that also runs a node on transform-with-state:
+    that query runs without no-data micro-batches (transform-with-state would never end available-now), so the join's
+    left rows that expired unmatched wait for a micro-batch with rows."""
+    warnings: dict[int, str] = {}
+    for sink in plan.nodes:
+        if not isinstance(sink, Sink):
+            continue
+        stateful = plan.stateful_upstream(sink.id)
+        on_tws = [node.id for node in stateful if node.runs_on == TRANSFORM_WITH_STATE]
+        for node in stateful:
+            if on_tws and isinstance(node, Join) and node.join_type == "LEFT" and node.runs_on == SPARK_STREAM_JOIN:
+                warnings.setdefault(
+                    node.id,
+                    f"node {node.id} ({node.TYPE}) sends a left row that met no right row once its TTL has passed, "
+                    f"but its query also runs node {on_tws[0]} on {TRANSFORM_WITH_STATE}, and so without no-data "
+                    "micro-batches: such a row comes with a later micro-batch that has rows, not in the run after its "
+                    f"TTL; set the join's runner to {TRANSFORM_WITH_STATE} to send it at once",
+                )
+    return list(warnings.values())
 
 
 def explain_text(explained: dict[str, Any], uri: str) -> str:

@@ -24,14 +24,7 @@ RUNNERS_FILE = "spark_tables_runners.json"
 
 def node_runners(plan: CompiledPlan, sink: Node) -> dict[int, str]:
     """The runner of each stateful node upstream of ``sink``, by node id."""
-    runners: dict[int, str] = {}
-    pending = list(sink.inputs)
-    while pending:
-        node = plan.node(pending.pop())
-        if node.runs_on is not None:
-            runners[node.id] = node.runs_on
-        pending.extend(node.inputs)
-    return dict(sorted(runners.items()))
+    return {node.id: node.runs_on for node in plan.stateful_upstream(sink.id) if node.runs_on is not None}
 
 
 def recorded_runners(checkpoint: str) -> dict[int, str] | None:
