@@ -188,9 +188,9 @@ def compiled_plans(left_out: str, database: str) -> list[str]:
         f"         compile {'wrote' if compiled['written'] else 'kept (IF NOT EXISTS)'} the plan "
         f"{x['explain']['plan_uri']};",
         "         shorten_deduplication edited the deduplication's TTL in it, as a person would;",
-        "         explain checked it against the catalog; its operators and their state TTLs:",
+        "         explain checked it against the catalog; its operators, what runs each, and their state TTLs:",
         *(
-            f"      [{node['id']}] {node['type']:<30} "
+            f"      [{node['id']}] {node['type']:<28} on {node['runner']:<21} "
             + ", ".join(f"{state['name']} {state['ttl']}" for state in node["state"])
             for node in explained["nodes"]
             if "state" in node
@@ -202,6 +202,7 @@ def compiled_plans(left_out: str, database: str) -> list[str]:
             f"{query['rows_deleted']:>3,} deleted, in {query['write_calls']} write call(s)"
             for query in queries
         ),
+        "         (the left join on Spark's join sends an order without a customer once its 1 h TTL has passed)",
         "  look:  the plan file (JSON, edit its TTLs); explain's XCom 'explain' (the graph, for the UI);",
         f"         spark_tables_demo.shop_counts and .order_customers in PostgreSQL ({database});",
         f"         the checkpoints under {HOME}/spark_tables/checkpoints/",
