@@ -311,21 +311,22 @@ class PlanCompiler:
             f"where=[{' AND '.join(f'{lk} = {rk}' for lk, rk in zip(left_keys, right_keys, strict=True))}], "
             f"leftInput=[{left.alias or 'join'}], rightInput=[{right.alias or 'join'}])"
         )
-        join_node = Join(
-            id=0,
-            inputs=(left.node_id, right.node_id),
-            join_type=join_type,
-            left_key=tuple(left_keys),
-            right_key=tuple(right_keys),
-            state=state,
-            version=2,
-        )
         runner = join_runner(
-            join_type,
-            [self.pipeline.insert_only[rel.node_id] for rel in (left, right)],
-            join_node.effective_state(self.job_ttl)[0].ttl_ms,
+            join_type, [self.pipeline.insert_only[rel.node_id] for rel in (left, right)], state[0].ttl_ms
         )
-        node = self._add(dataclasses.replace(join_node, runner=runner), description)
+        node = self._add(
+            Join(
+                id=0,
+                inputs=(left.node_id, right.node_id),
+                join_type=join_type,
+                left_key=tuple(left_keys),
+                right_key=tuple(right_keys),
+                state=state,
+                version=2,
+                runner=runner,
+            ),
+            description,
+        )
         joined = Relation(node.id, [*left.columns, *right.columns])
         for part in (left, right):
             for key, sqls in part.names.items():

@@ -30,7 +30,6 @@ from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.plan.checkpoint_runners import check_runners, node_runners, record_runners
 from spark_tables.jobs.plan.clock import BatchClock, Clock
 from spark_tables.jobs.plan.compiler import compile_plan
-from spark_tables.jobs.plan.flushing import OutputBuffer
 from spark_tables.jobs.plan.pipeline import Pipeline
 from spark_tables.jobs.plan.plan_files import plan_exists, read_plan_text, write_plan_text
 from spark_tables.jobs.plan.sink_queries import PROGRESS_RETENTION, SinkQuery, run_available_now, run_for
@@ -118,8 +117,8 @@ def explain_file(spark: SparkSession, uri: str, options: PlanOptions) -> dict[st
 
 #: The confs of a query whose every stateful operator is Spark's own: no-data micro-batches, in which the watermark
 #: moves on without new rows, Spark's joins drop what expired and a left join sends its left rows that expired
-#: unmatched. A query with a transform-with-state operator (a node's, or the state-store buffer's) runs without
-#: them (``SESSION_CONFS``): it would never end available-now.
+#: unmatched. A query with a node on transform-with-state (every aggregation, so every buffered sink's query) runs
+#: without them (``SESSION_CONFS``): it would never end available-now.
 NO_DATA_BATCHES = {"spark.sql.streaming.noDataMicroBatches.enabled": "true"}
 
 
@@ -157,9 +156,7 @@ def execute(
             query = SinkQuery(f"plan_sink_{node.id}", pipeline.frames[node.id], writer, checkpoint, {"node": node.id})
             if flush.enabled and isinstance(sink, PostgresUpsertSink):
                 query.buffer_output(flush, clock)
-            if TRANSFORM_WITH_STATE not in node_runners(plan, node).values() and not isinstance(
-                query.buffer, OutputBuffer
-            ):
+            if TRANSFORM_WITH_STATE not in node_runners(plan, node).values():
                 query.confs = NO_DATA_BATCHES
             queries.append(query)
         if options.run_for_ms:
