@@ -57,6 +57,7 @@ from harness import machine_note, reproduce_command, working_in
 from psycopg import sql
 from pyspark.sql import SparkSession
 
+from spark_tables.core.jvm_jars import POSTGRES_JDBC_DRIVER
 from spark_tables.core.lookup.job import LookupJoinJob, LookupReloadJob
 from spark_tables.core.lookup.options import CacheMode
 from spark_tables.core.lookup.table import LookupSpec, SourceTable
@@ -161,7 +162,7 @@ def start_spark(root: str, partitions: int) -> SparkSession:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.log.level", "WARN")
         .config("spark.pyspark.python", sys.executable)
-        .config("spark.jars", "/usr/share/java/postgresql.jar")
+        .config("spark.jars", POSTGRES_JDBC_DRIVER)
         .getOrCreate()
     )
 

@@ -1,5 +1,6 @@
 """The parts of docs/ made from the code, so that they cannot drift from it: the job kinds table and the package
-layout in docs/architecture.md, and each capability page's modules on each layer.
+layout in docs/architecture.md, each capability page's modules on each layer, and the JVM jars jvm/pom.xml declares
+in docs/configuration.md.
 
     python scripts/docs_generated.py           # say which generated parts are out of date (exit 1 if any)
     python scripts/docs_generated.py --write   # rewrite them
@@ -18,11 +19,16 @@ import pkgutil
 import re
 import sys
 import typing
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "provider" / "spark_tables"
 DOCS = ROOT / "docs"
+#: The one list of the JVM jars the jobs load, with their versions.
+POM = ROOT / "jvm" / "pom.xml"
+MAVEN = "{http://maven.apache.org/POM/4.0.0}"
+MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
 
 #: The layers, in the order the pages list them, with the folders (or modules) that make each.
 LAYERS = {
@@ -158,9 +164,42 @@ def capability_modules(capability: str) -> str:
     return "\n".join(lines)
 
 
+def declared_jars() -> list[tuple[str, str, str, str]]:
+    """``jvm/pom.xml``'s dependencies: group, artifact, version, and what each is for (the comment above it)."""
+    pom = ET.parse(POM, ET.XMLParser(target=ET.TreeBuilder(insert_comments=True))).getroot()
+    dependencies = pom.find(f"{MAVEN}dependencies")
+    assert dependencies is not None, f"{POM} declares no dependencies"
+    declared, purpose = [], ""
+    for node in dependencies:
+        if node.tag is ET.Comment:
+            purpose = " ".join((node.text or "").split())
+            continue
+        group, artifact, version = (
+            node.findtext(f"{MAVEN}{name}") or "" for name in ("groupId", "artifactId", "version")
+        )
+        declared.append((group, artifact, version, purpose))
+        purpose = ""
+    return declared
+
+
+def jvm_jars() -> str:
+    """The declared jars: coordinates, the file scripts/setup.sh makes of each, its address on Maven Central."""
+    rows = ["| coordinates | file in the jars folder | on Maven Central | for |", "|---|---|---|---|"]
+    for group, artifact, version, purpose in declared_jars():
+        url = f"{MAVEN_CENTRAL}/{group.replace('.', '/')}/{artifact}/{version}/{artifact}-{version}.jar"
+        rows.append(
+            f"| `{group}:{artifact}:{version}` | `{artifact}.jar` | [{artifact}-{version}.jar]({url}) | {purpose} |"
+        )
+    packages = ",".join(f"{group}:{artifact}:{version}" for group, artifact, version, _ in declared_jars())
+    return "\n".join([*rows, "", f"`spark.jars.packages`: `{packages}`"])
+
+
 def parts() -> dict[Path, dict[str, str]]:
     """Each page's generated parts, by name."""
-    pages: dict[Path, dict[str, str]] = {DOCS / "architecture.md": {"job-kinds": job_kinds(), "layout": layout()}}
+    pages: dict[Path, dict[str, str]] = {
+        DOCS / "architecture.md": {"job-kinds": job_kinds(), "layout": layout()},
+        DOCS / "configuration.md": {"jvm-jars": jvm_jars()},
+    }
     for capability, page in CAPABILITIES.items():
         pages[DOCS / page] = {"modules": capability_modules(capability)}
     return pages

@@ -1,20 +1,15 @@
 # Sourced by scripts/setup.sh: the services part of the setup. postgres_ready, which scripts/test.sh and
-# scripts/demo.sh call (the test command stops when it fails, the demo leaves out its lookup example), and
+# scripts/demo.sh call (the test command stops when it fails, the demo leaves out its PostgreSQL examples), and
 # redis_ready, which scripts/test.sh calls (the Celery executor's broker in the tests of Airflow as deployed).
 #
 #   postgres_ready CHOOSER HOST PORT USER PASSWORD DATABASE...
 #
-# makes sure that
-#   - the PostgreSQL JDBC driver is at /usr/share/java/postgresql.jar (where Spark's JDBC reads and the PostgreSQL
-#     metastore load it from): as root, installs Debian's libpostgresql-jdbc-java when it is missing;
-#   - PostgreSQL lets USER log in at HOST:PORT (PASSWORD may be empty: trust auth): as root, starts the local
-#     cluster of that port when it is installed but down;
-#   - every DATABASE exists: creates the missing ones.
-# Returns 0 when all of it is there; otherwise 1, with POSTGRES_PROBLEM set to one line saying what is missing
-# and the command that fixes it. CHOOSER names the setting that points the caller at another server.
-
-JDBC_DRIVER_JAR=/usr/share/java/postgresql.jar
-JDBC_DRIVER_FIX="run 'apt-get install libpostgresql-jdbc-java' as root"
+# makes sure that USER logs in at HOST:PORT (PASSWORD may be empty: libpq's password file, ~/.pgpass, then has it)
+# and that every DATABASE exists (scripts/postgres_ready.py). As root, with HOST on loopback, it
+# first installs Debian's postgresql when it is missing, and lets scripts/postgres_ready.py make a cluster on PORT,
+# start it, and set up USER's login with a password kept in the password file. Returns 0 when all of it is there;
+# otherwise 1, with POSTGRES_PROBLEM set to one line saying what is missing and what to do. CHOOSER names the setting
+# that points the caller at another server.
 
 # debian_install PACKAGE WHAT: as root where apt-get is, installs Debian's PACKAGE (WHAT says what it is for, in the
 # line that announces it), its output in $AIRFLOW_HOME/apt-get-PACKAGE.log; the package lists are updated once a
@@ -31,81 +26,34 @@ debian_install() {
 }
 
 postgres_ready() {
-  POSTGRES_PROBLEM=""
-  _jdbc_driver_installed && _postgres_databases "$@"
-}
-
-_jdbc_driver_installed() {
-  [ -f "$JDBC_DRIVER_JAR" ] && return 0
-  if ! debian_install libpostgresql-jdbc-java "the PostgreSQL JDBC driver"; then
-    POSTGRES_PROBLEM="the PostgreSQL JDBC driver is missing ($JDBC_DRIVER_JAR): $JDBC_DRIVER_FIX"
-    return 1
-  fi
-  [ -f "$JDBC_DRIVER_JAR" ] && return 0
-  POSTGRES_PROBLEM="installing the PostgreSQL JDBC driver failed (log: $AIRFLOW_HOME/apt-get-libpostgresql-jdbc-java.log): $JDBC_DRIVER_FIX"
-  return 1
-}
-
-_postgres_databases() {
-  local chooser=$1 host=$2 port=$3 cluster
-  shift
-  _create_databases "$@" && return 0
-  # No login at all: start the local cluster of that port if it is installed but down. A cluster that is up
-  # is left alone.
-  cluster=$(pg_lsclusters --no-header 2> /dev/null | awk -v port="$port" '$3 == port && $4 == "down" { print $1, $2 }')
-  if [ "$_POSTGRES_STATUS" -eq 2 ] && [[ "$host" =~ ^(127\.0\.0\.1|localhost)$ ]] && [ -n "$cluster" ]; then
-    if [ "$(id -u)" -ne 0 ]; then
-      POSTGRES_PROBLEM="PostgreSQL $cluster is installed but down: run 'pg_ctlcluster $cluster start' as root"
+  local chooser=$1 host=$2 port=$3 user=$4 password=$5
+  shift 5
+  POSTGRES_PROBLEM=$(_postgres_ready "$chooser" "$host" "$port" "$user" "$password" "$@") && return 0
+  [ "$?" -eq 2 ] && [[ "$host" =~ ^(127\.0\.0\.1|localhost)$ ]] && [ "$(id -u)" -eq 0 ] || return 1
+  # No login at all, on loopback, as root: the server made here.
+  if ! _postgres_server_installed; then
+    debian_install postgresql PostgreSQL
+    if ! _postgres_server_installed; then
+      POSTGRES_PROBLEM="installing PostgreSQL failed (log: $AIRFLOW_HOME/apt-get-postgresql.log): run 'apt-get install postgresql' as root"
       return 1
     fi
-    echo "starting PostgreSQL (pg_ctlcluster $cluster start) ..."
-    # shellcheck disable=SC2086  # $cluster is "VERSION NAME"
-    pg_ctlcluster --skip-systemctl-redirect $cluster start < /dev/null > /dev/null 2>&1 || true
-    for _ in $(seq 1 30); do pg_isready -h "$host" -p "$port" -q && break; sleep 1; done
-    _create_databases "$@" && return 0
   fi
-  if [ "$_POSTGRES_STATUS" -eq 2 ]; then
-    POSTGRES_PROBLEM+=": start it there (or let that user in), or set $chooser to a server that does"
-  fi
-  return 1
+  POSTGRES_PROBLEM=$(_postgres_ready --manage "$chooser" "$host" "$port" "$user" "$password" "$@")
 }
 
-# With the venv's psycopg, so that the psql client is not needed. Says which databases it creates; on failure
-# sets POSTGRES_PROBLEM and _POSTGRES_STATUS (2: no login at all, 1: logged in but could not create).
-_create_databases() {
-  local host=$1 port=$2 user=$3 password=$4
-  shift 4
-  _POSTGRES_STATUS=0
-  # The password goes through libpq's PGPASSWORD: an argument would be on every user's process list.
-  POSTGRES_PROBLEM=$([ -z "$password" ] || export PGPASSWORD="$password"
-    PGCONNECT_TIMEOUT=5 python - "$host" "$port" "$user" "$@" <<'PY'
-import sys
+# With the venv's psycopg, so that the psql client is not needed. The password goes through libpq's PGPASSWORD: an
+# argument would be on every user's process list.
+_postgres_ready() {
+  local manage=()
+  [ "$1" != --manage ] || { manage=(--manage); shift; }
+  local chooser=$1 host=$2 port=$3 user=$4 password=$5
+  shift 5
+  ([ -z "$password" ] || export PGPASSWORD="$password"
+    python "$ROOT/scripts/postgres_ready.py" "${manage[@]}" "$chooser" "$host" "$port" "$user" "$@")
+}
 
-import psycopg
-from psycopg import sql
-
-host, port, user, *databases = sys.argv[1:]
-try:
-    conn = psycopg.connect(host=host, port=port, user=user, dbname="postgres", autocommit=True)
-except psycopg.Error as err:
-    reason = " ".join(str(err).splitlines()[0].split())  # the first line has the cause
-    print(f"PostgreSQL does not let user {user} log in at {host}:{port} ({reason})")
-    sys.exit(2)
-with conn:
-    for name in databases:
-        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
-            continue
-        try:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        except psycopg.Error as err:
-            print(f"creating the PostgreSQL database {name} failed: {' '.join(str(err).split())}")
-            sys.exit(1)
-        print(f"created the PostgreSQL database {name}", file=sys.stderr)
-PY
-  ) || _POSTGRES_STATUS=$?
-  [ "$_POSTGRES_STATUS" -eq 0 ] && return 0
-  POSTGRES_PROBLEM=${POSTGRES_PROBLEM:-checking PostgreSQL at $host:$port failed (the error is above)}
-  return 1
+_postgres_server_installed() {
+  command -v pg_createcluster > /dev/null && compgen -G "/usr/lib/postgresql/*/bin/postgres" > /dev/null
 }
 
 #   redis_ready CHOOSER HOST:PORT

@@ -1,10 +1,12 @@
 # Sourced by scripts/demo.sh and scripts/test.sh: sets everything up from a fresh clone, quickly when it is.
 #   - stops at once with a clear message if Java 17+ or Python 3.11 is missing
 #   - creates .venv and installs the provider with its test extras (again only when pyproject.toml changes)
+#   - fetches the JVM jars jvm/pom.xml declares from Maven Central into .venv/share/spark-tables/jars (again only
+#     when jvm/pom.xml changes), with mvn (as root, Debian's maven is installed first when it is missing)
 #   - points Airflow at .airflow/ (SQLite metadata DB) and its DAGs folder at AIRFLOW__CORE__DAGS_FOLDER when that
 #     is set (made absolute), else this repo's dags/, and migrates the DB
-#   - defines postgres_ready (scripts/services.sh), which test.sh and demo.sh call for their PostgreSQL: the JDBC
-#     driver installed, the server started, the databases created, where that can be done; and redis_ready, which
+#   - defines postgres_ready (scripts/services.sh), which test.sh and demo.sh call for their PostgreSQL: the server
+#     installed, started and its login set up, the databases created, where that can be done; and redis_ready, which
 #     test.sh calls for the Celery executor's broker: the server started (installed first) where that can be done
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -50,6 +52,25 @@ export AIRFLOW__CORE__LOAD_EXAMPLES=False
 # Cached tables are registered in the run's XComs through the provider's backend; other XComs work as before.
 export AIRFLOW__CORE__XCOM_BACKEND=spark_tables.xcom.cache_registry.CacheRegistryXComBackend
 mkdir -p "$AIRFLOW_HOME"
-airflow db migrate > "$AIRFLOW_HOME/db-migrate.log" 2>&1 || { cat "$AIRFLOW_HOME/db-migrate.log" >&2; exit 1; }
-
 source "$ROOT/scripts/services.sh"
+
+# The JVM jars, in the folder where the provider looks for them (spark_tables.core.jvm_jars), fetched into a new
+# folder that replaces the old one whole: a fetch cut short leaves nothing half-made behind.
+JARS_DIR=$(python -c 'from spark_tables.core.jvm_jars import JARS_FOLDER; print(JARS_FOLDER)')
+JARS_STAMP="$JARS_DIR/.fetched-$(sha256sum jvm/pom.xml | cut -c1-16)"
+if [ ! -f "$JARS_STAMP" ]; then
+  command -v mvn > /dev/null || debian_install maven "Maven, which fetches the JVM jars jvm/pom.xml declares" || true
+  if ! command -v mvn > /dev/null; then
+    echo "error: mvn not found (it fetches the JVM jars jvm/pom.xml declares from Maven Central): run 'apt-get install maven' as root." >&2
+    exit 1
+  fi
+  echo "fetching the JVM jars jvm/pom.xml declares from Maven Central into $JARS_DIR ..."
+  rm -rf "$JARS_DIR.new"
+  mvn -B -f jvm/pom.xml dependency:copy-dependencies -Djars.dir="$JARS_DIR.new" < /dev/null > .venv/mvn-jars.log 2>&1 \
+    || { tail -n 30 .venv/mvn-jars.log >&2; echo "error: fetching the JVM jars failed; log: .venv/mvn-jars.log" >&2; exit 1; }
+  touch "$JARS_DIR.new/$(basename "$JARS_STAMP")"
+  rm -rf "$JARS_DIR"
+  mv "$JARS_DIR.new" "$JARS_DIR"
+fi
+
+airflow db migrate > "$AIRFLOW_HOME/db-migrate.log" 2>&1 || { cat "$AIRFLOW_HOME/db-migrate.log" >&2; exit 1; }

@@ -77,8 +77,7 @@ def get_provider_info() -> dict[str, Any]:
                         "schema": "spark_tables_metastore",
                         "login": "postgres",
                         "extra": (
-                            '{"warehouse": "s3a://bucket/warehouse", '
-                            '"jdbc-driver-jar": "/usr/share/java/postgresql.jar"}'
+                            '{"warehouse": "s3a://bucket/warehouse", "jdbc-driver-jar": "/opt/jars/postgresql.jar"}'
                         ),
                     },
                 },

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import subprocess
@@ -25,7 +26,9 @@ READ_BACK_SCRIPT = Path(__file__).with_name("read_back.py")
 SCENARIOS = Path(__file__).with_name("dags")
 #: One class-data archive for every deployment's drivers: only the first driver of a test session writes it.
 JVM_CLASS_ARCHIVE = REPO / ".spark_tables" / "jvm"
-#: PostgreSQL for the metastore tests; scripts/test.sh starts it (as root) and creates spark_tables_test.
+#: PostgreSQL for the metastore tests; scripts/test.sh starts it (as root) and creates spark_tables_test. The
+#: password is libpq's to find (PGPASSWORD, or its password file, where scripts/test.sh keeps the one it set up), as
+#: for every client but the metastore's: see ``pg_password``.
 PG_HOST = os.environ.get("SPARK_TABLES_TEST_PG_HOST", "127.0.0.1")
 PG_PORT = int(os.environ.get("SPARK_TABLES_TEST_PG_PORT", "5432"))
 PG_USER = os.environ.get("SPARK_TABLES_TEST_PG_USER", "postgres")
@@ -93,8 +96,10 @@ class Deployment:
         conf["spark.driver.extraJavaOptions"] = f"{java_options} {archive.java_option(java_options)}".strip()
         for key, value in conf.items():
             command += ["--conf", f"{key}={value}"]
+        # The metastore's password, as the provider's driver gets it: never on a command line.
+        env = {**self.env, "READ_BACK_SECRET_CONF": json.dumps(self.catalog.secret_conf())}
         done = subprocess.run(
-            [*command, str(READ_BACK_SCRIPT), sql], env=self.env, capture_output=True, text=True, check=False
+            [*command, str(READ_BACK_SCRIPT), sql], env=env, capture_output=True, text=True, check=False
         )
         archive.keep()
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -152,6 +157,14 @@ def metastore_database() -> str:
     return _empty_database(PG_DATABASE)
 
 
+@functools.cache
+def pg_password() -> str:
+    """The password libpq logs the tests' user in with ("" for none), for the catalog connections: the Hive
+    metastore's client takes its password from the connection alone, never from a password file."""
+    with psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname="postgres") as conn:
+        return conn.info.password or ""
+
+
 def _empty_database(name: str) -> str:
     with psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname="postgres", autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
@@ -186,7 +199,12 @@ def postgres_deployment(
             f"postgresql+psycopg2://{PG_USER}@{PG_HOST}:{PG_PORT}/{_empty_database(metadata_database)}"
         )
     catalog = PostgresMetastore(
-        host=PG_HOST, port=PG_PORT, user=PG_USER, database=metastore_database, warehouse=str(warehouse)
+        host=PG_HOST,
+        port=PG_PORT,
+        user=PG_USER,
+        password=pg_password(),
+        database=metastore_database,
+        warehouse=str(warehouse),
     )
     env["AIRFLOW_CONN_SPARK_TABLES_DEFAULT"] = json.dumps(
         {
@@ -195,6 +213,7 @@ def postgres_deployment(
             "port": PG_PORT,
             "schema": metastore_database,
             "login": PG_USER,
+            "password": catalog.password,
             "extra": {"warehouse": catalog.warehouse},
         }
     )
@@ -330,6 +349,7 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         host=PG_HOST,
         port=PG_PORT,
         user=PG_USER,
+        password=pg_password(),
         database=_empty_database(SESSION_METASTORE_DATABASE),
         warehouse=str(root / "warehouse"),
     )

@@ -4,8 +4,10 @@ job runs, and what is on disk from the warehouse folder."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import sqlite3
 import subprocess
 from dataclasses import dataclass
@@ -123,13 +125,17 @@ def read_until(process: subprocess.Popen[str], marker: str, lines: list[str]) ->
 
 
 def spark_processes(table: str) -> list[psutil.Process]:
-    """spark-submit and the Python driver of the job that creates ``table`` (the spec is on their command line)."""
+    """spark-submit and the Python driver of the job that creates ``table``: the spec is on their command line, or,
+    when it holds a secret (a metastore's password), in the private file their command line names."""
     found = []
     for process in psutil.process_iter():
         try:
             command = " ".join(process.cmdline())
         except psutil.Error:
             continue
+        spec_file = re.search(r"@file://(\S+\.spec\.json)", command)
+        with contextlib.suppress(OSError):
+            command += Path(spec_file[1]).read_text() if spec_file else ""
         if f'"table": "{table}"' in command:
             found.append(process)
     return found

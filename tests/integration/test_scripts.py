@@ -11,11 +11,14 @@ import os
 import queue
 import signal
 import socket
+import stat
 import subprocess
 import threading
 from pathlib import Path
+from typing import Any
 
 import psutil
+import psycopg
 import pytest
 
 from tests.integration.conftest import REPO
@@ -196,42 +199,69 @@ def test_packages_installed_in_one_run_update_debian_s_lists_once(tmp_path: Path
     assert (tmp_path / "apt-get-redis-server.log").read_text() == "apt-get install -y -qq redis-server\n"
 
 
-def test_a_venv_whose_creation_was_interrupted_is_made_again(tmp_path: Path) -> None:
-    """A ``.venv`` left without pip (its ``python -m venv`` killed, as a cancelled CI job kills it) once stopped every
-    later command at "install failed": setup.sh makes it again and installs. Stand-ins for the Python that makes the
-    venv and for the venv's own ``python`` and ``airflow`` record what they are asked."""
+def _clone_with_stand_ins(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    """A clone holding what setup.sh reads, stand-ins for the Python that makes the venv, the venv's own ``python``
+    and ``airflow`` (its ``python -c`` answers with the venv's jars folder, as spark_tables.core.jvm_jars does) and
+    ``mvn``, each recording what it is asked in the file returned; and the environment to run setup.sh in."""
     root = tmp_path / "clone"
     (root / "scripts").mkdir(parents=True)
-    for name in ("scripts/setup.sh", "scripts/services.sh", "pyproject.toml"):
+    (root / "jvm").mkdir()
+    for name in ("scripts/setup.sh", "scripts/services.sh", "pyproject.toml", "jvm/pom.xml"):
         (root / name).write_text((REPO / name).read_text())
     calls = tmp_path / "calls"
-    venv_python = f'#!/bin/sh\necho "venv python $*" >> {calls}\n'
+    venv_python = (
+        "#!/bin/sh\n"
+        f'echo "venv python $*" >> {calls}\n'
+        '[ "$1" != -c ] || echo "$(cd "$(dirname "$0")/.." && pwd)/share/spark-tables/jars"\n'
+    )
     maker = tmp_path / "python3.11"
     maker.write_text(
         "#!/bin/sh\n"
         f'echo "maker $*" >> {calls}\n'
         '[ "$1" = "-m" ] && [ "$2" = venv ] || exit 0\n'
         'mkdir -p "$3/bin"\n'
-        f"printf '%s' '{venv_python}' > \"$3/bin/python\"\n"
+        f"cat > \"$3/bin/python\" <<'EOF'\n{venv_python}EOF\n"
         "printf '#!/bin/sh\\nexit 0\\n' > \"$3/bin/airflow\"\n"
         'chmod +x "$3/bin/python" "$3/bin/airflow"\n'
     )
-    maker.chmod(0o755)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    mvn = bin_dir / "mvn"
+    mvn.write_text(
+        "#!/bin/sh\n"
+        f'echo "mvn $*" >> {calls}\n'
+        f'[ ! -f {tmp_path}/mvn-fails ] || {{ echo "[ERROR] Could not resolve dependencies"; exit 1; }}\n'
+        'for arg; do case "$arg" in -Djars.dir=*) mkdir -p "${arg#-Djars.dir=}" '
+        '&& echo jar > "${arg#-Djars.dir=}/postgresql.jar";; esac; done\n'
+    )
+    for tool in (maker, mvn):
+        tool.chmod(0o755)
+    return root, calls, _env(PYTHON=str(maker), PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+def _set_up(root: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-c", f'source "{root}/scripts/setup.sh" && echo set up'],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_a_venv_whose_creation_was_interrupted_is_made_again(tmp_path: Path) -> None:
+    """A ``.venv`` left without pip (its ``python -m venv`` killed, as a cancelled CI job kills it) once stopped every
+    later command at "install failed": setup.sh makes it again and installs."""
+    root, calls, env = _clone_with_stand_ins(tmp_path)
     broken = root / ".venv" / "bin" / "python"
     broken.parent.mkdir(parents=True)
     broken.write_text(f'#!/bin/sh\necho "broken python $*" >> {calls}\necho "No module named pip" >&2\nexit 1\n')
     broken.chmod(0o755)
 
-    done = subprocess.run(
-        ["bash", "-c", f'source "{root}/scripts/setup.sh" && echo set up'],
-        env=_env(PYTHON=str(maker)),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = _set_up(root, env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines()[-1] == "set up"
-    assert calls.read_text().splitlines() == [
+    assert calls.read_text().splitlines()[:5] == [
         "maker -c import sys; sys.exit(sys.version_info[:2] != (3, 11))",
         "broken python -m pip --version",
         "maker -m venv .venv",
@@ -239,3 +269,138 @@ def test_a_venv_whose_creation_was_interrupted_is_made_again(tmp_path: Path) -> 
         "venv python -m pip install -e .[test]",
     ]
     assert list((root / ".venv").glob(".installed-*")), "the install is stamped"
+
+
+def test_the_jvm_jars_are_fetched_into_the_venv_once_and_again_when_the_pom_changes(tmp_path: Path) -> None:
+    """The jars jvm/pom.xml declares, fetched by Maven into the folder the provider names (the venv's
+    share/spark-tables/jars); not again while the pom is the same; again, whole, when it changes; and a failed fetch
+    stops the setup in one line, keeping the jars fetched before."""
+    root, calls, env = _clone_with_stand_ins(tmp_path)
+    jars = root / ".venv" / "share" / "spark-tables" / "jars"
+
+    def fetches() -> list[str]:
+        return [line for line in calls.read_text().splitlines() if line.startswith("mvn ")]
+
+    first = _set_up(root, env)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert f"fetching the JVM jars jvm/pom.xml declares from Maven Central into {jars} ..." in first.stdout
+    assert fetches() == [f"mvn -B -f jvm/pom.xml dependency:copy-dependencies -Djars.dir={jars}.new"]
+    assert {path.name for path in jars.iterdir() if not path.name.startswith(".")} == {"postgresql.jar"}
+    [stamp] = jars.glob(".fetched-*")
+    assert not jars.with_name("jars.new").exists()
+
+    again = _set_up(root, env)
+    assert again.returncode == 0 and "fetching" not in again.stdout
+    assert len(fetches()) == 1, "the same pom: nothing fetched"
+
+    pom = root / "jvm" / "pom.xml"
+    pom.write_text(pom.read_text() + "<!-- changed -->\n")
+    (tmp_path / "mvn-fails").touch()
+    failed = _set_up(root, env)
+    assert failed.returncode == 1
+    assert failed.stderr.splitlines()[-1] == "error: fetching the JVM jars failed; log: .venv/mvn-jars.log"
+    assert (jars / "postgresql.jar").exists(), "the jars fetched before are kept"
+
+    (tmp_path / "mvn-fails").unlink()
+    changed = _set_up(root, env)
+    assert changed.returncode == 0, changed.stdout + changed.stderr
+    assert len(fetches()) == 3
+    [new_stamp] = jars.glob(".fetched-*")
+    assert new_stamp != stamp, "the folder is the new fetch's, whole"
+
+
+def _postgres_ready(
+    port: int, home: Path, passfile: Path, *databases: str, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """scripts/services.sh's ``postgres_ready`` for user postgres at 127.0.0.1:``port``, as scripts/test.sh calls it,
+    with libpq's password file at ``passfile``."""
+    script = (
+        f'ROOT="{REPO}"; source "{REPO}/scripts/services.sh"; postgres_ready SPARK_TABLES_TEST_PG_HOST/_PORT/_USER '
+        f'127.0.0.1 {port} postgres "" {" ".join(databases)} || {{ echo "error: $POSTGRES_PROBLEM" >&2; exit 1; }}'
+    )
+    return subprocess.run(
+        ["bash", "-c", script],
+        env=_env(AIRFLOW_HOME=str(home), PGPASSFILE=str(passfile), **env),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_the_commands_stop_in_one_line_when_they_cannot_set_up_postgresql(tmp_path: Path) -> None:
+    """Not root (a stand-in ``id``), with no PostgreSQL on the port: nothing is installed or made, and the one line
+    names what to run."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "id").write_text("#!/bin/sh\necho 1000\n")
+    (bin_dir / "id").chmod(0o755)
+    port = _free_port()
+    done = _postgres_ready(port, tmp_path, tmp_path / "pgpass", "d", PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith(f"error: PostgreSQL does not let user postgres log in at 127.0.0.1:{port} (")
+    assert done.stderr.endswith(
+        "): run scripts/test.sh or scripts/demo.sh as root once (they install, start and set up a local PostgreSQL), "
+        "or set SPARK_TABLES_TEST_PG_HOST/_PORT/_USER to a server that lets that user in\n"
+    )
+    assert len(done.stderr.splitlines()) == 1 and _cluster_on(port) is None
+
+
+def _cluster_on(port: int) -> dict[str, Any] | None:
+    listed = subprocess.run(["pg_lsclusters", "--json"], capture_output=True, text=True, check=True).stdout
+    return next((cluster for cluster in json.loads(listed or "[]") if str(cluster["port"]) == str(port)), None)
+
+
+def test_the_commands_make_a_local_postgresql_and_a_login_of_their_own(tmp_path: Path) -> None:
+    """As root on loopback, a port where no PostgreSQL runs gets a cluster of Debian's, created and started; user
+    postgres, who had no password, a random one kept first in libpq's password file (mode 600, the lines there
+    before kept) and asked for by the server; and the database. A second call finds it all and changes nothing; a
+    password someone else set is never replaced: the call stops in one line saying where to put it."""
+    port = _free_port()
+    passfile = tmp_path / "pgpass"
+    passfile.write_text("# someone's\n127.0.0.1:5432:*:alice:secret\n")
+    passfile.chmod(0o600)
+    assert _cluster_on(port) is None
+    try:
+        done = _postgres_ready(port, tmp_path, passfile, "made_here")
+        assert done.returncode == 0, done.stdout + done.stderr
+        cluster = _cluster_on(port)
+        assert cluster is not None and cluster["running"]
+        made = f"{cluster['version']} {cluster['cluster']}"
+        assert done.stderr.splitlines() == [
+            f"creating a PostgreSQL cluster (pg_createcluster {made} --port {port}) ...",
+            f"starting PostgreSQL (pg_ctlcluster {made} start) ...",
+            f"setting up PostgreSQL's login for postgres: a password, kept in {passfile} ...",
+            "created the PostgreSQL database made_here",
+        ]
+        first, *kept = passfile.read_text().splitlines()
+        assert first.startswith(f"127.0.0.1:{port}:*:postgres:") and kept == [
+            "# someone's",
+            "127.0.0.1:5432:*:alice:secret",
+        ]
+        assert stat.S_IMODE(passfile.stat().st_mode) == 0o600
+        password = first.rsplit(":", 1)[1]
+        assert len(password) >= 32
+        with psycopg.connect(host="127.0.0.1", port=port, user="postgres", dbname="made_here", password=password):
+            pass
+        with pytest.raises(psycopg.OperationalError, match="password"):
+            psycopg.connect(host="127.0.0.1", port=port, user="postgres", dbname="made_here", passfile="/dev/null")
+
+        again = _postgres_ready(port, tmp_path, passfile, "made_here")
+        assert (again.returncode, again.stdout, again.stderr) == (0, "", "")
+        assert passfile.read_text().splitlines() == [first, *kept]
+
+        with psycopg.connect(host="127.0.0.1", port=port, user="postgres", dbname="postgres", password=password) as db:
+            db.execute("ALTER ROLE postgres PASSWORD 'set-by-someone'")
+        passfile.write_text("")
+        refused = _postgres_ready(port, tmp_path, passfile, "made_here")
+        assert refused.returncode == 1
+        assert refused.stderr == (
+            f"error: PostgreSQL's user postgres at 127.0.0.1:{port} has a password the scripts do not know: add the "
+            f"line '127.0.0.1:{port}:*:postgres:<its password>' to {passfile} (libpq's password file), or set "
+            "PGPASSWORD\n"
+        )
+        assert passfile.read_text() == ""
+    finally:
+        made = _cluster_on(port)
+        if made is not None:
+            subprocess.run(["pg_dropcluster", "--stop", str(made["version"]), made["cluster"]], check=True)

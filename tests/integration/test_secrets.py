@@ -4,8 +4,9 @@ One ``airflow dags test`` of a lookup join on a PostgreSQL metastore: the catalo
 carry distinctive random passwords. While it runs, a watcher thread reads the command line of every process on the
 machine every few milliseconds and records any that holds one of them.
 
-PostgreSQL here trusts every local client, so it would never ask for the passwords: each database connection goes
-through a ``PasswordGate`` instead, which asks the client for its password (cleartext, over loopback), admits the
+The PostgreSQL behind it is a throwaway cluster of this module's (``tests/throwaway_postgres.py``) that trusts every
+local client, so it would never ask for the passwords: each database connection goes through a ``PasswordGate``
+instead, which asks the client for its password (cleartext, over loopback), admits the
 right one only and relays the connection to the real server. So the job succeeding shows the passwords reached every
 client that needed them (the task's psycopg, SchemaTool, the driver's Hive client and JDBC reader, the executors'
 psycopg), and the gate says which process each login came from.
@@ -30,7 +31,8 @@ import psycopg
 import pytest
 
 from spark_tables.core.catalog_config import PostgresMetastore
-from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, SCENARIOS, Deployment, _base_env, _migrated
+from tests.integration.conftest import SCENARIOS, Deployment, _base_env, _migrated
+from tests.throwaway_postgres import throwaway_postgres
 
 pytestmark = pytest.mark.integration
 
@@ -42,6 +44,8 @@ DATABASE = "spark_tables_guarded_test" + (
 METASTORE_PASSWORD = f"metastore-pw-{secrets.token_hex(12)}"
 LOOKUP_PASSWORD = f"lookup-pw-{secrets.token_hex(12)}"
 SPARK_PASSWORD = f"spark-pw-{secrets.token_hex(12)}"
+#: The throwaway cluster's user, on loopback.
+HOST, USER = "127.0.0.1", "postgres"
 PASSWORDS = (METASTORE_PASSWORD, LOOKUP_PASSWORD, SPARK_PASSWORD)
 
 #: What a process is, by its command line: the ones the provider starts, and the task running them.
@@ -178,10 +182,11 @@ class Login:
 
 class PasswordGate:
     """A PostgreSQL front on an ephemeral port that asks each client for ``password`` (cleartext), admits only that
-    one, and relays the admitted connection to the real server."""
+    one, and relays the admitted connection to the real server on ``upstream_port``."""
 
-    def __init__(self, password: str) -> None:
+    def __init__(self, password: str, upstream_port: int) -> None:
         self.password = password
+        self.upstream = (HOST, upstream_port)
         self.logins: list[Login] = []
         self._server = socket.create_server(("127.0.0.1", 0))
         self.port = self._server.getsockname()[1]
@@ -207,7 +212,7 @@ class PasswordGate:
                     client.sendall(b"N")  # no encryption: go on in the clear
                     startup = _recv_untyped(client)
                 if struct.unpack("!I", startup[4:8])[0] == CANCEL_REQUEST:
-                    with socket.create_connection((PG_HOST, PG_PORT)) as upstream:
+                    with socket.create_connection(self.upstream) as upstream:
                         upstream.sendall(startup)
                     return
                 words = startup[8:].split(b"\0")
@@ -225,7 +230,7 @@ class PasswordGate:
                     )
                     client.sendall(b"E" + struct.pack("!I", len(fields) + 5) + fields + b"\0")
                     return
-                upstream = closing.enter_context(socket.create_connection((PG_HOST, PG_PORT)))
+                upstream = closing.enter_context(socket.create_connection(self.upstream))
                 upstream.sendall(startup)  # the real server trusts it and answers AuthenticationOk, then relays on
             except (OSError, ConnectionError, struct.error):
                 return
@@ -244,12 +249,19 @@ def _pipe(source: socket.socket, target: socket.socket) -> None:
 
 
 @pytest.fixture(scope="module")
-def secrets_database() -> str:
+def upstream_port() -> Iterator[int]:
+    """The real server behind the gates: a throwaway cluster that trusts every local client."""
+    with throwaway_postgres() as port:
+        yield port
+
+
+@pytest.fixture(scope="module")
+def secrets_database(upstream_port: int) -> str:
     """This test's database: an empty public schema (so the run creates the metastore schema) and a lookup table."""
-    with psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname="postgres", autocommit=True) as conn:
+    with psycopg.connect(host=HOST, port=upstream_port, user=USER, dbname="postgres", autocommit=True) as conn:
         if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone():
             conn.execute(f'CREATE DATABASE "{DATABASE}"')
-    with psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=DATABASE, autocommit=True) as conn:
+    with psycopg.connect(host=HOST, port=upstream_port, user=USER, dbname=DATABASE, autocommit=True) as conn:
         for statement in (
             "DROP SCHEMA IF EXISTS public CASCADE",
             "CREATE SCHEMA public",
@@ -263,8 +275,11 @@ def secrets_database() -> str:
 
 
 @pytest.fixture(scope="module")
-def gates() -> Iterator[dict[str, PasswordGate]]:
-    opened = {"metastore": PasswordGate(METASTORE_PASSWORD), "lookup": PasswordGate(LOOKUP_PASSWORD)}
+def gates(upstream_port: int) -> Iterator[dict[str, PasswordGate]]:
+    opened = {
+        "metastore": PasswordGate(METASTORE_PASSWORD, upstream_port),
+        "lookup": PasswordGate(LOOKUP_PASSWORD, upstream_port),
+    }
     yield opened
     for gate in opened.values():
         gate.close()
@@ -280,7 +295,7 @@ def guarded(
     catalog = PostgresMetastore(
         host="127.0.0.1",
         port=gates["metastore"].port,
-        user=PG_USER,
+        user=USER,
         password=METASTORE_PASSWORD,
         database=secrets_database,
         warehouse=str(home / "warehouse"),
@@ -305,7 +320,7 @@ def guarded(
                 "host": "127.0.0.1",
                 "port": gates["lookup"].port,
                 "schema": secrets_database,
-                "login": PG_USER,
+                "login": USER,
                 "password": LOOKUP_PASSWORD,
             }
         ),
@@ -323,7 +338,7 @@ def _event_log(deployment: Deployment) -> tuple[str, list[dict]]:
 
 
 def test_no_password_of_any_connection_is_on_a_command_line(
-    guarded: Deployment, gates: dict[str, PasswordGate]
+    guarded: Deployment, gates: dict[str, PasswordGate], upstream_port: int
 ) -> None:
     watcher = CommandLineWatcher(secrets=PASSWORDS)
     started = time.monotonic()
@@ -377,7 +392,7 @@ def test_no_password_of_any_connection_is_on_a_command_line(
 
     # The job did what it was for: its table is in the metastore the gate guards.
     assert guarded.xcom(DAG_ID, "enrich")["rows"] == 200
-    with psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=guarded.catalog.database) as conn:
+    with psycopg.connect(host=HOST, port=upstream_port, user=USER, dbname=guarded.catalog.database) as conn:
         tables = {row[0] for row in conn.execute('SELECT "TBL_NAME" FROM "TBLS"')}
     assert "guarded_orders_enriched" in tables
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from spark_tables.core.catalog_config import PostgresMetastore
+from spark_tables.core.jvm_jars import POSTGRES_JDBC_DRIVER
 from tests.integration.conftest import PG_DATABASE, Deployment, _empty_database, dags_test, postgres_deployment
 from tests.integration.spark_cluster import SparkCluster
 from tests.integration.spark_connect_server import SparkConnectServer, running_spark_connect_server
@@ -74,5 +75,5 @@ def test_lookup_joins_run_in_the_workers_python_from_the_code_each_task_ships(
     assert {run.xcoms[task]["mode"] for task in jobs} == {"session"}
     assert {run.xcoms[task]["application_id"] for task in jobs} == {cluster_connect_server.application_id()}
     assert run.log.count("shipped the job's code to the session") == len(jobs)
-    assert run.log.count("shipped the job's jars to the session: /usr/share/java/postgresql.jar") == len(jobs)
+    assert run.log.count(f"shipped the job's jars to the session: {POSTGRES_JDBC_DRIVER}") == len(jobs)
     _ran_on_the_workers(spark_cluster, cluster_connect_server)

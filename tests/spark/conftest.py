@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from spark_tables.core.jvm_jars import POSTGRES_JDBC_DRIVER
 from tests.spark.page_views import PG_SCHEMA
 from tests.spark.postgres import run_sql
 
@@ -29,7 +30,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         .config("spark.ui.enabled", "false")
         .config("spark.log.level", "WARN")
         .config("spark.pyspark.python", sys.executable)
-        .config("spark.jars", "/usr/share/java/postgresql.jar")  # lookup tables' full-cache reloads
+        .config("spark.jars", POSTGRES_JDBC_DRIVER)  # lookup tables' full-cache reloads
         .getOrCreate()
     )
     yield session

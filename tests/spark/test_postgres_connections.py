@@ -30,7 +30,7 @@ from spark_tables.jobs.lookup.postgres import ASYNC_CONNECTIONS, PostgresLookupS
 from spark_tables.jobs.lookup.reload import run_lookup_reload
 from spark_tables.jobs.plan.sinks import SinkWriter
 from tests.spark.postgres import PG
-from tests.spark.tls_postgres import tls_only_postgres
+from tests.throwaway_postgres import throwaway_postgres
 
 pytestmark = pytest.mark.spark
 
@@ -88,7 +88,7 @@ def search_path() -> Iterator[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def tls() -> Iterator[dict[str, Any]]:
     """Connection arguments with ``sslmode=require`` (and the search path) for a server that takes TLS only."""
-    with tls_only_postgres() as port:
+    with throwaway_postgres(tls_only=True) as port:
         args = hook_args(port, "postgres", sslmode="require", options=f"-c search_path={SCHEMA}")
         _create_tables(args)
         with pytest.raises(psycopg.OperationalError, match="no encryption"):  # without TLS: rejected

@@ -4,8 +4,9 @@ import os
 
 import pytest
 
-from spark_tables.core.catalog_config import DEFAULT_JDBC_DRIVER_JAR, EmbeddedCatalog, PostgresMetastore
+from spark_tables.core.catalog_config import EmbeddedCatalog, PostgresMetastore
 from spark_tables.core.errors import SpecError
+from spark_tables.core.jvm_jars import POSTGRES_JDBC_DRIVER
 
 
 def _metastore(**overrides) -> PostgresMetastore:
@@ -113,7 +114,7 @@ class TestPostgresMetastore:
         metastore = _metastore()
 
         assert (metastore.port, metastore.user, metastore.password) == (5432, "postgres", "")
-        assert metastore.driver_class_path == DEFAULT_JDBC_DRIVER_JAR
+        assert metastore.driver_class_path == POSTGRES_JDBC_DRIVER
         assert metastore.exclusive is False
 
     @pytest.mark.parametrize("missing", ["host", "database"])

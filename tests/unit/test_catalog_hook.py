@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from spark_tables.core.catalog_config import DEFAULT_JDBC_DRIVER_JAR, EmbeddedCatalog, PostgresMetastore
+from spark_tables.core.catalog_config import EmbeddedCatalog, PostgresMetastore
 from spark_tables.core.errors import SpecError
+from spark_tables.core.jvm_jars import POSTGRES_JDBC_DRIVER
 from spark_tables.hooks.catalog import SparkTablesCatalogHook
 
 pytestmark = pytest.mark.usefixtures("spark_tables_home")
@@ -60,7 +61,7 @@ def test_connection_with_host_gives_a_postgres_metastore(set_connection):
         user="hive",
         password="s3cret",
         warehouse="/tmp/wh",
-        jdbc_driver_jar=DEFAULT_JDBC_DRIVER_JAR,
+        jdbc_driver_jar=POSTGRES_JDBC_DRIVER,
     )
 
 

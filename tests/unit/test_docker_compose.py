@@ -12,6 +12,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -22,10 +23,12 @@ import yaml
 from packaging.requirements import Requirement
 
 from spark_tables.core.catalog_config import PostgresMetastore
+from spark_tables.core.jvm_jars import JARS_FOLDER
 from tests.integration import as_deployed
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
+POM = ROOT / "jvm" / "pom.xml"
 DOCKER_COMPOSE = os.environ.get("SPARK_TABLES_TEST_DOCKER_COMPOSE", "/usr/bin/docker-compose")
 #: Where compose.yaml puts what the tests run on loopback.
 API_SERVER, REDIS, POSTGRES, SPARK_MASTER = "airflow-apiserver:8080", "redis:6379", "postgres:5432", "spark-master:7077"
@@ -194,7 +197,9 @@ def test_the_spark_connect_server_runs_on_the_cluster_on_the_catalogs_metastore_
     settings = dict(re.findall(r"--conf (\S+?)=(\S+)", command))
     catalog = PostgresMetastore(**_metastore(services))
     assert settings == {**catalog.spark_conf(), "spark.connect.grpc.binding.port": SPARK_CONNECT.split(":")[1]}
-    assert f"--driver-class-path {catalog.jdbc_driver_jar} " in command
+    # The driver the provider's default names (its path under the virtual environment), in the image's environment.
+    in_the_image = "$$VIRTUAL_ENV/" + os.path.relpath(catalog.jdbc_driver_jar, sys.prefix)
+    assert f'--driver-class-path "{in_the_image}" ' in command
     [(password_key, _)] = catalog.secret_conf().items()
     assert f'echo "{password_key} $$POSTGRES_PASSWORD" >> "$$properties"' in command
     assert 'cat /opt/spark-conf/spark-defaults.conf > "$$properties"' in command
@@ -261,6 +266,23 @@ def test_the_dockerfile_installs_what_the_tests_run() -> None:
     assert celery == importlib.metadata.version("apache-airflow-providers-celery")
     assert celery in pinned["apache-airflow-providers-celery"]
     assert f'"celery{pinned["celery"]}"' in (DOCKER / "Dockerfile").read_text(), "Celery, as pyproject.toml pins it"
+
+
+def test_the_image_fetches_the_declared_jars_where_the_provider_looks_for_them() -> None:
+    """jvm/pom.xml is the one list of the jars and their versions: a build stage fetches them with Maven, as
+    scripts/setup.sh does, into share/spark-tables/jars of the image's virtual environment, where
+    spark_tables.core.jvm_jars finds them; no version of theirs, and no Debian jar, is written in docker/."""
+    dockerfile = (DOCKER / "Dockerfile").read_text()
+    assert "COPY jvm/pom.xml /jvm/pom.xml\n" in dockerfile
+    assert "RUN mvn -B -q -f /jvm/pom.xml dependency:copy-dependencies -Djars.dir=/jars\n" in dockerfile
+    folder = os.path.relpath(JARS_FOLDER, sys.prefix)
+    assert f"COPY --from=jvm-jars --chown=airflow:0 /jars ${{VIRTUAL_ENV}}/{folder}\n" in dockerfile
+    docker_files = [path.read_text() for path in DOCKER.iterdir() if path.is_file()]
+    declared = re.findall(r"<artifactId>([^<]+)</artifactId>\s*<version>([^<]+)</version>", POM.read_text())
+    assert ("postgresql", "42.7.14") in declared  # the pattern reads the pom
+    for artifact, version in declared:
+        assert not any(f"{artifact}-{version}" in text or f"{artifact}:{version}" in text for text in docker_files)
+    assert not any("/usr/share/java" in text or "libpostgresql-jdbc-java" in text for text in docker_files)
 
 
 def test_the_build_context_holds_what_the_dockerfile_copies() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -88,8 +89,18 @@ class TestLookupTableHook:
         assert LookupTableHook(_table()).jdbc_driver_jar() == str(crm)
         set_connection("crm", conn_type="postgres", host="h", schema="s", extra={"jdbc-driver-jar": "/no/such.jar"})
 
-        with pytest.raises(SpecError, match=r"PostgreSQL JDBC driver not found at /no/such.jar: apt-get install"):
+        with pytest.raises(SpecError) as raised:
             LookupTableHook(_table()).jdbc_driver_jar()
+        assert str(raised.value) == (
+            "PostgreSQL JDBC driver not found at /no/such.jar: fetch the jars jvm/pom.xml declares (scripts/setup.sh "
+            "does; docs/configuration.md#jvm-jars), or set the extra 'jdbc-driver-jar' of connection 'crm' to a jar's "
+            "path or URL"
+        )
+
+    def test_the_jdbc_driver_defaults_to_the_declared_jar(self, set_connection: Any) -> None:
+        set_connection("crm", conn_type="postgres", host="h", schema="s")
+        fetched = os.path.join(sys.prefix, "share", "spark-tables", "jars", "postgresql.jar")  # by scripts/setup.sh
+        assert LookupTableHook(_table()).jdbc_driver_jar() == fetched
 
     def test_the_pointer_is_read_from_the_lookup_root(self, crm: Path, spark_tables_home: Path) -> None:
         hook = LookupTableHook(_table())

@@ -13,9 +13,9 @@ from typing import Any
 from urllib.parse import quote
 
 from spark_tables.core.errors import SpecError
+from spark_tables.core.jvm_jars import POSTGRES_JDBC_DRIVER
 from spark_tables.core.postgres import jdbc_url
 
-DEFAULT_JDBC_DRIVER_JAR = "/usr/share/java/postgresql.jar"
 #: The metastore property that holds the database password.
 PASSWORD_PROPERTY = "javax.jdo.option.ConnectionPassword"
 
@@ -86,7 +86,7 @@ class PostgresMetastore:
     port: int = 5432
     user: str = "postgres"
     password: str = field(default="", repr=False)  # no log line or error message shows it
-    jdbc_driver_jar: str = DEFAULT_JDBC_DRIVER_JAR
+    jdbc_driver_jar: str = POSTGRES_JDBC_DRIVER
     #: libpq's other connection arguments: the catalog connection's extras that PostgresHook passes on (``sslmode``,
     #: ``options``, ...); pgjdbc's counterparts of them go into ``jdbc_url``.
     parameters: dict[str, Any] = field(default_factory=dict, repr=False)

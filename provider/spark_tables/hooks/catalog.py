@@ -6,8 +6,9 @@ from typing import Any
 
 from airflow.providers.common.compat.sdk import AirflowNotFoundException, BaseHook
 
-from spark_tables.core.catalog_config import DEFAULT_JDBC_DRIVER_JAR, Catalog, EmbeddedCatalog, PostgresMetastore
+from spark_tables.core.catalog_config import Catalog, EmbeddedCatalog, PostgresMetastore
 from spark_tables.core.errors import SpecError
+from spark_tables.core.jvm_jars import POSTGRES_JDBC_DRIVER
 from spark_tables.hooks.postgres import connect_args
 from spark_tables.utils import settings
 
@@ -53,6 +54,6 @@ class SparkTablesCatalogHook(BaseHook):
             user=args.pop("user", "postgres"),
             password=args.pop("password", ""),
             warehouse=extra.get("warehouse", ""),
-            jdbc_driver_jar=extra.get("jdbc-driver-jar", DEFAULT_JDBC_DRIVER_JAR),
+            jdbc_driver_jar=extra.get("jdbc-driver-jar", POSTGRES_JDBC_DRIVER),
             parameters=args,
         )

@@ -25,7 +25,8 @@ def postgres_jdbc_driver(jar: str, setting: str) -> str:
     """``jar``, PostgreSQL's JDBC driver, if it is a file here; ``setting`` names where another path is given."""
     if not os.path.isfile(jar):
         raise SpecError(
-            f"PostgreSQL JDBC driver not found at {jar}: apt-get install libpostgresql-jdbc-java, or set {setting}"
+            f"PostgreSQL JDBC driver not found at {jar}: fetch the jars jvm/pom.xml declares (scripts/setup.sh does; "
+            f"docs/configuration.md#jvm-jars), or set {setting} to a jar's path or URL"
         )
     return jar
 

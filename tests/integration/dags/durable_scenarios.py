@@ -14,6 +14,7 @@ import pendulum
 from airflow.sdk import DAG
 
 from spark_tables.core.cache.table import CachedTable
+from spark_tables.core.jvm_jars import POSTGRES_JDBC_DRIVER
 from spark_tables.core.lookup.table import LookupTable
 from spark_tables.operators.cache import release_caches
 from spark_tables.operators.ctas import SparkCtasOperator
@@ -25,7 +26,7 @@ GATE = "durable_gate"
 TABLE = "{{ dag_run.conf['table'] }}"
 _DAG = {"schedule": None, "start_date": pendulum.datetime(2026, 11, 1, tz="UTC"), "catchup": False}
 _RETRY = {"retries": 1, "retry_delay": timedelta(seconds=1)}
-_JDBC = {"jars": "/usr/share/java/postgresql.jar"}
+_JDBC = {"jars": POSTGRES_JDBC_DRIVER}
 
 with DAG(dag_id="durable_ctas", **_DAG):
     SparkCtasOperator(

@@ -9,7 +9,7 @@ from typing import Any
 from airflow.providers.common.compat.sdk import BaseHook
 from airflow.sdk import ObjectStoragePath
 
-from spark_tables.core.catalog_config import DEFAULT_JDBC_DRIVER_JAR
+from spark_tables.core.jvm_jars import POSTGRES_JDBC_DRIVER
 from spark_tables.core.lookup.snapshot import POINTER, Pointer, snapshot_root
 from spark_tables.core.lookup.table import LookupSpec, LookupTable, SourceTable
 from spark_tables.core.storage_credentials import reached_by_airflow
@@ -23,7 +23,7 @@ class LookupTableHook(BaseHook):
 
     The connection (type postgres) gives the connection arguments as ``PostgresHook`` builds them (host, port,
     database = schema, login, password and the extras it passes on: ``hooks/postgres.py``); its extra
-    ``jdbc-driver-jar`` the JDBC driver full-cache reloads read with (default: Debian's libpostgresql-jdbc-java).
+    ``jdbc-driver-jar`` the JDBC driver full-cache reloads read with (default: the one ``jvm/pom.xml`` declares).
     """
 
     def __init__(self, lookup: LookupTable, **kwargs: Any) -> None:
@@ -48,7 +48,7 @@ class LookupTableHook(BaseHook):
 
     def jdbc_driver_jar(self) -> str:
         """The JDBC driver for ``--jars``: a local file (checked here) or a URL Spark fetches."""
-        jar = self._connection.extra_dejson.get("jdbc-driver-jar") or DEFAULT_JDBC_DRIVER_JAR
+        jar = self._connection.extra_dejson.get("jdbc-driver-jar") or POSTGRES_JDBC_DRIVER
         if "://" in jar:
             return jar
         return postgres_jdbc_driver(jar, f"the extra 'jdbc-driver-jar' of connection {self.lookup.conn_id!r}")

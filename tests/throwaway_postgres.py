@@ -1,5 +1,7 @@
-"""A throwaway PostgreSQL on loopback that takes TLS connections only: its own cluster (initdb) on a free port, with
-a self-signed certificate, started once for the tests that use it and removed after them (a few seconds)."""
+"""A throwaway PostgreSQL on loopback: its own cluster (initdb) on a free port, trusting its clients, started once for
+the tests that use it and removed after them (a few seconds). For a test whose server must behave as the tests' own
+does not: one that takes TLS connections only (with a self-signed certificate), or one that asks no password of a
+client that a password gate in front of it has already asked."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -28,11 +30,11 @@ def _free_port() -> int:
 
 
 @contextmanager
-def tls_only_postgres() -> Iterator[int]:
-    """Start the cluster in a temporary folder (user ``postgres``, trust authentication, but only over TLS: a
-    connection without it is rejected); yields its port, and stops and removes it after."""
+def throwaway_postgres(*, tls_only: bool = False) -> Iterator[int]:
+    """Start the cluster in a temporary folder (user ``postgres``, trust authentication; with ``tls_only`` over TLS
+    only, a connection without it rejected); yields its port, and stops and removes it after."""
     bin_dir, port = _binaries(), _free_port()
-    root = Path(tempfile.mkdtemp(prefix="spark-tables-tls-postgres-"))
+    root = Path(tempfile.mkdtemp(prefix="spark-tables-postgres-"))
     data = root / "data"
     as_postgres: list[str] = []
     if os.geteuid() == 0:  # PostgreSQL refuses to run as root: the cluster belongs to the postgres user
@@ -43,22 +45,28 @@ def tls_only_postgres() -> Iterator[int]:
         subprocess.run([*as_postgres, *command], check=True, capture_output=True, text=True, cwd=root)
 
     run(str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "--no-sync")
-    run(
-        "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-        "-days", "1", "-subj", "/CN=127.0.0.1", "-keyout", str(data / "server.key"), "-out", str(data / "server.crt"),
-    )  # fmt: skip
-    (data / "server.key").chmod(0o600)
     with open(data / "postgresql.conf", "a", encoding="utf-8") as conf:
-        conf.write(
-            f"port = {port}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{root}'\n"
-            "ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\nfsync = off\n"
-        )
-    (data / "pg_hba.conf").write_text(
-        "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhostnossl all all 127.0.0.1/32 reject\n"
-    )
+        conf.write(f"port = {port}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{root}'\nfsync = off\n")
+    (data / "pg_hba.conf").write_text("local all all trust\nhost all all 127.0.0.1/32 trust\n")
+    if tls_only:
+        _tls_only(data, run)
     run(str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"), "-w", "start")
     try:
         yield port
     finally:
         run(str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop")
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _tls_only(data: Path, run: Callable[..., None]) -> None:
+    """A self-signed certificate for 127.0.0.1, and connections without TLS rejected."""
+    run(
+        "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+        "-days", "1", "-subj", "/CN=127.0.0.1", "-keyout", str(data / "server.key"), "-out", str(data / "server.crt"),
+    )  # fmt: skip
+    (data / "server.key").chmod(0o600)
+    with open(data / "postgresql.conf", "a", encoding="utf-8") as conf:
+        conf.write("ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n")
+    (data / "pg_hba.conf").write_text(
+        "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhostnossl all all 127.0.0.1/32 reject\n"
+    )
