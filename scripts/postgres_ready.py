@@ -108,7 +108,7 @@ def make_server(host: str, port: str, user: str, chooser: str) -> None:
     except psycopg.OperationalError as err:
         if not wants_password(err):
             raise Problem(not_logged_in(host, port, user, err, chooser)) from None
-    set_up_login(cluster, host, port, user)
+    set_up_login(host, port, user)
     try:
         login(host, port, user).close()
     except psycopg.OperationalError as err:
@@ -173,7 +173,7 @@ def wants_password(err: psycopg.Error) -> bool:
     return "no password supplied" in text or "password authentication failed" in text
 
 
-def set_up_login(cluster: Cluster, host: str, port: str, user: str) -> None:
+def set_up_login(host: str, port: str, user: str) -> None:
     """A random password for ``user`` (made a login role if it is none), kept in libpq's password file, set only if
     the role has none: a password someone set is theirs, and its users would lose their way in."""
     has_password = _psql(port, "SELECT rolpassword IS NOT NULL FROM pg_authid WHERE rolname = :'role'", user)
