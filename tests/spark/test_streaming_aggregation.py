@@ -226,7 +226,7 @@ def test_a_restart_from_the_checkpoint_between_flushes_loses_nothing(
     assert pg_table("restarted") == []  # everything is buffered
     if store == "log":
         log = tmp_path / "checkpoint-buffer-log"
-        assert sorted(path.name for path in log.iterdir()) == [f"{batch:020d}.pickle" for batch in (0, 1)]
+        assert sorted(path.name for path in log.iterdir()) == [f"{batch:020d}.arrow" for batch in (0, 1)]
     lose_commit(checkpoint, 1)
 
     add_views(views, "c", ("docs", "u4", 60, "2026-01-01 00:00:05"))

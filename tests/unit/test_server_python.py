@@ -3,7 +3,9 @@ unpickled in a Python that has pyspark but not this provider (as the tests' serv
 
 from __future__ import annotations
 
+import hashlib
 import os
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -43,9 +45,30 @@ def test_a_carried_function_runs_where_the_provider_is_not_installed_from_the_zi
     assert done.returncode == 0, done.stderr
     answers, module = done.stdout.splitlines()
     assert answers == "90.0 120.0"
-    (written,) = tmp_path.glob("spark_tables-*.zip")
+    own = tmp_path / f"spark_tables-{os.getuid()}"
+    (written,) = own.glob("spark_tables-*.zip")
     assert module.startswith(str(written)), "imported from the zip it carried, written once"
     assert written.read_bytes() == package_bytes()
+    assert stat.S_IMODE(own.stat().st_mode) == 0o700, "in a folder of the user's alone"
+
+
+def test_a_zip_is_never_taken_from_a_folder_others_may_write(tmp_path: Path):
+    """A folder of that name that others may write (someone made it first, and may have left a zip of their own,
+    under the name the real one's contents give it, to be imported): the carried object refuses it, in one line."""
+    carried = server_python.CarriedFunction(package_bytes(), _pickled(parse_duration))
+    own = tmp_path / f"spark_tables-{os.getuid()}"
+    own.mkdir()
+    own.chmod(0o777)
+    planted = own / f"spark_tables-{hashlib.sha256(package_bytes()).hexdigest()[:16]}.zip"
+    planted.write_bytes(b"someone else's code")
+    done = _python_without_provider(CALL_TWICE, cloudpickle.dumps(carried), tmp_path)
+
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"PermissionError: {own} is not a folder of this user's that no one else may write: remove it, so that the "
+        "provider's code is not read from it"
+    )
+    assert planted.read_bytes() == b"someone else's code"
 
 
 def test_a_carried_object_is_pickled_without_what_it_unpickled():

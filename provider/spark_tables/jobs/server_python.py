@@ -7,16 +7,21 @@ a transformWithState processor's ``init``, to learn its state's schema (``transf
 Unlike executors' workers, those processes do not import the Python files a session ships
 (``addArtifacts(pyfile=True)``), so an object of ``jobs/`` cannot even be unpickled there. The classes here carry
 one: this module imports only the standard library and pyspark and is pickled by value (``connect_functions``),
-with the provider's zip and the object pickled by reference. Where it runs, the first call writes the zip into the
-temporary folder under a name of its contents, puts it first on ``sys.path`` and unpickles the object; later calls
-(the query's next micro-batches, the processor's next keys) use it at once.
+with the provider's zip and the object pickled by reference. Where it runs, the first call writes the zip into a
+folder of the user's own in the temporary folder (``spark_tables-<uid>``, mode 700: a zip found there was written by
+this user, never one someone else left to be imported), under a name of its contents, puts it first on ``sys.path``
+and unpickles the object; later calls (the query's next micro-batches, the processor's next keys) use it at once.
+The object's pickle comes with the function Spark itself unpickles there, from the task's client; no file is
+unpickled.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pickle
+import stat
 import sys
 import tempfile
 from typing import Any
@@ -39,7 +44,7 @@ class _Carried:
     def carried(self) -> Any:
         if self._object is None:
             digest = hashlib.sha256(self.package).hexdigest()[:16]
-            path = os.path.join(tempfile.gettempdir(), f"spark_tables-{digest}.zip")
+            path = os.path.join(_own_folder(), f"spark_tables-{digest}.zip")
             if not os.path.isfile(path):
                 fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".zip.tmp")
                 with os.fdopen(fd, "wb") as handle:
@@ -49,6 +54,21 @@ class _Carried:
                 sys.path.insert(0, path)
             self._object = pickle.loads(self.pickled)
         return self._object
+
+
+def _own_folder() -> str:
+    """``spark_tables-<uid>`` in the temporary folder, made for this user alone if it is not there; refused when it
+    is not a folder this user owns that no one else may write (someone else made it first, or opened it)."""
+    path = os.path.join(tempfile.gettempdir(), f"spark_tables-{os.getuid()}")
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    found = os.lstat(path)
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or found.st_mode & 0o022:
+        raise PermissionError(
+            f"{path} is not a folder of this user's that no one else may write: remove it, so that the provider's "
+            "code is not read from it"
+        )
+    return path
 
 
 class CarriedFunction(_Carried):

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQuery
 
@@ -125,7 +126,8 @@ class MemoryBuffer(SinkWriter):
 
     def _write_batch(self, batch: DataFrame, batch_id: int) -> None:
         self.counts.batches += 1
-        changes = self.writer.last_changes(batch)
+        rows = self.writer.last_change_rows(batch)
+        changes = self.writer.by_key(rows)
         with self._lock:
             now = self.clock.now_ms(_DriverTime())
             if self.since_ms is not None and now >= window_end(self.since_ms, self.interval_ms):
@@ -134,7 +136,7 @@ class MemoryBuffer(SinkWriter):
                 return
             if not self.entries:
                 self.since_ms = now
-            self._keep(batch_id, changes)
+            self._keep(batch_id, rows)
             self.entries.update(changes)
             if self.ending:
                 self._flush("end")
@@ -143,8 +145,9 @@ class MemoryBuffer(SinkWriter):
                          self.max_entries)  # fmt: skip
                 self._flush("full")
 
-    def _keep(self, batch_id: int, changes: dict[tuple, tuple | None]) -> None:
-        """Before a batch's changes join the buffer: the marker, when they are the first since a flush."""
+    def _keep(self, batch_id: int, rows: pa.Table) -> None:
+        """Before a batch's changes (``rows``, ``last_change_rows``') join the buffer: the marker, when they are the
+        first since a flush."""
         if not self.entries:
             files.write_bytes(f"{self.marker_folder}/{MARKER_PREFIX}{batch_id}", b"")
 

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+import pyarrow as pa
 from psycopg import sql
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, Observation, SparkSession, Window
@@ -502,6 +503,11 @@ class PostgresSinkWriter(SinkWriter):
     def last_changes(self, batch: DataFrame) -> dict[tuple, tuple | None]:
         """Per key, its last change in the batch but -U: the row to upsert (the frame's columns), or None to
         delete the key; in the batch's ``EMIT_ORDER`` when it has one (a flush of the buffer)."""
+        return self.by_key(self.last_change_rows(batch))
+
+    def last_change_rows(self, batch: DataFrame) -> pa.Table:
+        """``last_changes`` as Spark's Arrow rows: per key its last change but -U, the frame's columns and the row
+        kind, one row a key, in ``last_changes``' order."""
         emit_order = [EMIT_ORDER] if EMIT_ORDER in batch.columns else []
         changes = (
             batch.select(*self.columns, ROW_KIND, *emit_order)
@@ -509,14 +515,22 @@ class PostgresSinkWriter(SinkWriter):
             .where(F.col(ROW_KIND) != UPDATE_BEFORE)
             .toArrow()
         )
-        kinds = changes.column(ROW_KIND).to_pylist()
         positions = changes.column(_ORDER).to_pylist()
         order = list(zip(changes.column(EMIT_ORDER).to_pylist(), positions, strict=True)) if emit_order else positions
-        rows = list(zip(*(changes.column(column).to_pylist() for column in self.columns), strict=True))
+        keys = list(zip(*(changes.column(self.columns[at]).to_pylist() for at in self._key_positions), strict=True))
         last_of_key: dict[tuple, int] = {}
-        for index in sorted(range(len(rows)), key=order.__getitem__):
-            last_of_key[tuple(rows[index][position] for position in self._key_positions)] = index
-        return {key: None if kinds[index] == DELETE else rows[index] for key, index in last_of_key.items()}
+        for index in sorted(range(len(keys)), key=order.__getitem__):
+            last_of_key[keys[index]] = index
+        return changes.select([*self.columns, ROW_KIND]).take(pa.array(last_of_key.values(), type=pa.int64()))
+
+    def by_key(self, rows: pa.Table) -> dict[tuple, tuple | None]:
+        """``last_change_rows``' rows as ``last_changes`` gives them: per key, the row to upsert, or None."""
+        kinds = rows.column(ROW_KIND).to_pylist()
+        values = zip(*(rows.column(column).to_pylist() for column in self.columns), strict=True)
+        return {
+            tuple(row[at] for at in self._key_positions): None if kind == DELETE else row
+            for row, kind in zip(values, kinds, strict=True)
+        }
 
     def _upsert(self, row_count: int) -> sql.Composed:
         """``INSERT INTO t (c...) VALUES (...), ... ON CONFLICT (key) DO UPDATE SET c = EXCLUDED.c, ...``."""
