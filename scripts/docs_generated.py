@@ -185,12 +185,13 @@ def declared_jars() -> list[tuple[str, str, str, str]]:
 def jvm_jars() -> str:
     """The declared jars: coordinates, the file scripts/setup.sh makes of each, its address on Maven Central."""
     rows = ["| coordinates | file in the jars folder | on Maven Central | for |", "|---|---|---|---|"]
-    for group, artifact, version, purpose in declared_jars():
+    declared = declared_jars()
+    for group, artifact, version, purpose in declared:
         url = f"{MAVEN_CENTRAL}/{group.replace('.', '/')}/{artifact}/{version}/{artifact}-{version}.jar"
         rows.append(
             f"| `{group}:{artifact}:{version}` | `{artifact}.jar` | [{artifact}-{version}.jar]({url}) | {purpose} |"
         )
-    packages = ",".join(f"{group}:{artifact}:{version}" for group, artifact, version, _ in declared_jars())
+    packages = ",".join(f"{group}:{artifact}:{version}" for group, artifact, version, _ in declared)
     return "\n".join([*rows, "", f"`spark.jars.packages`: `{packages}`"])
 
 

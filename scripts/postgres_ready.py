@@ -65,12 +65,12 @@ def main(argv: list[str]) -> int:
     chooser, host, port, user, *databases = args
     try:
         try:
-            login(host, port, user).close()
+            conn = login(host, port, user)
         except psycopg.OperationalError as err:
             if not manage:
                 raise Problem(not_logged_in(host, port, user, err, chooser, could_manage=True)) from None
-            make_server(host, port, user, chooser)
-        create_databases(host, port, user, databases, chooser)
+            conn = make_server(host, port, user, chooser)
+        create_databases(conn, databases)
     except Problem as problem:
         print(problem)
         return problem.status
@@ -95,22 +95,21 @@ def not_logged_in(
     return f"{line}: start it there (or let that user in), or set {chooser} to a server that does"
 
 
-def make_server(host: str, port: str, user: str, chooser: str) -> None:
-    """A cluster on ``port`` started, and ``user``'s login set up where it lacks a password."""
+def make_server(host: str, port: str, user: str, chooser: str) -> psycopg.Connection:
+    """A cluster on ``port`` started, and ``user``'s login set up where it lacks a password; ``user``'s connection."""
     if host not in LOOPBACK or os.geteuid() != 0:
         raise Problem(f"cannot set up PostgreSQL at {host}:{port}: only a local one, as root; set {chooser}")
     cluster = cluster_on(port) or create_cluster(port)
     if not cluster.running:
         start(cluster, host, port)
     try:
-        login(host, port, user).close()
-        return
+        return login(host, port, user)
     except psycopg.OperationalError as err:
         if not wants_password(err):
             raise Problem(not_logged_in(host, port, user, err, chooser)) from None
     set_up_login(host, port, user)
     try:
-        login(host, port, user).close()
+        return login(host, port, user)
     except psycopg.OperationalError as err:
         raise Problem(not_logged_in(host, port, user, err, chooser)) from None
 
@@ -244,11 +243,8 @@ def _psql(port: str, statement: str, role: str) -> str:
     return ran.stdout.strip()
 
 
-def create_databases(host: str, port: str, user: str, databases: list[str], chooser: str) -> None:
-    try:
-        conn = login(host, port, user)
-    except psycopg.OperationalError as err:
-        raise Problem(not_logged_in(host, port, user, err, chooser)) from None
+def create_databases(conn: psycopg.Connection, databases: list[str]) -> None:
+    """Each of ``databases`` that does not exist, created; ``conn`` closed after."""
     with conn:
         for name in databases:
             if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():

@@ -5,11 +5,11 @@
 #   postgres_ready CHOOSER HOST PORT USER PASSWORD DATABASE...
 #
 # makes sure that USER logs in at HOST:PORT (PASSWORD may be empty: libpq's password file, ~/.pgpass, then has it)
-# and that every DATABASE exists (scripts/postgres_ready.py). As root, with HOST on loopback, it
-# first installs Debian's postgresql when it is missing, and lets scripts/postgres_ready.py make a cluster on PORT,
-# start it, and set up USER's login with a password kept in the password file. Returns 0 when all of it is there;
-# otherwise 1, with POSTGRES_PROBLEM set to one line saying what is missing and what to do. CHOOSER names the setting
-# that points the caller at another server.
+# and that every DATABASE exists (scripts/postgres_ready.py). As root, with HOST on loopback, it first installs
+# Debian's postgresql when it is missing, and lets scripts/postgres_ready.py make a cluster on PORT, start it, and set
+# up USER's login with a password kept in the password file. Returns 0 when all of it is there; otherwise 1, with
+# POSTGRES_PROBLEM set to one line saying what is missing and what to do. CHOOSER names the setting that points the
+# caller at another server.
 
 # debian_install PACKAGE WHAT: as root where apt-get is, installs Debian's PACKAGE (WHAT says what it is for, in the
 # line that announces it), its output in $AIRFLOW_HOME/apt-get-PACKAGE.log; the package lists are updated once a

@@ -25,10 +25,10 @@ from packaging.requirements import Requirement
 from spark_tables.core.catalog_config import PostgresMetastore
 from spark_tables.core.jvm_jars import JARS_FOLDER
 from tests.integration import as_deployed
+from tests.unit.test_docs_generated import _generator
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
-POM = ROOT / "jvm" / "pom.xml"
 DOCKER_COMPOSE = os.environ.get("SPARK_TABLES_TEST_DOCKER_COMPOSE", "/usr/bin/docker-compose")
 #: Where compose.yaml puts what the tests run on loopback.
 API_SERVER, REDIS, POSTGRES, SPARK_MASTER = "airflow-apiserver:8080", "redis:6379", "postgres:5432", "spark-master:7077"
@@ -278,8 +278,8 @@ def test_the_image_fetches_the_declared_jars_where_the_provider_looks_for_them()
     folder = os.path.relpath(JARS_FOLDER, sys.prefix)
     assert f"COPY --from=jvm-jars --chown=airflow:0 /jars ${{VIRTUAL_ENV}}/{folder}\n" in dockerfile
     docker_files = [path.read_text() for path in DOCKER.iterdir() if path.is_file()]
-    declared = re.findall(r"<artifactId>([^<]+)</artifactId>\s*<version>([^<]+)</version>", POM.read_text())
-    assert ("postgresql", "42.7.14") in declared  # the pattern reads the pom
+    declared = [(artifact, version) for _, artifact, version, _ in _generator().declared_jars()]
+    assert ("postgresql", "42.7.14") in declared
     for artifact, version in declared:
         assert not any(f"{artifact}-{version}" in text or f"{artifact}:{version}" in text for text in docker_files)
     assert not any("/usr/share/java" in text or "libpostgresql-jdbc-java" in text for text in docker_files)
