@@ -17,6 +17,7 @@ CPU, and Spark's JVMs spent the most of it.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -97,3 +98,26 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return scope_of(super()._split_scope(nodeid))
 
     return SharedSessionScheduling(config, log)
+
+
+@pytest.fixture
+def s3_bucket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A bucket on a real S3-compatible server on loopback (moto's), reached through fsspec's s3fs."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "plan-tests",
+        "AWS_SECRET_ACCESS_KEY": "plan-tests",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+    }.items():
+        monkeypatch.setenv(name, value)
+    import fsspec
+
+    fsspec.filesystem("s3", skip_instance_cache=True).mkdir("bucket")
+    yield "s3://bucket"
+    server.stop()
+    fsspec.get_filesystem_class("s3").clear_instance_cache()  # file systems made for this server go with it

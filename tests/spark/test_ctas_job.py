@@ -17,6 +17,8 @@ from spark_tables.core.ctas.job import CtasCleanupJob, CtasJob
 from spark_tables.core.ctas.ownership import (
     COMPLETE,
     FILLING,
+    LOCATION,
+    LOCATION_CLAIM,
     PREFIX,
     REPLACED,
     STATE,
@@ -26,7 +28,9 @@ from spark_tables.core.ctas.ownership import (
     staging_table,
 )
 from spark_tables.core.identifiers import TableIdentifier
+from spark_tables.jobs import files as files_module
 from spark_tables.jobs.cancellation import Cancellation
+from spark_tables.jobs.ctas import catalog_tables
 from spark_tables.jobs.ctas import lifecycle as ctas_jobs
 from spark_tables.jobs.ctas.lifecycle import run_ctas_cleanup, undo_unfinished
 from spark_tables.utils.sql_reader import read_ctas
@@ -45,6 +49,7 @@ from tests.spark.catalog_checks import (
     props,
     rows,
     run,
+    sql_properties,
     table_location,
     tables,
     wait_until,
@@ -205,6 +210,158 @@ def test_a_non_empty_location_is_refused_before_anything_is_created(
     assert tables(spark, db) == [] and os.listdir(db_folder(spark, db)) == []
     assert files(str(folder)) == before
     assert (folder / "keep.txt").read_text() == "someone else's"
+
+
+def test_a_location_holding_only_a_hidden_file_is_refused(spark: SparkSession, db: str, tmp_path: Path) -> None:
+    """Any file counts, Spark's hidden ones too: another writer's ``_SUCCESS`` says the folder is theirs."""
+    folder = tmp_path / "written"
+    folder.mkdir()
+    (folder / "_SUCCESS").write_text("")
+    result = run(spark, ctas(f"{db}.outside", location=str(folder)))
+    assert result.error.startswith(f"location {folder} is not empty")
+    assert os.listdir(folder) == ["_SUCCESS"] and tables(spark, db) == []
+
+
+@pytest.mark.parametrize("atomicity", ATOMICITIES)
+def test_a_location_another_task_claimed_is_refused_and_its_claim_kept(
+    spark: SparkSession, db: str, tmp_path: Path, atomicity: str
+) -> None:
+    """Two CTAS into one LOCATION: the one that claims it first writes there; the other fails in one line and
+    removes nothing, though the folder still looks empty but for the claim."""
+    folder = tmp_path / "contested"
+    rival = owner(task_id="other_table")
+    catalog_tables.claim_location(str(folder), TableIdentifier.parse(f"{db}.theirs"), rival)
+    claim = (folder / LOCATION_CLAIM).read_text()
+
+    result = run(spark, ctas(f"{db}.mine", location=str(folder), atomicity=atomicity))
+
+    assert result.error == (
+        f"location {folder} is claimed by task tables.other_table of run scheduled__2026-11-20: CTAS writes only to "
+        "a location no other task holds; choose another (if that task has ended, remove its claim "
+        f"{folder}/{LOCATION_CLAIM} to free the location)"
+    )
+    assert result.output.undone == [] and tables(spark, db) == []
+    assert os.listdir(folder) == [LOCATION_CLAIM] and (folder / LOCATION_CLAIM).read_text() == claim
+
+
+def test_a_claim_made_meanwhile_by_another_task_is_refused(
+    spark: SparkSession, db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim file is created exclusively: a rival's claim between this job's look and its own claim wins."""
+    folder = tmp_path / "raced"
+    rival = owner(task_id="other_table")
+    list_names = files_module.list_names
+
+    def rival_claims_after_the_look(location: str) -> list[str]:
+        names = list_names(location)
+        monkeypatch.setattr(files_module, "list_names", list_names)  # the rival looks unhindered
+        catalog_tables.claim_location(str(folder), TableIdentifier.parse(f"{db}.theirs"), rival)
+        return names
+
+    folder.mkdir()
+    monkeypatch.setattr(files_module, "list_names", rival_claims_after_the_look)
+    result = run(spark, ctas(f"{db}.mine", location=str(folder)))
+
+    assert result.error == (
+        f"location {folder} was claimed meanwhile by task tables.other_table of run scheduled__2026-11-20: "
+        "choose another"
+    )
+    assert catalog_tables.location_claimant(str(folder)) == rival.task() and tables(spark, db) == []
+
+
+def test_a_claim_an_earlier_try_left_is_taken_over(spark: SparkSession, db: str, tmp_path: Path) -> None:
+    folder = tmp_path / "retried"
+    catalog_tables.claim_location(str(folder), TableIdentifier.parse(f"{db}.outside"), owner(1))
+    result = run(spark, ctas(f"{db}.outside", try_number=2, location=str(folder)))
+    assert result.succeeded, result.error
+    assert rows(spark, f"{db}.outside") == [(i, str(i * 10)) for i in range(5)]
+    assert marks(spark, f"{db}.outside")[LOCATION] == str(folder)
+
+
+def test_a_name_taken_at_creation_releases_the_location_claim(
+    spark: SparkSession, db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "free_again"
+    create = ctas_jobs._create
+
+    def rival_first(spark: SparkSession, name: TableIdentifier, *args: Any) -> None:
+        _rival_takes(spark, name.quoted())
+        create(spark, name, *args)
+
+    monkeypatch.setattr(ctas_jobs, "_create", rival_first)
+    result = run(spark, ctas(f"{db}.contested", atomicity="table", location=str(folder)))
+
+    assert result.error.startswith(f"table {db}.contested was created meanwhile by another task")
+    assert not (folder / LOCATION_CLAIM).exists()
+
+
+def test_a_location_spark_resolves_elsewhere_is_refused_before_the_rows_are_written(
+    spark: SparkSession, db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A path without a scheme is resolved by Hadoop's default file system (HDFS on many clusters), not where the
+    claim went: the table is dropped unfilled, nothing removed there, and the claim released."""
+    folder = tmp_path / "elsewhere"
+    describe = catalog_tables.describe
+
+    def on_hdfs(spark: SparkSession, table: TableIdentifier) -> dict[str, Any]:
+        return {**describe(spark, table), "location": f"hdfs://namenode:8020{folder}"}
+
+    monkeypatch.setattr(catalog_tables, "describe", on_hdfs)
+    result = run(spark, ctas(f"{db}.outside", location=str(folder)))
+
+    assert result.error.startswith(
+        f"location {folder} is hdfs://namenode:8020{folder} to Spark (Hadoop's default file system): give it as that "
+        "full URI"
+    )
+    assert tables(spark, db) == [] and not (folder / LOCATION_CLAIM).exists()
+
+
+def test_a_replaced_external_table_keeps_its_files(spark: SparkSession, db: str, tmp_path: Path) -> None:
+    """REPLACE of a table declared over a folder another system wrote: the entry goes as Spark's DROP TABLE drops
+    it, the folder's files stay, and the output says where."""
+    folder = tmp_path / "their_lake"
+    spark.sql("SELECT id, 'theirs' AS s FROM range(3)").write.parquet(str(folder))
+    spark.sql(f"CREATE TABLE {db}.lake USING parquet LOCATION '{folder}'")
+    before = files(str(folder))
+
+    result = run(spark, ctas(f"{db}.lake", replace=True))
+
+    assert result.succeeded, result.error
+    assert result.output.replaced is True and result.output.kept_files == f"file:{folder}"
+    assert rows(spark, f"{db}.lake") == [(i, str(i * 10)) for i in range(5)]
+    assert files(str(folder)) == before
+    assert tables(spark, db) == ["lake"]
+
+
+def test_a_retry_drops_the_replaced_external_table_a_finished_swap_left_and_keeps_its_files(
+    spark: SparkSession, db: str, tmp_path: Path
+) -> None:
+    folder = tmp_path / "their_lake"
+    spark.sql("SELECT id FROM range(3)").write.parquet(str(folder))
+    target = TableIdentifier.parse(f"{db}.lake")
+    replaced = replaced_table(target, owner())
+    spark.sql(f"CREATE TABLE {replaced.quoted()} USING parquet LOCATION '{folder}'")
+    plain_table(spark, str(target), "SELECT 1 AS id", {**owner().properties(COMPLETE), REPLACED: str(replaced)})
+    before = files(str(folder))
+
+    assert undo_unfinished(spark, target, owner(2)) == [f"dropped {replaced}, which {target} replaced"]
+    assert tables(spark, db) == ["lake"] and files(str(folder)) == before
+
+
+def test_cleanup_keeps_the_files_of_a_location_the_task_did_not_claim(
+    spark: SparkSession, db: str, tmp_path: Path
+) -> None:
+    """A table with this task's marks whose folder the task never claimed (its LOCATION changed since, or never
+    marked): the entry is dropped, the files stay."""
+    folder = tmp_path / "someone_elses"
+    spark.sql("SELECT id FROM range(3)").write.parquet(str(folder))
+    target = TableIdentifier.parse(f"{db}.half")
+    marked = sql_properties(owner().properties(FILLING))
+    spark.sql(f"CREATE TABLE {target.quoted()} USING parquet LOCATION '{folder}' TBLPROPERTIES ({marked})")
+    before = files(str(folder))
+
+    assert undo_unfinished(spark, target, owner(2)) == [f"dropped the unfinished {target} of try 1"]
+    assert tables(spark, db) == [] and files(str(folder)) == before
 
 
 @pytest.mark.parametrize(

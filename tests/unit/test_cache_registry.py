@@ -36,7 +36,7 @@ from spark_tables.hooks.cache import registry as cache_registry
 from spark_tables.hooks.cache import storage as cache_storage
 from spark_tables.hooks.cache import uses as cache_uses
 from spark_tables.utils import settings
-from spark_tables.xcom.cache_registry import CacheRegistryXComBackend
+from spark_tables.xcom.cache_registry import CacheRegistryXComBackend, deleting
 
 pytestmark = pytest.mark.usefixtures("spark_tables_home")
 
@@ -68,7 +68,8 @@ class InMemoryXCom(CacheRegistryXComBackend):
     @classmethod
     def delete(cls, key: str, task_id: str, dag_id: str, run_id: str, map_index: int | None = None) -> None:
         value = cls.rows.pop((dag_id, run_id, task_id, -1 if map_index is None else map_index, key), None)
-        cls.purge(SimpleNamespace(value=value))
+        with deleting(dag_id, run_id, task_id, map_index):
+            cls.purge(SimpleNamespace(value=value))
 
 
 @pytest.fixture(autouse=True)
@@ -158,10 +159,104 @@ class TestBackend:
     def test_purging_a_descriptor_deletes_its_copy_and_nothing_else(self):
         descriptor, other = registered_copy("max_b"), registered_copy("min_b")
 
-        CacheRegistryXComBackend.purge(SimpleNamespace(value=descriptor.to_dict()))
+        with deleting("flip36", RUN, "max_b", -1):
+            CacheRegistryXComBackend.purge(SimpleNamespace(value=descriptor.to_dict()))
 
         assert not local(descriptor.location).exists()
         assert local(other.location).exists()
+
+    def test_a_purge_without_the_xcom_s_identity_deletes_nothing(self):
+        descriptor = registered_copy("max_b")
+        CacheRegistryXComBackend.purge(SimpleNamespace(value=descriptor.to_dict()))
+        assert local(descriptor.location).exists()
+
+
+def forged(descriptor: CacheDescriptor, **changes: Any) -> dict[str, Any]:
+    """A registry XCom value as someone with XCom edit rights could write it through Airflow's API."""
+    return {**descriptor.to_dict(), **changes}
+
+
+class TestForgedRegistryEntries:
+    """A registry XCom is Airflow data a user may edit: what it names is checked before anything is read or deleted."""
+
+    @pytest.fixture
+    def victim(self, tmp_path: Path) -> Path:
+        folder = tmp_path / "prod-lake"
+        folder.mkdir()
+        (folder / "orders.parquet").write_text("not the cache's")
+        return folder
+
+    def _forge(self, xcom: type[InMemoryXCom], task_id: str, value: dict[str, Any]) -> None:
+        xcom.rows[("flip36", RUN, task_id, -1, "spark_tables.cache.b")] = value
+
+    @pytest.mark.parametrize(
+        "where",
+        ["outside", "parent", "other run", "other task's folder", "other cache"],
+    )
+    def test_a_location_outside_its_task_s_copies_is_neither_read_nor_deleted(self, xcom, victim, where):
+        mine = registered_copy("max_b")
+        run = run_folder(settings.cache_uri(), "flip36", RUN)
+        other_copy = registered_copy("min_b")
+        location = {
+            "outside": f"file://{victim}",
+            "parent": f"{mine.location}/../../..",
+            "other run": mine.location.replace(run, run_folder(settings.cache_uri(), "flip36", "another_run")),
+            "other task's folder": other_copy.location,
+            "other cache": mine.location.replace(f"/b-{B.fingerprint}/", "/c-0123456789abcdef/"),
+        }[where]
+        self._forge(xcom, "max_b", forged(mine, location=location))
+
+        assert [d.location for d in cache_registry.registered(ti(), "b", TASKS)] == [other_copy.location]
+        xcom.delete(key="spark_tables.cache.b", task_id="max_b", dag_id="flip36", run_id=RUN)
+
+        assert (victim / "orders.parquet").read_text() == "not the cache's"
+        assert local(mine.location).exists() and local(other_copy.location).exists()
+
+    def test_another_task_s_owner_does_not_reach_its_xcom_or_copy(self, xcom):
+        """The owner names whose XCom an invalidation deletes: a forged one would delete another DAG's entry."""
+        victim = registered_copy("min_b")
+        other_dag = TableOwner("billing", RUN, "min_b")
+        self._forge(xcom, "max_b", forged(victim, owner=vars(other_dag)))
+
+        assert [d.location for d in cache_registry.registered(ti(), "b", TASKS)] == [victim.location]
+        xcom.delete(key="spark_tables.cache.b", task_id="max_b", dag_id="flip36", run_id=RUN)
+        assert local(victim.location).exists()
+
+    @pytest.mark.parametrize(
+        "changes",
+        [
+            {"name": "../b"},
+            {"fingerprint": "../../x"},
+            {"partitions": [{"file": "../../etc/passwd", "rows": 1, "bytes": 1, "crc32": 0}]},
+            {"partitions": [{"file": "part-0.parquet", "rows": -1, "bytes": 1, "crc32": 0}]},
+            {"server": "a b"},
+            {"storage": "memory"},
+            {"extra": 1},
+        ],
+    )
+    def test_a_malformed_descriptor_is_refused_in_one_line_and_left_alone(self, xcom, changes):
+        mine = registered_copy("max_b")
+        self._forge(xcom, "max_b", forged(mine, **changes))
+
+        with pytest.raises(SpecError) as caught:
+            CacheDescriptor.from_dict(forged(mine, **changes))
+        assert "\n" not in str(caught.value)
+        assert cache_registry.registered(ti(), "b", TASKS) == []
+        xcom.delete(key="spark_tables.cache.b", task_id="max_b", dag_id="flip36", run_id=RUN)
+        assert local(mine.location).exists()
+
+    def test_a_memory_copy_must_be_a_view_of_its_cache(self, xcom):
+        mine = registered_copy("max_b")
+        value = forged(
+            mine,
+            storage="memory",
+            format="memory",
+            partitions=[],
+            server="spark_connect_default",
+            location="memory:local-1/global_temp.customers",
+        )
+        self._forge(xcom, "max_b", value)
+        assert cache_registry.registered(ti(), "b", TASKS) == []
 
     @pytest.mark.parametrize("value", [None, {"rows": []}, "file:///tmp"])
     def test_purging_any_other_value_deletes_nothing(self, value, tmp_path):
@@ -462,7 +557,8 @@ class TestKeptInMemory:
     def test_purging_a_copy_in_memory_releases_it_on_its_server_and_deletes_its_record_alone(self, released):
         copy, on_files = memory_copy("max_b"), registered_copy("min_b")
 
-        CacheRegistryXComBackend.purge(SimpleNamespace(value=copy.to_dict()))
+        with deleting("flip36", RUN, "max_b", -1):
+            CacheRegistryXComBackend.purge(SimpleNamespace(value=copy.to_dict()))
 
         assert released == [("b", "spark_connect", copy.location)] and local(on_files.location).exists()
         assert not record_folder(copy).exists()
@@ -516,9 +612,13 @@ class TestReleaseCopy:
             connection = json.dumps({"conn_type": "spark_connect", "host": "127.0.0.1", "port": port})
             monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT", connection)
             copy = dataclasses.replace(
-                registered_copy("max_b"), location=memory_location("app-1", "global_temp.v"), storage="memory"
+                registered_copy("max_b"),
+                location=memory_location("app-1", "global_temp.v"),
+                storage="memory",
+                format="memory",
+                partitions=(),
+                server="spark_connect",
             )
-            copy = dataclasses.replace(copy, server="spark_connect")
             with caplog.at_level(logging.WARNING):
                 cache_memory.release_copy(copy)
 

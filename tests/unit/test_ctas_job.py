@@ -171,6 +171,27 @@ def test_a_bad_location_is_rejected(location):
     assert "location must be a non-empty path" in _error_message(location=location)
 
 
+@pytest.mark.parametrize("location", ["warehouse/sales", "./sales", "sales"])
+def test_a_relative_location_is_rejected(location):
+    """Spark resolves a relative LOCATION against its warehouse, the provider's file checks against the driver's
+    working folder: the two would look at different folders."""
+    assert _error_message(location=location) == (
+        f"ctas job: location {location!r} is relative, and Spark and the provider would resolve it differently: give "
+        "an absolute path or a URI (file:/..., s3a://..., hdfs://...)"
+    )
+
+
+def test_a_location_with_a_parent_part_is_rejected():
+    assert _error_message(location="/data/lake/../other") == (
+        "ctas job: location '/data/lake/../other' has a '..' part: give the folder's own path"
+    )
+
+
+@pytest.mark.parametrize("location", ["/data/sales", "file:/data/sales", "s3a://bucket/sales", "hdfs://nn:8020/x"])
+def test_an_absolute_location_or_uri_is_taken(location):
+    assert _job(location=location).location == location
+
+
 def test_a_comment_must_be_text():
     assert "comment must be a string" in _error_message(comment=5)
 

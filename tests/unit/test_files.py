@@ -74,7 +74,6 @@ def test_a_missing_folder_has_no_entries(tmp_path):
     assert files.list_names(missing) == files.folder_names(missing) == files.data_file_names(missing) == []
     assert files.file_sizes(missing) is None
     assert files.exists(missing) is False
-    assert files.is_empty(missing) is True
 
 
 def test_folder_bytes_counts_data_files_at_any_depth(tmp_path):
@@ -115,8 +114,7 @@ def test_move_and_an_empty_mark(tmp_path):
     assert (tmp_path / "part-q-0").read_bytes() == b"rows"
     assert not (tmp_path / "staging" / "part-0").exists()
     assert (tmp_path / "marks" / "7").read_bytes() == b""
-    assert files.is_empty(f"{tmp_path}/staging") is True
-    assert files.is_empty(str(tmp_path)) is False
+    assert files.list_names(f"{tmp_path}/staging") == []
 
 
 def test_crc32_of_a_file(tmp_path):
@@ -153,3 +151,32 @@ def test_an_unknown_scheme_is_one_line_naming_the_location():
 def test_reading_a_missing_file_is_file_not_found(tmp_path):
     with pytest.raises(FileNotFoundError):
         files.read_text(str(tmp_path / "missing.json"))
+
+
+def test_create_exclusive_creates_once_and_never_overwrites(tmp_path):
+    target = tmp_path / "new" / "claim.json"
+
+    assert files.create_exclusive(str(target), b"first") is True
+    assert files.create_exclusive(f"file://{target}", b"second") is False
+    assert target.read_bytes() == b"first"
+
+
+def test_create_exclusive_on_s3_puts_only_where_nothing_is(s3_bucket):
+    assert files.create_exclusive(f"{s3_bucket}/claim.json", b"first") is True
+    assert files.create_exclusive(f"{s3_bucket}/claim.json", b"second") is False
+    assert files.read_bytes(f"{s3_bucket}/claim.json") == b"first"
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "same"),
+    [
+        ("file:/data/x", "/data/x", True),
+        ("file:///data/x/", "/data/x", True),
+        ("/data/x", "/data/y", False),
+        ("s3a://bucket/x", "s3://bucket/x/", True),
+        ("hdfs://nn:8020/data/x", "/data/x", False),
+        ("s3://bucket/x", "s3://other/x", False),
+    ],
+)
+def test_same_location(first, second, same):
+    assert files.same_location(first, second) is same

@@ -5,6 +5,7 @@ import subprocess
 import sys
 import textwrap
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -73,6 +74,35 @@ def test_building_again_reuses_the_zip_of_the_same_sources(tmp_path, package_zip
     assert again == package_zip
     assert os.stat(again).st_ino == inode
     assert os.listdir(tmp_path / "dist") == [os.path.basename(package_zip)]
+
+
+def test_a_zip_planted_under_the_package_s_name_is_replaced_not_shipped(tmp_path, package_zip):
+    """Only bytes that hash to the name are shipped: a zip someone put there is written over with the sources."""
+    original = Path(package_zip).read_bytes()
+    with zipfile.ZipFile(package_zip, "w") as archive:
+        archive.writestr("spark_tables/__init__.py", "import os; os.system('touch /tmp/owned')")
+    job_package.cache_clear()
+
+    again = job_package(str(tmp_path / "dist"))
+
+    assert again == package_zip and Path(again).read_bytes() == original
+
+
+def test_the_dist_folder_is_the_user_s_alone(tmp_path, package_zip):
+    assert os.stat(tmp_path / "dist").st_mode & 0o777 == 0o700
+
+
+def test_a_dist_folder_others_may_write_is_refused(tmp_path):
+    shared = tmp_path / "shared_dist"
+    shared.mkdir()
+    shared.chmod(0o777)
+    job_package.cache_clear()
+
+    with pytest.raises(PermissionError) as caught:
+        job_package(str(shared))
+
+    assert str(caught.value).startswith(f"{shared} is not a folder of this user's that no one else may write")
+    assert os.listdir(shared) == []
 
 
 def test_calling_twice_returns_the_same_path(tmp_path):

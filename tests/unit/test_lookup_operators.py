@@ -3,6 +3,7 @@ reload sensor's deferral, and a spec carrying a password kept off the command li
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import stat
@@ -108,6 +109,8 @@ class TestLookupTableHook:
         pointer = spark_tables_home / "lookup" / "customers" / POINTER
         pointer.parent.mkdir(parents=True)
         written = _pointer(pendulum.datetime(2026, 11, 22, 10), loads=4, load_failures=1)
+        current = dataclasses.replace(written.current, location=f"{hook.snapshots()}/{written.current.version}")
+        written = dataclasses.replace(written, current=current)
         pointer.write_text(json.dumps(written.to_dict()))
 
         assert hook.pointer() == written

@@ -65,8 +65,8 @@ def test_a_zip_is_never_taken_from_a_folder_others_may_write(tmp_path: Path):
 
     assert done.returncode != 0
     assert done.stderr.strip().splitlines()[-1] == (
-        f"PermissionError: {own} is not a folder of this user's that no one else may write: remove it, so that the "
-        "provider's code is not read from it"
+        f"PermissionError: {own} is not a folder of this user's that no one else may write: remove it (the provider "
+        "makes it anew, mode 700), so that no file someone else put there is trusted"
     )
     assert planted.read_bytes() == b"someone else's code"
 

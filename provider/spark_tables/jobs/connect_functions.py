@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
+from spark_tables.core import private_files
 from spark_tables.jobs import server_python
 from spark_tables.jobs.session_facts import is_connect
 from spark_tables.jobs.shipped_code import package_bytes
@@ -45,4 +46,5 @@ def _pickled(carried: object) -> bytes:
     from pyspark import cloudpickle
 
     cloudpickle.register_pickle_by_value(server_python)  # the server cannot import it: it goes with the object
+    cloudpickle.register_pickle_by_value(private_files)  # nor what it imports of the provider
     return cloudpickle.dumps(carried)

@@ -77,15 +77,6 @@ def is_file(location: str) -> bool:
 
 
 @reached_by_spark
-def is_empty(location: str) -> bool:
-    """Whether nothing is at ``location``, or an empty folder."""
-    if not exists(location):
-        return True
-    fs, path = filesystem(location)
-    return bool(fs.isdir(path)) and not _entries(location)
-
-
-@reached_by_spark
 def list_names(folder: str) -> list[str]:
     """The names of the entries directly in ``folder``, sorted; none when it does not exist."""
     return sorted(_name(entry) for entry in _entries(folder) or [])
@@ -172,6 +163,35 @@ def write_bytes(location: str, data: bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             fs.rm_file(temporary)
         raise
+
+
+@reached_by_spark
+def create_exclusive(location: str, data: bytes) -> bool:
+    """Create the file with ``data`` unless a file is there already; False if one was. Exclusive where storage can
+    be: a local file is opened with ``O_EXCL``, an S3 object put with ``If-None-Match``; other stores check first."""
+    fs, path = filesystem(location)
+    try:
+        if isinstance(fs, LocalFileSystem):
+            fs.makedirs(posixpath.dirname(path), exist_ok=True)
+            with fs.open(path, "xb") as handle:
+                handle.write(data)
+        else:
+            fs.pipe_file(path, data, mode="create")
+    except FileExistsError:
+        return False
+    fs.invalidate_cache(posixpath.dirname(path))
+    return True
+
+
+def same_location(first: str, second: str) -> bool:
+    """Whether two locations name one place: ``file:/x``, ``file:///x`` and ``/x`` are the same local folder, and
+    ``s3a://b/x`` is ``s3://b/x``."""
+    first_local, second_local = local_path(first), local_path(second)
+    if first_local is not None and second_local is not None:
+        return posixpath.normpath(first_local) == posixpath.normpath(second_local)
+    if first_local is not None or second_local is not None:
+        return False
+    return re.sub(r"^s3[an]://", "s3://", first).rstrip("/") == re.sub(r"^s3[an]://", "s3://", second).rstrip("/")
 
 
 @reached_by_spark

@@ -6,8 +6,9 @@ foreachBatch's function (``pyspark.sql.connect.streaming.worker.foreach_batch_wo
 a transformWithState processor's ``init``, to learn its state's schema (``transform_with_state_driver_worker``).
 Unlike executors' workers, those processes do not import the Python files a session ships
 (``addArtifacts(pyfile=True)``), so an object of ``jobs/`` cannot even be unpickled there. The classes here carry
-one: this module imports only the standard library and pyspark and is pickled by value (``connect_functions``),
-with the provider's zip and the object pickled by reference. Where it runs, the first call writes the zip into a
+one: this module imports only the standard library, pyspark and ``core.private_files`` (itself only the standard
+library), and both are pickled by value (``connect_functions``), with the provider's zip and the object pickled by
+reference. Where it runs, the first call writes the zip into a
 folder of the user's own in the temporary folder (``spark_tables-<uid>``, mode 700: a zip found there was written by
 this user, never one someone else left to be imported), under a name of its contents, puts it first on ``sys.path``
 and unpickles the object; later calls (the query's next micro-batches, the processor's next keys) use it at once.
@@ -17,16 +18,16 @@ unpickled.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import pickle
-import stat
 import sys
 import tempfile
 from typing import Any
 
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+from spark_tables.core.private_files import private_folder  # carried by value, as this module is
 
 
 class _Carried:
@@ -57,18 +58,8 @@ class _Carried:
 
 
 def _own_folder() -> str:
-    """``spark_tables-<uid>`` in the temporary folder, made for this user alone if it is not there; refused when it
-    is not a folder this user owns that no one else may write (someone else made it first, or opened it)."""
-    path = os.path.join(tempfile.gettempdir(), f"spark_tables-{os.getuid()}")
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(path, 0o700)
-    found = os.lstat(path)
-    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or found.st_mode & 0o022:
-        raise PermissionError(
-            f"{path} is not a folder of this user's that no one else may write: remove it, so that the provider's "
-            "code is not read from it"
-        )
-    return path
+    """``spark_tables-<uid>`` in the temporary folder, this user's alone (``core.private_files``, carried by value)."""
+    return private_folder(os.path.join(tempfile.gettempdir(), f"spark_tables-{os.getuid()}"))
 
 
 class CarriedFunction(_Carried):

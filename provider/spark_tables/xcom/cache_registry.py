@@ -2,8 +2,10 @@
 
 Set ``[core] xcom_backend = spark_tables.xcom.cache_registry.CacheRegistryXComBackend``. A ``CacheDescriptor``
 is stored as a tagged JSON object (readable as it is in the Airflow UI) and read back as a descriptor; purging
-such an XCom deletes the copy's files, or releases a copy kept in a Spark Connect server's memory. Every other
-value goes through Airflow's default serialization, as before.
+such an XCom deletes the copy's files, or releases a copy kept in a Spark Connect server's memory, once the
+descriptor is proven the XCom's own task's copy, under the cache root (``CacheDescriptor.check_place``): a forged
+or damaged one (Airflow's API lets whoever may edit a DAG's XComs write one) is logged and its copy left alone.
+Every other value goes through Airflow's default serialization, as before.
 
 Airflow runs an XCom backend only in task processes, and calls ``purge`` only when an XCom is deleted through
 it: by this provider (invalidation, release, a damaged copy replaced) and when a cleared task runs again. Rows
@@ -13,13 +15,18 @@ folders of runs that have ended or no longer exist.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any
 
 from airflow.sdk import BaseXCom
 
-from spark_tables.core.cache.descriptor import CacheDescriptor, is_descriptor
+from spark_tables.core.cache.descriptor import CacheDescriptor, UntrustedDescriptor, is_descriptor
+from spark_tables.core.errors import SpecError
 from spark_tables.hooks.cache import memory, storage
+from spark_tables.utils import settings
 
 log = logging.getLogger(__name__)
 
@@ -44,15 +51,51 @@ class CacheRegistryXComBackend(BaseXCom):
     @staticmethod
     def deserialize_value(result: Any) -> Any:
         if is_descriptor(result.value):
-            return CacheDescriptor.from_dict(result.value)
+            try:
+                return CacheDescriptor.from_dict(result.value)
+            except SpecError as err:  # not one this provider wrote: the value as it is, which no reader takes
+                log.warning("%s", err)
+                return result.value
         return BaseXCom.deserialize_value(result)
 
     @classmethod
+    def delete(cls, key: str, task_id: str, dag_id: str, run_id: str, map_index: int | None = None) -> None:
+        """Airflow's delete, which purges the value first; the purge learns whose XCom it is from here."""
+        with deleting(dag_id, run_id, task_id, map_index):
+            super().delete(key=key, task_id=task_id, dag_id=dag_id, run_id=run_id, map_index=map_index)
+
+    @classmethod
     def purge(cls, xcom: Any, *args: Any) -> None:
-        if is_descriptor(xcom.value):
+        if not is_descriptor(xcom.value):
+            return
+        try:
             descriptor = CacheDescriptor.from_dict(xcom.value)
-            if descriptor.in_memory:
-                memory.release_copy(descriptor)
-                return
-            log.info("deleting the files of the cache copy %s", descriptor.location)
-            storage.remove(descriptor.location)
+            task = _deleting.get()
+            if task is None:
+                raise UntrustedDescriptor(
+                    f"cache {descriptor.name}: a registry XCom was purged without its task's identity: its copy at "
+                    f"{descriptor.location} is left alone"
+                )
+            descriptor.check_place(settings.cache_uri(), *task)
+        except SpecError as err:  # forged, or damaged: its row goes, and nothing it names is touched
+            log.warning("%s", err)
+            return
+        if descriptor.in_memory:
+            memory.release_copy(descriptor)
+            return
+        log.info("deleting the files of the cache copy %s", descriptor.location)
+        storage.remove(descriptor.location)
+
+
+#: The XCom being deleted, while ``delete`` runs: (dag_id, run_id, task_id, map_index).
+_deleting: ContextVar[tuple[str, str, str, int | None] | None] = ContextVar("spark_tables_xcom_deleting", default=None)
+
+
+@contextlib.contextmanager
+def deleting(dag_id: str, run_id: str, task_id: str, map_index: int | None) -> Iterator[None]:
+    """While an XCom is deleted: whose it is, for ``purge`` to check a descriptor's copy against."""
+    token = _deleting.set((dag_id, run_id, task_id, map_index))
+    try:
+        yield
+    finally:
+        _deleting.reset(token)

@@ -14,6 +14,7 @@ sweep of ended runs find it there as they find copies on files.
 
 from __future__ import annotations
 
+import re
 import uuid
 
 from spark_tables.core.cache.table import CachedTable
@@ -48,8 +49,17 @@ def cache_name(folder_name: str) -> str:
 
 def copy_folder(run: str, table: CachedTable, owner: TableOwner) -> str:
     """A new folder for the copy this task try writes (a nonce: an attempt of the same try never reuses one)."""
-    writer = flat_name([owner.task_id, str(owner.map_index), str(owner.try_number)])
-    return f"{run}/{cache_folder_name(table)}/{writer}-{uuid.uuid4().hex[:8]}"
+    return f"{run}/{cache_folder_name(table)}/{_writer(owner)}-{uuid.uuid4().hex[:8]}"
+
+
+def copy_folder_of(run: str, name: str, fingerprint: str, owner: TableOwner, location: str) -> bool:
+    """Whether ``location`` is a folder ``copy_folder`` gives ``owner`` for cache ``name`` in run folder ``run``."""
+    prefix = f"{run}/{name}-{fingerprint}/{_writer(owner)}-"
+    return location.startswith(prefix) and bool(re.fullmatch(r"[0-9a-f]{8}", location[len(prefix) :]))
+
+
+def _writer(owner: TableOwner) -> str:
+    return flat_name([owner.task_id, str(owner.map_index), str(owner.try_number)])
 
 
 #: The scheme of a copy kept in a Spark Connect server's memory.
@@ -59,6 +69,13 @@ MEMORY_SCHEME = "memory:"
 def memory_view(table: CachedTable) -> str:
     """A new global temporary view for the copy this task try keeps in memory (a nonce, as ``copy_folder``'s)."""
     return f"spark_tables_{table.name}_{table.fingerprint}_{uuid.uuid4().hex[:8]}"
+
+
+def memory_copy_of(name: str, fingerprint: str, location: str) -> bool:
+    """Whether ``location`` is that of a copy of cache ``name`` kept in a server's memory, as ``memory_view`` names its
+    view (in the server's global temporary database)."""
+    view = rf"[A-Za-z0-9_]+\.spark_tables_{re.escape(name)}_{re.escape(fingerprint)}_[0-9a-f]{{8}}"
+    return bool(re.fullmatch(rf"{re.escape(MEMORY_SCHEME)}[A-Za-z0-9_-]+/{view}", location))
 
 
 def is_memory_location(location: str) -> bool:

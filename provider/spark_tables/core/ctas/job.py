@@ -16,6 +16,7 @@ from spark_tables.core.row_source import checked_query
 ATOMICITY_LEVELS = ("table", "staging")
 FORMATS = ("parquet", "orc", "json", "csv", "avro", "text")
 _COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 
 
 @dataclass(frozen=True)
@@ -93,8 +94,7 @@ class CtasJob:
         object.__setattr__(self, "format", self.format.lower())
         self._check_partitioning()
         self._check_properties()
-        if self.location is not None and (not isinstance(self.location, str) or not self.location.strip()):
-            raise SpecError("ctas job: location must be a non-empty path or URI, or None for a managed table")
+        self._check_location()
         if self.comment is not None and not isinstance(self.comment, str):
             raise SpecError("ctas job: comment must be a string")
         for flag in ("if_not_exists", "replace"):
@@ -114,6 +114,19 @@ class CtasJob:
         if len({c.lower() for c in columns}) != len(columns):
             raise SpecError(f"ctas job: partition columns {list(columns)} repeat a column: name each once")
         object.__setattr__(self, "partitioned_by", tuple(columns))
+
+    def _check_location(self) -> None:
+        if self.location is None:
+            return
+        if not isinstance(self.location, str) or not self.location.strip():
+            raise SpecError("ctas job: location must be a non-empty path or URI, or None for a managed table")
+        if not (self.location.startswith("/") or _URI.match(self.location)):
+            raise SpecError(
+                f"ctas job: location {self.location!r} is relative, and Spark and the provider would resolve it "
+                "differently: give an absolute path or a URI (file:/..., s3a://..., hdfs://...)"
+            )
+        if ".." in self.location.split("/"):
+            raise SpecError(f"ctas job: location {self.location!r} has a '..' part: give the folder's own path")
 
     def _check_properties(self) -> None:
         if not isinstance(self.properties, dict) or not all(

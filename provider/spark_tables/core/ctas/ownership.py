@@ -20,6 +20,12 @@ FILLING, COMPLETE = "filling", "complete"
 #: On a staging table: the final name it becomes, and (for a replace) the name the old table is moved to.
 TARGET = PREFIX + "target"
 REPLACED = PREFIX + "replaced"
+#: On a table created at an explicit LOCATION: that location, claimed by the task (``LOCATION_CLAIM``). The files
+#: of a table this task made are removed only where this mark and the claim both say the location is the task's.
+LOCATION = PREFIX + "location"
+#: The claim a CTAS writes in an explicit LOCATION before it creates its table there (once: the first writer wins),
+#: naming the table and the task; Spark's readers skip it (a leading ``_``), and it stays as the folder's record.
+LOCATION_CLAIM = "_spark_tables_claim.json"
 _IDENTITY = ("dag_id", "run_id", "task_id", "map_index")
 
 
@@ -70,6 +76,10 @@ class TableOwner:
         """Ten hex digits naming this task, the same for every try, so a retry finds what earlier tries left."""
         text = "\0".join(str(getattr(self, name)) for name in _IDENTITY)
         return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+    def task(self) -> dict[str, Any]:
+        """The task's identity, as a claim records it: dag, run, task and map index."""
+        return {name: getattr(self, name) for name in _IDENTITY}
 
     def describe(self) -> str:
         map_part = f"[{self.map_index}]" if self.map_index >= 0 else ""

@@ -24,13 +24,15 @@ class CtasTableReport(JobOutput):
     """What one CTAS did with its table: ``created`` (and ``replaced``), ``reused_from_try`` (an earlier try had
     completed it) or ``skipped``; where the finished table is and what it holds; in a failed job, what it
     ``undone``. ``statement`` is its statement's number in a ``sql`` job; ``dropped_later``, that a later statement
-    of that job dropped the table."""
+    of that job dropped the table; ``kept_files``, where the files of an external table it replaced stay (dropped as
+    Spark's DROP TABLE drops an external table: its entry goes, its files are not the provider's to delete)."""
 
     table: str
     atomicity: str
     statement: int | None = None
     created: bool | None = None
     replaced: bool | None = None
+    kept_files: str | None = None
     reused_from_try: str | None = None
     skipped: str | None = None
     dropped_later: bool | None = None

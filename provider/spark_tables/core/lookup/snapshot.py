@@ -15,6 +15,8 @@ import secrets
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from spark_tables.core.errors import SpecError
+
 POINTER = "CURRENT.json"
 _VERSION = re.compile(r"v-\d{8}T\d{12}-[0-9a-f]{8}")
 
@@ -78,11 +80,34 @@ class Pointer:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Pointer:
-        current, failing = data.get("current"), data.get("failing")
-        return cls(
-            current=Snapshot(**current) if current is not None else None,
-            loads=data["loads"],
-            load_failures=data["load_failures"],
-            failing=FailedReloads(**failing) if failing is not None else None,
-        )
+    def from_dict(cls, data: Any, root: str) -> Pointer:
+        """The pointer of the lookup table whose snapshots are at ``root``, as read from its ``CURRENT.json``.
+
+        The file is on storage others may write: its current snapshot must be one of the table's own version folders
+        (``<root>/<version>``), never another folder a join would read; anything else raises ``SpecError``.
+        """
+        where = f"lookup snapshots {root}: {POINTER}"
+        try:
+            current, failing = data.get("current"), data.get("failing")
+            pointer = cls(
+                current=Snapshot(**current) if current is not None else None,
+                loads=data["loads"],
+                load_failures=data["load_failures"],
+                failing=FailedReloads(**failing) if failing is not None else None,
+            )
+        except (AttributeError, KeyError, TypeError) as err:
+            raise SpecError(f"{where} is not a pointer ({err}): remove it, and reload the table") from None
+        for count in (pointer.loads, pointer.load_failures):
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise SpecError(f"{where} has a count {count!r} that is not a whole number: remove it, and reload")
+        snapshot = pointer.current
+        if snapshot is not None and (
+            not isinstance(snapshot.version, str)
+            or not is_version(snapshot.version)
+            or snapshot.location != f"{root.rstrip('/')}/{snapshot.version}"
+        ):
+            raise SpecError(
+                f"{where} points at {snapshot.location!r}, which is not one of the table's snapshots "
+                f"({root.rstrip('/')}/v-...): refused; remove it, and reload the table"
+            )
+        return pointer

@@ -14,9 +14,10 @@ from typing import Any
 
 from airflow.providers.common.compat.sdk import XCom
 
-from spark_tables.core.cache.descriptor import CacheDescriptor
+from spark_tables.core.cache.descriptor import CacheDescriptor, UntrustedDescriptor
 from spark_tables.core.cache.table import registry_key
 from spark_tables.core.errors import SpecError
+from spark_tables.utils import settings
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +39,20 @@ def registered(ti: Any, name: str, task_ids: Iterable[str], fingerprint: str | N
     found: list[CacheDescriptor] = []
     for task_id in task_ids:
         values = XCom.get_all(key=registry_key(name), dag_id=ti.dag_id, task_id=task_id, run_id=ti.run_id)
-        found += [v for v in values or [] if isinstance(v, CacheDescriptor)]
+        found += [v for v in values or [] if isinstance(v, CacheDescriptor) and _trusted(v, ti, task_id)]
     matching = [d for d in found if fingerprint is None or d.fingerprint == fingerprint]
     return sorted(matching, key=lambda d: (d.written_at, d.location))
+
+
+def _trusted(descriptor: CacheDescriptor, ti: Any, task_id: str) -> bool:
+    """Whether a registry entry names a copy of its own task's, under the cache root (an XCom can be written through
+    Airflow's API by anyone who may edit the DAG's XComs): one that does not is logged and left alone."""
+    try:
+        descriptor.check_place(settings.cache_uri(), ti.dag_id, ti.run_id, task_id, None)
+    except UntrustedDescriptor as err:
+        log.warning("%s", err)
+        return False
+    return True
 
 
 def register(ti: Any, descriptor: CacheDescriptor) -> None:

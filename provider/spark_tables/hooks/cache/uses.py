@@ -22,11 +22,12 @@ import pendulum
 from airflow.providers.common.compat.sdk import Stats
 
 from spark_tables.core.cache.claims import CacheClaim, ClaimStep, claim_step
-from spark_tables.core.cache.descriptor import CacheDescriptor, descriptor_of_copy
+from spark_tables.core.cache.descriptor import CacheDescriptor, UntrustedDescriptor, descriptor_of_copy
 from spark_tables.core.cache.layout import (
     cache_folder_name,
     copy_folder,
     is_memory_location,
+    memory_parts,
     memory_record_folder,
     memory_view,
     run_folder,
@@ -288,7 +289,10 @@ def settle(
                     registry.unregister(descriptor, reason)
                     removed.append({"location": descriptor.location, "reason": reason})
         written_at = pendulum.now("UTC").isoformat()
+        _check_reported_copy(use, report)
         descriptor = descriptor_of_copy(use.table.name, use.table.fingerprint, report, writer, written_at, server or "")
+        if descriptor is not None:
+            descriptor.check_place(settings.cache_uri(), ti.dag_id, ti.run_id, ti.task_id, ti.map_index)
         withdrawn = written = None
         if descriptor is not None:
             registry.register(ti, descriptor)
@@ -308,6 +312,19 @@ def settle(
         summary[use.table.name] = {**_summary(use.table, report), "copy_written": written, "copies_removed": removed}
         _emit_metrics(ti, use.table.name, summary[use.table.name])
     return summary
+
+
+def _check_reported_copy(use: CacheUse, report: dict[str, Any]) -> None:
+    """The job's report must name a copy this task gave it: the one it asked it to write (a folder, or a view in a
+    server's memory), or one of the registered copies it could read. A result in the exchange names what the task
+    registers, deletes and marks, and others may write the exchange."""
+    location = report["location"]
+    asked = memory_parts(location)[1].rpartition(".")[2] if is_memory_location(location) else location
+    if asked != use.location and location not in {copy.location for copy in use.registered}:
+        raise UntrustedDescriptor(
+            f"cache {use.table.name}: the job's result names the copy {location}, which this task neither asked it "
+            "to write nor gave it to read: refused, and nothing registered"
+        )
 
 
 def evict_over_quota(summary: dict[str, Any]) -> list[str]:

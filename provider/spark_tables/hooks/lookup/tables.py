@@ -75,4 +75,4 @@ def _read_pointer(snapshots: str) -> Pointer:
     pointer = ObjectStoragePath(snapshots) / POINTER
     if not pointer.exists():
         return Pointer(current=None)
-    return Pointer.from_dict(json.loads(pointer.read_text()))
+    return Pointer.from_dict(json.loads(pointer.read_text()), snapshots)

@@ -26,6 +26,7 @@ from spark_tables.core.ctas.job import CtasCleanupJob, CtasJob
 from spark_tables.core.ctas.ownership import (
     COMPLETE,
     FILLING,
+    LOCATION,
     REPLACED,
     STATE,
     TARGET,
@@ -96,6 +97,8 @@ class CtasTable:
                 f"table {target} already exists, and this task did not create it: use IF NOT EXISTS to skip, "
                 "REPLACE TABLE to replace it, or another name"
             )
+        # A replaced external table is dropped as Spark drops it: its files stay where another system wrote them.
+        kept = catalog_tables.external_location(spark, target) if existing is not None else None
         try:
             self._build(cancellation, replacing=existing is not None, complete=complete)
         except Exception as err:
@@ -109,7 +112,7 @@ class CtasTable:
             undone = undo_unfinished(spark, target, owner) if self.created else []
             self.created = False
             return {"created": False, "skipped": "table created meanwhile by another task", "undone": undone}
-        return {"created": True, "replaced": existing is not None}
+        return {"created": True, "replaced": existing is not None, **({"kept_files": kept} if kept else {})}
 
     def _build(self, cancellation: Cancellation, *, replacing: bool, complete: bool) -> None:
         spark, job, target = self.spark, self.job, self.job.identifier
@@ -118,8 +121,17 @@ class CtasTable:
         _check_before_creating(job, frame)
         cancellation.check()
         name = staging_table(target, job.owner) if job.atomicity == "staging" else target
-        _create(spark, name, frame, job)
+        if job.location is not None:
+            catalog_tables.claim_location(job.location, target, job.owner)
+        try:
+            _create(spark, name, frame, job)
+        except BaseException:
+            if job.location is not None:  # no table holds the location: the claim goes, the folder is free again
+                catalog_tables.release_location(job.location, job.owner)
+            raise
         self.created = True
+        if job.location is not None:
+            _check_location(spark, name, job.location, job.owner)
         cancellation.check()
         _fill(spark, name, frame)
         cancellation.check()
@@ -139,7 +151,7 @@ class CtasTable:
         if marks.get(STATE) != COMPLETE:
             catalog_tables.set_properties(spark, target, {STATE: COMPLETE})
         if marks.get(REPLACED):
-            catalog_tables.drop(spark, replaced_table(target, owner))
+            catalog_tables.drop_kept(spark, replaced_table(target, owner))
 
     def finished(self) -> dict[str, Any]:
         """Where the table is and what it holds: ``location``, ``format``, and ``rows`` and ``bytes``."""
@@ -227,17 +239,17 @@ def undo_unfinished(
     staging_marks = catalog_tables.properties(spark, staging)
     later_try_swapping = staging_marks is not None and owner.is_same_task(staging_marks) and not ours(staging_marks)
     if ours(target_marks) and target_marks.get(STATE) != COMPLETE:
-        catalog_tables.drop(spark, target)
+        catalog_tables.drop_made(spark, target, owner)
         done.append(f"dropped the unfinished {target} of try {owner_try(target_marks)}")
         target_marks = None  # the name is free: a table its replace moved aside comes back, below
     if target_marks is None and not later_try_swapping and catalog_tables.exists(spark, replaced):
         catalog_tables.rename(spark, replaced, target)  # a swap undone or cut short: the old table gets its name back
         done.append(f"restored the replaced table {target}")
     elif ours(target_marks) and target_marks.get(REPLACED) and catalog_tables.exists(spark, replaced):
-        catalog_tables.drop(spark, replaced)  # the swap finished but for dropping the table it replaced
+        catalog_tables.drop_kept(spark, replaced)  # the swap finished but for dropping the table it replaced
         done.append(f"dropped {replaced}, which {target} replaced")
     if ours(staging_marks):
-        catalog_tables.drop(spark, staging)
+        catalog_tables.drop_made(spark, staging, owner)
         done.append(f"dropped the staging table {staging} of try {owner_try(staging_marks)}")
     for line in done:
         log.warning("cleanup: %s", line)
@@ -251,17 +263,14 @@ def _check_before_creating(job: CtasJob, frame: DataFrame) -> None:
         raise JobError(f"partition column(s) {missing} are not in the query's columns {frame.columns}")
     if job.partitioned_by and len(job.partitioned_by) == len(columns):
         raise JobError("every column is a partition column: leave at least one column out of PARTITIONED BY")
-    if job.location is not None and not files.is_empty(job.location):
-        raise JobError(
-            f"location {job.location} is not empty: CTAS writes only to an empty location, so that a failure can "
-            "remove what it wrote; choose another, or empty it"
-        )
 
 
 def _create(spark: SparkSession, name: TableIdentifier, frame: DataFrame, job: CtasJob) -> None:
     marks = job.owner.properties(FILLING)
     if name != job.identifier:
         marks[TARGET] = str(job.identifier)
+    if job.location is not None:
+        marks[LOCATION] = job.location
     clauses = [f"USING {job.format}"]
     if job.partitioned_by:
         clauses.append(f"PARTITIONED BY ({', '.join(job.partitioned_by)})")
@@ -272,6 +281,17 @@ def _create(spark: SparkSession, name: TableIdentifier, frame: DataFrame, job: C
     clauses.append(f"TBLPROPERTIES ({catalog_tables.property_list({**job.properties, **marks})})")
     spark.sql(f"CREATE TABLE {name.quoted()} ({catalog_tables.column_list(frame.schema)}) {' '.join(clauses)}")
     log.info("created %s, owned by %s", name, job.owner.describe())
+
+
+def _check_location(spark: SparkSession, name: TableIdentifier, location: str, owner: TableOwner) -> None:
+    """The table must be where the claim is: a path without a scheme is resolved by Spark against Hadoop's default
+    file system, which may not be the local one the claim went to."""
+    resolved = catalog_tables.describe(spark, name).get("location") or ""
+    if not files.same_location(resolved, location):
+        catalog_tables.release_location(location, owner)
+        raise JobError(
+            f"location {location} is {resolved} to Spark (Hadoop's default file system): give it as that full URI"
+        )
 
 
 def _fill(spark: SparkSession, name: TableIdentifier, frame: DataFrame) -> None:

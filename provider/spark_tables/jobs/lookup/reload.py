@@ -48,7 +48,7 @@ def read_pointer(root: str) -> Pointer:
         text = files.read_text(_join(root, POINTER))
     except FileNotFoundError:
         return Pointer(current=None)
-    return Pointer.from_dict(json.loads(text))
+    return Pointer.from_dict(json.loads(text), root)
 
 
 def publish(root: str, pointer: Pointer) -> None:
