@@ -35,13 +35,24 @@ API_SERVER, REDIS, POSTGRES, SPARK_MASTER = "airflow-apiserver:8080", "redis:637
 SPARK_CONNECT = "spark-connect:15002"
 SHARED = "/opt/spark_tables"
 METASTORE_DATABASE = "metastore"
+#: The metastore's own PostgreSQL role (docker/postgres-init.sh), not the superuser that owns Airflow's database.
+METASTORE_ROLE = "metastore"
 
 
-def _config(compose: Path, **variables: str) -> dict[str, Any]:
-    """``compose`` as ``docker-compose config`` validates and resolves it, with the defaults it gives where
-    ``variables`` (docker/.env's) set none."""
+#: What docker/.env must set: compose.yaml gives none of them a default.
+REQUIRED = {
+    "POSTGRES_PASSWORD": "postgres-secret",
+    "METASTORE_PASSWORD": "metastore-secret",
+    "AIRFLOW_ADMIN_PASSWORD": "admin-secret",
+    "AIRFLOW_JWT_SECRET": "jwt-secret",
+    "AIRFLOW_API_SECRET_KEY": "api-secret",
+    "AIRFLOW_FERNET_KEY": "fernet-key",
+}
+
+
+def _run_config(compose: Path, variables: dict[str, str]) -> subprocess.CompletedProcess[str]:
     try:
-        done = subprocess.run(
+        return subprocess.run(
             [DOCKER_COMPOSE, "--file", str(compose), "config"],
             env={"PATH": os.environ.get("PATH", ""), **variables},
             capture_output=True,
@@ -53,6 +64,12 @@ def _config(compose: Path, **variables: str) -> dict[str, Any]:
             f"{DOCKER_COMPOSE} is missing: run 'apt-get install docker-compose' as root (scripts/test.sh does), "
             "or set SPARK_TABLES_TEST_DOCKER_COMPOSE"
         )
+
+
+def _config(compose: Path, **variables: str) -> dict[str, Any]:
+    """``compose`` as ``docker-compose config`` validates and resolves it, with docker/.env's required settings
+    (``REQUIRED``, or ``variables``) and the defaults it gives the others."""
+    done = _run_config(compose, {**REQUIRED, **variables})
     assert done.returncode == 0, done.stderr
     return yaml.safe_load(done.stdout)
 
@@ -102,13 +119,13 @@ def _metadata_db(services: dict[str, dict[str, Any]]) -> str:
 
 
 def _metastore(services: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The catalog's PostgreSQL metastore in compose: host, port, user, password, database and warehouse."""
+    """The catalog's PostgreSQL metastore in compose: host, port, its own role and password, database and warehouse."""
     postgres = services[POSTGRES.split(":")[0]]["environment"]
     return {
         "host": POSTGRES.split(":")[0],
         "port": int(POSTGRES.split(":")[1]),
-        "user": postgres["POSTGRES_USER"],
-        "password": postgres["POSTGRES_PASSWORD"],
+        "user": METASTORE_ROLE,
+        "password": postgres["METASTORE_PASSWORD"],
         "database": METASTORE_DATABASE,
         "warehouse": f"{SHARED}/warehouse",
     }
@@ -116,12 +133,39 @@ def _metastore(services: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def test_compose_validates_and_a_broken_copy_does_not(config: dict[str, Any], tmp_path: Path) -> None:
     assert "airflow-worker" in config["services"] and "spark-tables" in config["volumes"]
+    assert config["services"]["postgres"]["environment"]["METASTORE_PASSWORD"] == REQUIRED["METASTORE_PASSWORD"]
     text = (DOCKER / "compose.yaml").read_text()
     assert "service_completed_successfully" in text
     broken = tmp_path / "compose.yaml"
     broken.write_text(text.replace("service_completed_successfully", "service_done"))
     with pytest.raises(AssertionError, match="service_done"):
         _config(broken)
+
+
+@pytest.mark.parametrize("missing", sorted(REQUIRED))
+def test_every_secret_must_be_set_none_has_a_default(missing: str) -> None:
+    """A password or key compose defaulted would be the same on every try-out, and known to anyone who read it."""
+    done = _run_config(DOCKER / "compose.yaml", {k: v for k, v in REQUIRED.items() if k != missing})
+    assert done.returncode != 0
+    assert f"{missing} is required, set it in docker/.env" in done.stderr
+
+
+def test_only_airflow_s_ui_is_published_on_every_interface(services: dict[str, dict[str, Any]]) -> None:
+    """Spark Connect asks for no credentials and the master's UI can kill applications: neither on a public
+    interface."""
+    published = {(name, *_published(port)) for name, service in services.items() for port in service.get("ports", [])}
+    assert published == {
+        (API_SERVER.split(":")[0], "0.0.0.0", int(API_SERVER.split(":")[1])),
+        (SPARK_MASTER.split(":")[0], "127.0.0.1", 8080),
+    }
+
+
+def _published(port: str | dict[str, Any]) -> tuple[str, int]:
+    """The host address and container port of a published port, in either form ``config`` writes."""
+    if isinstance(port, dict):
+        return port.get("host_ip", "0.0.0.0"), int(port["target"])
+    *host, _, target = port.split("/")[0].split(":")
+    return (host[0] if host else "0.0.0.0"), int(target)
 
 
 def test_every_airflow_component_the_tests_run_is_a_service(services: dict[str, dict[str, Any]]) -> None:
@@ -164,6 +208,7 @@ def test_the_brokers_and_databases_are_services(services: dict[str, dict[str, An
     created = {postgres["environment"]["POSTGRES_DB"]} | {
         name for script in init_scripts for name in re.findall(r"CREATE DATABASE (\w+)", script.read_text())
     }
+    assert [script.name for script in init_scripts] == ["postgres-init.sh"]
     named = {METASTORE_DATABASE}
     for service in _airflow(services).values():
         for key, value in service["environment"].items():
@@ -201,13 +246,14 @@ def test_the_spark_connect_server_runs_on_the_cluster_on_the_catalogs_metastore_
     in_the_image = "$$VIRTUAL_ENV/" + os.path.relpath(catalog.jdbc_driver_jar, sys.prefix)
     assert f'--driver-class-path "{in_the_image}" ' in command
     [(password_key, _)] = catalog.secret_conf().items()
-    assert f'echo "{password_key} $$POSTGRES_PASSWORD" >> "$$properties"' in command
+    assert f'echo "{password_key} $$METASTORE_PASSWORD" >> "$$properties"' in command
     assert 'cat /opt/spark-conf/spark-defaults.conf > "$$properties"' in command
     assert _mounts(server)["/opt/spark-conf/spark-defaults.conf"] == str(DOCKER / "spark-defaults.conf")
     password = "only-in-the-environment"
-    with_password = _config(DOCKER / "compose.yaml", POSTGRES_PASSWORD=password)["services"][server_name]
-    assert password not in _command(with_password) and with_password["environment"]["POSTGRES_PASSWORD"] == password
-    assert [port["target"] for port in server["ports"]] == [int(SPARK_CONNECT.split(":")[1])]
+    with_password = _config(DOCKER / "compose.yaml", METASTORE_PASSWORD=password)["services"][server_name]
+    assert password not in _command(with_password) and with_password["environment"]["METASTORE_PASSWORD"] == password
+    assert "POSTGRES_PASSWORD" not in with_password["environment"], "the server never gets the superuser's password"
+    assert server["expose"] == [SPARK_CONNECT.split(":")[1]] and "ports" not in server
     assert server["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
     assert "ensure_metastore_schema(" in _command(services["airflow-init"])
 

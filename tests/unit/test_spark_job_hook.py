@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import os
+import re
 import socket
 import stat
 import subprocess
@@ -18,7 +21,7 @@ from airflow.sdk.exceptions import AirflowTaskTimeout
 from spark_tables.core.catalog_config import EmbeddedCatalog, PostgresMetastore
 from spark_tables.core.ctas.result import CtasResult
 from spark_tables.core.errors import SpecError
-from spark_tables.core.job_spec import JobSpec
+from spark_tables.core.job_spec import SECRET_PATTERN, JobSpec
 from spark_tables.core.sql.job import SqlJob
 from spark_tables.hooks.spark_job import DEFAULT_MASTER, SparkJobHook, SparkMasterUnreachable
 from spark_tables.utils.job_package import ENTRY_SCRIPT
@@ -411,7 +414,10 @@ def test_a_metastore_password_is_never_on_the_command_line_but_in_the_private_sp
     [(mode, spec_json)] = seen
     assert mode == 0o600, "the spec file is readable by its owner only"
     sent = JobSpec.from_json(spec_json)
-    assert sent.session_conf == {"spark.hadoop.javax.jdo.option.ConnectionPassword": METASTORE_PASSWORD}
+    assert sent.session_conf == {
+        "spark.hadoop.javax.jdo.option.ConnectionPassword": METASTORE_PASSWORD,
+        "spark.redaction.regex": SECRET_PATTERN,
+    }
     assert sent.carries_credentials
     assert not (tmp_path / "r.spec.json").exists(), "the spec file is removed once the job ended"
 
@@ -430,9 +436,42 @@ def test_a_password_the_task_conf_gives_wins_over_the_catalogs():
     hook = SparkJobHook(spec=SPEC, catalog=_metastore_with_a_password(), conf={key: "the-tasks-own"})
 
     command = _command(hook)
-    assert _confs(command)[key] == "the-tasks-own"  # the task's explicit choice, as for any other setting
-    assert _spec_argument(command).session_conf == {}, "the catalog's password is not set over it in the driver"
-    assert METASTORE_PASSWORD not in " ".join(command)
+    assert key not in _confs(command)
+    assert hook.spec.session_conf[key] == "the-tasks-own"  # the task's explicit choice, as for any other setting
+    assert METASTORE_PASSWORD not in " ".join(command) and "the-tasks-own" not in " ".join(command)
+
+
+SECRET_CONF = {
+    "spark.hadoop.fs.s3a.secret.key": "s3-secret",
+    "spark.hadoop.fs.s3a.access.key": "s3-access",
+    "spark.openlineage.transport.auth.apiKey": "ol-key",
+    "spark.jdbc.password": "jdbc-pass",
+    "spark.kafka.sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule password='k'",
+    "spark.some.token": "a-token",
+}
+
+
+def test_a_task_s_secret_conf_goes_to_the_private_spec_file_never_the_command_line(catalog, tmp_path, caplog):
+    """``ps``, the task log's Spark-Submit line and Spark's UI show a command line: secrets go in the spec file."""
+    spec = dataclasses.replace(SPEC, result_uri=f"file://{tmp_path}/r.json")
+    hook = SparkJobHook(spec=spec, catalog=catalog, conf={**SECRET_CONF, "spark.sql.shuffle.partitions": "4"})
+
+    with caplog.at_level(logging.INFO):
+        command = _command(hook)
+
+    line = " ".join(command)
+    for value in SECRET_CONF.values():
+        assert value not in line and value not in caplog.text
+    assert _confs(command)["spark.sql.shuffle.partitions"] == "4"
+    assert command[-1] == f"@file://{tmp_path}/r.spec.json", "a spec with secrets never goes on the command line"
+    assert hook.spec.session_conf == {**SECRET_CONF, "spark.redaction.regex": SECRET_PATTERN}
+    assert hook.spec.carries_credentials
+
+
+def test_spark_s_redaction_hides_every_name_the_spec_file_takes():
+    redaction = re.compile(SECRET_PATTERN)
+    assert all(redaction.search(key) for key in SECRET_CONF)
+    assert not redaction.search("spark.sql.shuffle.partitions")
 
 
 def test_a_standalone_master_that_takes_no_connection_fails_naming_it(catalog, set_connection):

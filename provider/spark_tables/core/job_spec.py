@@ -19,8 +19,10 @@ from spark_tables.core.plan.job import PlanJob
 from spark_tables.core.sql.job import SqlJob
 
 SPEC_VERSION = 1
-#: Names of the settings that hold a secret: those Spark's default ``spark.redaction.regex`` hides.
-SECRET_NAME = re.compile(r"(?i)secret|password|token|access[.]?key")
+#: Names of the settings that hold a secret: those Spark's default ``spark.redaction.regex`` hides, and API keys
+#: (OpenLineage's ``spark.openlineage.transport.auth.apiKey``) and JAAS configurations (Kafka's SASL passwords).
+SECRET_PATTERN = r"(?i)secret|password|token|access[.]?key|api[.]?key|jaas"
+SECRET_NAME = re.compile(SECRET_PATTERN)
 
 
 class Job(Protocol):

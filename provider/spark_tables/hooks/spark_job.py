@@ -25,7 +25,8 @@ from spark_tables.core.durable_job import DriverFacts, DriverLaunch, DriverState
 from spark_tables.core.errors import SpecError
 from spark_tables.core.exchange import cancel_uri, local_path, log_uri, spec_uri, started_uri
 from spark_tables.core.job_result import JobResult
-from spark_tables.core.job_spec import JobSpec
+from spark_tables.core.job_spec import SECRET_NAME, SECRET_PATTERN, JobSpec
+from spark_tables.core.private_files import guard_shared_folder, open_private_log, write_private
 from spark_tables.core.spark_log import LineTally
 from spark_tables.core.storage_credentials import reached_by_airflow
 from spark_tables.hooks.spark_submit import SparkSubmitAdapter
@@ -46,6 +47,8 @@ DEFAULT_MASTER = "local[*]"
 #: The Spark connection's extra naming its Spark history server, for the tasks' "Spark application" link.
 HISTORY_SERVER_EXTRA = "history-server-url"
 DEPLOY_MODES = ("client", "cluster")
+#: Spark's setting of which settings its UI, event log and ``SET`` output hide.
+REDACTION = "spark.redaction.regex"
 #: Seconds a stopped job has to undo what it created and exit, before its process group is ended.
 CANCEL_GRACE_SECONDS = 60
 #: Seconds between SIGTERM and SIGKILL when the process group is ended.
@@ -251,9 +254,8 @@ class SparkJobHook(SparkSubmitAdapter):
         ObjectStoragePath(started_uri(self._spec.result_uri)).unlink(missing_ok=True)
         self._use_class_archive()
         log_path = driver_log_path(self._spec.result_uri)
-        os.makedirs(os.path.dirname(log_path), exist_ok=True)
-        descriptor = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "w") as log_file:
+        guard_shared_folder(os.path.dirname(log_path))
+        with os.fdopen(open_private_log(log_path), "w") as log_file:
             self.submit_process = subprocess.Popen(
                 self.submit_command(ENTRY_SCRIPT),
                 stdout=log_file,
@@ -422,18 +424,24 @@ class SparkJobHook(SparkSubmitAdapter):
 
 
 def _spark_conf(catalog: Catalog, conf: dict[str, Any]) -> dict[str, Any]:
-    """Catalog settings, then defaults, then the task's own conf; JVM option strings are joined, not replaced."""
+    """spark-submit's ``--conf``: catalog settings, then defaults, then the task's own conf, but for settings whose
+    names say they hold a secret (``_session_conf`` takes those); JVM option strings are joined, not replaced."""
     merged: dict[str, Any] = {**catalog.spark_conf(), "spark.log.level": "WARN"}
     for key, value in conf.items():
         joined = key.endswith(".extraJavaOptions") and key in merged
         merged[key] = f"{merged[key]} {value}" if joined else value
-    return merged
+    return {key: value for key, value in merged.items() if not SECRET_NAME.search(key)}
 
 
 def _session_conf(catalog: Catalog, conf: dict[str, Any], session_conf: Any) -> dict[str, str]:
-    """The catalog's secret settings (its password), for the spec: never on spark-submit's command line. A setting
-    the task's own conf gives is left out: that one wins, as over the catalog's other settings."""
+    """The settings that hold a secret, for the spec file (mode 600), never spark-submit's command line, where ``ps``,
+    the task log and Spark's UI would show them: the catalog's (its password), and the task's conf entries whose
+    names say so (``fs.s3a.secret.key``, ``...password``, OpenLineage's API key), which win over the catalog's; with
+    Spark's redaction of those names."""
     secrets = {key: value for key, value in catalog.secret_conf().items() if key not in conf}
+    secrets |= {key: str(value) for key, value in conf.items() if SECRET_NAME.search(key)}
+    if secrets and REDACTION not in conf:  # Spark's UI, event log and SET output hide what the job was given
+        secrets[REDACTION] = SECRET_PATTERN
     return {**secrets, **session_conf}
 
 
@@ -561,14 +569,14 @@ def _process_alive(launch: DriverLaunch) -> bool | None:
 
 
 def _write_private(path: ObjectStoragePath, text: str) -> None:
-    """Write a file only its owner reads, where the file system has permissions (a local one)."""
+    """Write a file only its owner reads and no one else can swap, where the file system has permissions (a local
+    one: ``core.private_files``); on object storage, the bucket's access rules decide."""
     local = local_path(str(path))
     if local is None:
         path.write_text(text)
         return
-    descriptor = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(text)
+    guard_shared_folder(os.path.dirname(local))
+    write_private(local, text)
 
 
 @reached_by_airflow
