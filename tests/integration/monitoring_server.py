@@ -20,7 +20,7 @@ from typing import Any
 from tests.integration.airflow_services import _free_port, login, wait_for
 from tests.integration.conftest import REPO, VENV_BIN, _base_env, _migrated
 
-USERS = "alice:admin,bob:viewer"
+USERS = "alice:admin,bob:viewer,carol:viewer"
 #: A connection whose password must never reach a page.
 SECRET = "s3cr3t-monitoring-password"
 

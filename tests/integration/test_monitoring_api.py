@@ -46,7 +46,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
 
 @pytest.fixture(scope="module")
 def tokens(server: ApiServer) -> dict[str, str]:
-    return {user: server.token(user) for user in ("alice", "bob")}
+    return {user: server.token(user) for user in ("alice", "bob", "carol")}
 
 
 def run_url(server: ApiServer, dag_id: str, api: bool = True) -> str:
@@ -184,6 +184,22 @@ def test_a_user_denied_a_dag_sees_nothing_of_it(server: ApiServer, tokens: dict[
         assert {table["name"] for table in overview["lookups"]} == visible
         page = server.get("/spark-tables/overview", tokens[user]).body
         assert ("secret_customers" in page) == (user == "alice")
+
+
+def test_a_user_who_may_read_a_dag_but_not_its_xcoms_sees_nothing_the_xcoms_hold(
+    server: ApiServer, tokens: dict[str, str]
+) -> None:
+    """carol may read secret_monitored, not its XComs: the run and task tabs refuse her, and the overview shows none
+    of its cached tables' definitions, lookups, failed tries' errors or copies, as for bob, who may not read it."""
+    for path in endpoints(server, "secret_monitored"):
+        assert server.get(path, tokens["carol"]).status == 403, path
+    carol = server.get("/spark-tables/api/overview?days=3", tokens["carol"]).json()
+    bob = server.get("/spark-tables/api/overview?days=3", tokens["bob"]).json()
+    for key in ("dag_ids", "caches", "lookups", "failed_tries", "ctas_undone"):
+        assert carol[key] == bob[key], key
+    assert {run["dag_id"] for run in carol["cache_storage"]["runs"]} == {"monitored"}
+    page = server.get("/spark-tables/overview?days=3", tokens["carol"]).body
+    assert "secret_customers" not in page and "secret.customers" not in page
 
 
 def test_the_overview_sums_up_lookups_and_cached_tables_across_runs(server: ApiServer, tokens: dict[str, str]) -> None:

@@ -1,11 +1,13 @@
 """The monitoring pages' filters and templates: a path breaks only between its pieces, a time shows to the second,
-and a cached table's copies show their state with their rows and bytes."""
+a cached table's copies show their state with their rows and bytes, and the cache root is listed at most once a
+minute."""
 
 from __future__ import annotations
 
 import re
 
-from spark_tables.plugins.monitoring.app import TEMPLATES, path, when
+from spark_tables.hooks.cache import storage
+from spark_tables.plugins.monitoring.app import TEMPLATES, StorageListing, path, when
 
 
 def test_a_path_breaks_only_after_a_slash_or_a_run_ids_double_underscore() -> None:
@@ -42,3 +44,22 @@ def test_each_copy_shows_its_state_rows_bytes_and_what_happened_to_it() -> None:
     row = page.split('<table class="copies">', 1)[1].split("</table>", 1)[0]
     assert '<span class="state removed">removed</span>' in row and "20,000" in row and "1,368,855" in row
     assert "removed by max_b</span>: min_b registered its copy first" in row
+
+
+def test_the_cache_root_is_listed_at_most_once_a_minute(tmp_path, monkeypatch) -> None:
+    """Every overview request reads one listing; a new one is taken only once the last is a minute old."""
+    listed: list[str] = []
+    monkeypatch.setattr(storage, "copies", lambda root: listed.append(root) or [])
+    monkeypatch.setattr(storage, "runs", lambda root: [])
+    now = [1000.0]
+    listing = StorageListing(seconds=60, clock=lambda: now[0])
+
+    for _ in range(3):
+        listing("file:///cache")
+    now[0] += 59.9
+    listing("file:///cache")
+    assert listed == ["file:///cache"]
+    now[0] += 0.1
+    listing("file:///cache")
+    listing("file:///other-cache")
+    assert listed == ["file:///cache", "file:///cache", "file:///other-cache"]

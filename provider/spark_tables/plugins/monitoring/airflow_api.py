@@ -109,8 +109,21 @@ def recent_results(
 
 
 def readable_dag_ids(user: Any, session: Any) -> set[str]:
-    """The DAGs whose XComs ``user`` may read."""
+    """The DAGs ``user`` may read."""
     return set(get_auth_manager().get_authorized_dag_ids(user=user, method="GET", session=session))
+
+
+def xcom_readable(user: Any, dag_ids: set[str]) -> set[str]:
+    """Of ``dag_ids``, the DAGs whose XComs ``user`` may read: what the pages show of runs comes from their XComs
+    (cache definitions with their SQL, locations, lookup definitions, failed tries' errors)."""
+    manager = get_auth_manager()
+    return {
+        dag_id
+        for dag_id in dag_ids
+        if manager.is_authorized_dag(
+            method="GET", access_entity=DagAccessEntity.XCOM, details=DagDetails(id=dag_id), user=user
+        )
+    }
 
 
 def may_read_logs(user: Any, dag_id: str) -> bool:

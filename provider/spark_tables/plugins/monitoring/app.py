@@ -12,6 +12,9 @@ import datetime
 import json
 import logging
 import re
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -34,6 +37,7 @@ from spark_tables.plugins.monitoring.airflow_api import (
     recent_results,
     run_xcoms,
     try_error_line,
+    xcom_readable,
 )
 from spark_tables.plugins.monitoring.charts import Group, bar_chart, plan_graph
 from spark_tables.plugins.monitoring.summaries import (
@@ -57,6 +61,8 @@ OVERVIEW_DAYS = 7
 #: The XComs the overview reads, and how many of the latest at most: a page, not a scan of the whole table.
 OVERVIEW_KEYS = (RETURN_VALUE, FAILED_TRY, RELOAD_DUE)
 OVERVIEW_LIMIT = 5000
+#: Seconds a listing of the cache root serves the overview before it is taken again.
+STORAGE_LISTING_SECONDS = 60.0
 #: The failed tries the overview lists at most, and how many of their logs one request reads for their error.
 FAILED_TRIES_LIMIT, LOG_READS = 200, 20
 #: The lookup cache modes, in the order the charts key their colours.
@@ -101,12 +107,34 @@ def explained_nodes(output: Any) -> list[dict[str, Any]]:
     return nodes if isinstance(nodes, list) else []
 
 
+class StorageListing:
+    """The copies and runs under the cache root, listed at most once every ``seconds`` for all the overview's
+    requests (a listing walks the whole root: on object storage, thousands of requests). ``clock``: monotonic
+    seconds, the tests' to set."""
+
+    def __init__(self, seconds: float = STORAGE_LISTING_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds, self.clock = seconds, clock
+        self._lock = threading.Lock()
+        self._taken: tuple[str, float, list[storage.Copy], list[tuple[str, str, str]]] | None = None
+
+    def __call__(self, root: str) -> tuple[list[storage.Copy], list[tuple[str, str, str]]]:
+        with self._lock:
+            now = self.clock()
+            if self._taken is None or self._taken[0] != root or now - self._taken[1] >= self.seconds:
+                self._taken = (root, now, storage.copies(root), storage.runs(root))
+            return self._taken[2], self._taken[3]
+
+
+#: The overview's listing of the cache root, shared by every request the API server answers.
+storage_listing = StorageListing()
+
+
 def storage_use(readable: set[str]) -> dict[str, Any]:
-    """The cache root's use against its quota, as ``cache_storage`` shows it; ``error`` when it cannot be listed."""
+    """The cache root's use against its quota, as ``cache_storage`` shows it (by run for ``readable`` DAGs only); from a
+    listing at most a minute old; ``error`` when it cannot be listed."""
     root = settings.cache_uri()
     try:
-        found = storage.copies(root)
-        runs = storage.runs(root)
+        found, runs = storage_listing(root)
         quota, memory_quota = settings.cache_quota(), settings.cache_memory_quota()
     except Exception as err:  # a page about everything else is still worth showing
         log.warning("could not list the cache storage at %s: %s", root, err)
@@ -229,7 +257,8 @@ def create_app() -> FastAPI:
 
     @app.get("/api/overview")
     def overview_api(user: GetUserDep, session: SessionDep, days: int = Query(OVERVIEW_DAYS, ge=1, le=90)) -> dict:
-        dag_ids = readable_dag_ids(user, session)
+        # What the overview shows of runs comes from their XComs: only of the DAGs whose XComs the user may read.
+        dag_ids = xcom_readable(user, readable_dag_ids(user, session))
         since = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=days)
         results, truncated = recent_results(session, dag_ids, since, OVERVIEW_KEYS, OVERVIEW_LIMIT)
         summary = overview(results)
