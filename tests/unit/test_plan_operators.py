@@ -3,6 +3,7 @@ the PostgreSQL sinks a plan writes (from the declared sinks and the plan file), 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -27,6 +28,8 @@ from tests.unit.test_plan_document import example_2
 pytestmark = pytest.mark.usefixtures("spark_tables_home")
 
 COUNTS = PostgresUpsertSink(name="counts", conn_id="serving", table="public.counts", key=("cid",))
+#: The sink ``example_2()``'s plan file writes, as a task declares it.
+PLAN_COUNTS = PostgresUpsertSink(name="counts", conn_id="pg", table="counts", key=("cid",))
 INSERT = "INSERT INTO counts SELECT cid, COUNT(*) AS n FROM orders GROUP BY cid"
 
 
@@ -59,15 +62,13 @@ def test_a_list_of_inserts_is_a_statement_set_and_overwrite_forces_the_recompile
     assert kept.build_job(task_context()).statement.text.startswith("COMPILE PLAN IF NOT EXISTS '/p.json' FOR INSERT")
 
 
-def test_executing_resolves_the_connections_of_the_declared_sinks_and_of_the_plans(
-    serving: None, tmp_path: Path
-) -> None:
+def test_executing_resolves_the_connections_of_the_declared_sinks(serving: None, tmp_path: Path) -> None:
     plan_file = tmp_path / "p.json"
     plan_file.write_text(json.dumps(example_2()))  # its sink "counts" writes through connection "pg"
     operator = SparkExecutePlanOperator(
         task_id="e",
         plan_uri=str(plan_file),
-        postgres_sinks=[PostgresUpsertSink(name="other", conn_id="serving", table="t", key=("k",))],
+        postgres_sinks=[PostgresUpsertSink(name="other", conn_id="serving", table="t", key=("k",)), PLAN_COUNTS],
         configuration={"table.exec.state.ttl": "1 h"},
     )
     job = operator.build_job(task_context())
@@ -79,17 +80,77 @@ def test_executing_resolves_the_connections_of_the_declared_sinks_and_of_the_pla
     }
     assert "pw" not in repr(job)
     compile_and_execute = SparkCompilePlanOperator(
-        task_id="c", plan_uri=str(plan_file), sql=INSERT, postgres_sinks=[COUNTS], execute=True
+        task_id="c", plan_uri=str(plan_file), sql=INSERT, postgres_sinks=[PLAN_COUNTS], execute=True
     )
     assert set(compile_and_execute.build_job(task_context()).options.connections) == {"counts"}
+
+
+@pytest.mark.parametrize(
+    ("declared", "error"),
+    [
+        ((), "which the task does not declare: add it to postgres_sinks, or compile the plan again"),
+        (
+            (dataclasses.replace(PLAN_COUNTS, conn_id="serving"),),
+            "but the task declares it as connection 'serving', table counts, key ['cid']: compile the plan again, or "
+            "declare the sink as the plan has it",
+        ),
+        ((dataclasses.replace(PLAN_COUNTS, table="public.other"),), "but the task declares it as connection 'pg'"),
+        ((dataclasses.replace(PLAN_COUNTS, key=("cid", "day")),), "key ['cid', 'day']: compile the plan again"),
+    ],
+)
+def test_an_executed_plan_writes_only_to_sinks_the_task_declares_as_it_declares_them(
+    nothing_is_started: None, serving: None, tmp_path: Path, declared: tuple, error: str
+) -> None:
+    """A plan file is edited by people: one that names another connection, table or key than the task declares
+    widens what the task may write, and is refused in one line before any job."""
+    plan_file = tmp_path / "p.json"
+    plan_file.write_text(json.dumps(example_2()))
+    operator = SparkExecutePlanOperator(task_id="e", plan_uri=str(plan_file), postgres_sinks=list(declared))
+
+    with pytest.raises(AirflowFailException) as caught:
+        operator.execute(task_context())
+
+    message = str(caught.value)
+    assert "\n" not in message and error in message
+    assert f"plan {plan_file} writes PostgreSQL sink 'counts'" in message
+
+
+@pytest.mark.parametrize(
+    ("where", "name", "nearest"),
+    [
+        ("operator", "table.exec.state-ttl", "table.exec.state.ttl"),
+        ("operator", "execution.flush.max_interval", "execution.flush.max-interval"),
+        ("plan", "table.exec.state.tll", "table.exec.state.ttl"),
+    ],
+)
+def test_an_unknown_option_is_refused_naming_the_nearest_known_one(
+    nothing_is_started: None, serving: None, tmp_path: Path, where: str, name: str, nearest: str
+) -> None:
+    """A misspelt table.exec.state.ttl would keep state for ever, silently."""
+    plan = example_2()
+    if where == "plan":
+        plan["configuration"] = {name: "1 h"}
+    plan_file = tmp_path / "p.json"
+    plan_file.write_text(json.dumps(plan))
+    configuration = {name: "1 h"} if where == "operator" else {}
+    operator = SparkExecutePlanOperator(
+        task_id="e", plan_uri=str(plan_file), postgres_sinks=[PLAN_COUNTS], configuration=configuration
+    )
+
+    with pytest.raises(AirflowFailException) as caught:
+        operator.execute(task_context())
+
+    assert f"{name!r} is not an option this provider knows: did you mean {nearest!r}?" in str(caught.value)
 
 
 def test_only_executing_a_plan_shares_its_checkpoints_with_the_executors(serving: None, tmp_path: Path) -> None:
     plan_file = tmp_path / "p.json"
     plan_file.write_text(json.dumps(example_2()))
     compile_plan = SparkCompilePlanOperator(task_id="c", plan_uri=str(plan_file), sql=INSERT)
-    execute = SparkExecutePlanOperator(task_id="e", plan_uri=str(plan_file))
-    own = SparkExecutePlanOperator(task_id="e", plan_uri=str(plan_file), checkpoints="file:///shared/checkpoints")
+    execute = SparkExecutePlanOperator(task_id="e", plan_uri=str(plan_file), postgres_sinks=[PLAN_COUNTS])
+    own = SparkExecutePlanOperator(
+        task_id="e", plan_uri=str(plan_file), checkpoints="file:///shared/checkpoints", postgres_sinks=[PLAN_COUNTS]
+    )
 
     assert compile_plan.shared_folders(compile_plan.build_job(task_context()), ()) == {}
     [(setting, folder)] = execute.shared_folders(execute.build_job(task_context()), ()).items()
@@ -146,6 +207,7 @@ def test_the_flush_parameters_set_flip_365s_options(serving: None, tmp_path: Pat
     operator = SparkExecutePlanOperator(
         task_id="e",
         plan_uri=str(plan_file),
+        postgres_sinks=[PLAN_COUNTS],
         configuration={"table.exec.state.ttl": "1 h"},
         flush_max_interval=timedelta(minutes=2),
         flush_memory_buffer_only=False,

@@ -9,6 +9,7 @@ from typing import Any
 from airflow.providers.common.compat.sdk import BaseHook
 from airflow.sdk import ObjectStoragePath
 
+from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.document import CompiledPlan
 from spark_tables.core.plan.job import PlanOptions
 from spark_tables.core.plan.sinks import PostgresUpsertSink
@@ -37,8 +38,7 @@ class CompiledPlanHook(BaseHook):
         trigger_interval: str = "1 s",
     ) -> PlanOptions:
         """What a job running these plan statements needs: the options, the sinks a compile may write, and the
-        connections of every PostgreSQL sink an execution writes (the declared ones, and those in the plan files
-        executed)."""
+        connections of the declared PostgreSQL sinks, the only ones an executed plan may write (``check_declared``)."""
         options = PlanOptions(  # the options checked first: a bad one fails before any connection is looked up
             configuration=dict(configuration or {}),
             postgres_sinks=tuple(postgres_sinks),
@@ -49,13 +49,32 @@ class CompiledPlanHook(BaseHook):
         executed = [statement for statement in statements if statement.executes]
         if not executed:
             return options
-        sinks = {sink.name: sink for sink in postgres_sinks}
         for parsed in executed:
             plan = self.read_plan(parsed.uri)  # None: EXECUTE PLAN IF EXISTS of a plan that is not there
             for sink in plan.sinks if plan else ():
                 if isinstance(sink, PostgresUpsertSink):
-                    sinks.setdefault(sink.name, sink)
-        return dataclasses.replace(options, connections=PostgresSinkHook().sink_connections(list(sinks.values())))
+                    check_declared(sink, postgres_sinks, parsed.uri)
+        return dataclasses.replace(options, connections=PostgresSinkHook().sink_connections(list(postgres_sinks)))
+
+
+def check_declared(sink: PostgresUpsertSink, declared: Sequence[PostgresUpsertSink], uri: str) -> None:
+    """A plan file is edited by people, and its sinks name connections: an executed plan writes only to a sink the
+    task declares, as it declares it (name, connection, table and key). Raises ``SpecError`` in one line, before any
+    connection is looked up or query started."""
+    if sink in declared:
+        return
+    same_name = next((given for given in declared if given.name == sink.name), None)
+    wrote = f"connection {sink.conn_id!r}, table {sink.table}, key {list(sink.key)}"
+    if same_name is None:
+        raise SpecError(
+            f"plan {uri} writes PostgreSQL sink {sink.name!r} ({wrote}), which the task does not declare: add it to "
+            "postgres_sinks, or compile the plan again"
+        )
+    declared_as = f"connection {same_name.conn_id!r}, table {same_name.table}, key {list(same_name.key)}"
+    raise SpecError(
+        f"plan {uri} writes PostgreSQL sink {sink.name!r} as {wrote}, but the task declares it as {declared_as}: "
+        "compile the plan again, or declare the sink as the plan has it"
+    )
 
 
 @reached_by_airflow

@@ -7,13 +7,11 @@ from typing import Any, ClassVar
 
 from spark_tables.core.durations import parse_duration, whole_milliseconds
 from spark_tables.core.errors import SpecError
+from spark_tables.core.plan.configuration import FORCE_RECOMPILE_OPTION, PARALLELISM_OPTION, check_option_names
 from spark_tables.core.plan.flush import FlushOptions
 from spark_tables.core.plan.sinks import PostgresUpsertSink, sink_from_dict
 from spark_tables.core.plan.state import default_ttl
 from spark_tables.core.plan.statements import PlanStatement
-
-#: Flink's option that lets COMPILE PLAN replace an existing plan file.
-FORCE_RECOMPILE_OPTION = "table.plan.force-recompile"
 
 
 @dataclass(frozen=True)
@@ -42,10 +40,12 @@ class PlanOptions:
         if not isinstance(self.configuration, dict):
             raise SpecError("plan options: configuration must map option names to values")
         object.__setattr__(self, "configuration", {str(k): str(v) for k, v in self.configuration.items()})
+        check_option_names(self.configuration, "configuration")
         default_ttl(self.configuration)  # a bad table.exec.state.ttl fails before anything runs
         if self.configuration.get(FORCE_RECOMPILE_OPTION, "false").lower() not in ("true", "false"):
             raise SpecError(f"{FORCE_RECOMPILE_OPTION} must be true or false")
         self.flush  # noqa: B018 (bad flush options fail here, before the job is submitted)
+        self.state_partitions  # noqa: B018
         if self.run_for and self.run_for_ms < 1:
             raise SpecError(f"run_for={self.run_for!r} is too short: give at least 1 ms, or leave it empty")
         if self.trigger_interval_ms < 1:
@@ -71,6 +71,17 @@ class PlanOptions:
     @property
     def trigger_interval_ms(self) -> int:
         return whole_milliseconds(parse_duration(self.trigger_interval, "trigger_interval"))
+
+    @property
+    def state_partitions(self) -> int | None:
+        """Flink's ``table.exec.resource.default-parallelism``: the partitions of every operator's state; None: the
+        application's cores."""
+        configured = self.configuration.get(PARALLELISM_OPTION)
+        if configured is None:
+            return None
+        if not configured.isdigit() or int(configured) < 1:
+            raise SpecError(f"{PARALLELISM_OPTION}={configured!r} is invalid: give a whole number from 1")
+        return int(configured)
 
     @property
     def force_recompile(self) -> bool:

@@ -42,8 +42,6 @@ from spark_tables.jobs.session_facts import default_parallelism
 log = logging.getLogger(__name__)
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
-#: Flink's option for the parallelism of a job's operators: here, the partitions of every operator's state.
-PARALLELISM_OPTION = "table.exec.resource.default-parallelism"
 
 
 def run_plan(spark: SparkSession, job: PlanJob, cancellation: Cancellation, clock: Clock | None = None) -> PlanResult:
@@ -177,15 +175,10 @@ def execute(
 
 def state_partitions(spark: SparkSession, options: PlanOptions) -> int:
     """How many partitions each stateful operator's state has: Flink's ``table.exec.resource.default-parallelism``
-    when the job sets it, else the application's default parallelism (its cores), not Spark's 200 shuffle
-    partitions, each of which would cost every micro-batch a state store and a Python worker. Spark keeps the
-    number in the checkpoint: it is chosen at a plan's first execution."""
-    configured = options.configuration.get(PARALLELISM_OPTION)
-    if configured is None:
-        return default_parallelism(spark)
-    if not configured.isdigit() or int(configured) < 1:
-        raise SpecError(f"{PARALLELISM_OPTION}={configured!r} is invalid: give a whole number from 1")
-    return int(configured)
+    when the job sets it (``PlanOptions.state_partitions``), else the application's default parallelism (its
+    cores), not Spark's 200 shuffle partitions, each of which would cost every micro-batch a state store and a
+    Python worker. Spark keeps the number in the checkpoint: it is chosen at a plan's first execution."""
+    return options.state_partitions or default_parallelism(spark)
 
 
 def _built(spark: SparkSession, plan: CompiledPlan, job_ttl: timedelta, clock: Clock) -> Pipeline:
