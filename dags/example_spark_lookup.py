@@ -81,6 +81,7 @@ with DAG(
             probe=ORDERS,
             on="customer_id",
             output_table=f"orders_enriched_{cache.lower()}",
+            mode="overwrite",  # each run replaces the last run's enriched orders
         )
         for cache in ("NONE", "PARTIAL", "FULL")
     ]

@@ -130,6 +130,27 @@ def test_none_partial_and_full_give_the_same_rows(
     assert results["NONE"] == results["PARTIAL"] == results["FULL"] == _expected(join_type)
 
 
+def test_a_batch_join_never_replaces_a_table_already_there_unless_told(
+    spark: SparkSession, dimension: str, probe: None, tmp_path: Path
+) -> None:
+    """The default mode, error: someone's table of the output's name fails the job in one line, before any lookup,
+    and stays as it was; overwrite replaces it."""
+    spark.sql("CREATE TABLE theirs USING parquet AS SELECT 'not the join''s' AS note")
+    job = dataclasses.replace(_join_job(_spec(dimension, tmp_path, "NONE"), tmp_path), output="theirs")
+    assert job.mode == "error"
+
+    with pytest.raises(JobError) as caught:
+        run_lookup_join(spark, job, Cancellation())
+
+    assert str(caught.value) == (
+        "output table theirs exists, and the join replaces or adds to a table only when told: give "
+        "mode='overwrite' to replace it, or mode='append' to add to it"
+    )
+    assert [tuple(row) for row in spark.table("theirs").collect()] == [("not the join's",)]
+    run_lookup_join(spark, dataclasses.replace(job, mode="overwrite"), Cancellation())
+    assert spark.table("theirs").columns != ["note"]
+
+
 @pytest.mark.parametrize("cache", ["NONE", "PARTIAL"])
 def test_async_lookups_give_the_same_rows_and_count_as_sync_ones(
     spark: SparkSession, dimension: str, probe: None, tmp_path: Path, cache: str

@@ -8,6 +8,7 @@ import logging
 import re
 from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import JobSpec
 from spark_tables.core.plan.sinks import PostgresUpsertSink, TableUpsertSink
 from spark_tables.jobs.aggregation.query_tokens import called_names, groups_rows
-from spark_tables.operators.aggregation import SparkStreamingAggregationOperator
+from spark_tables.operators.aggregation import SparkStreamingAggregationOperator, default_checkpoint
 from tests.unit.task_context import task_context
 
 pytestmark = pytest.mark.usefixtures("spark_tables_home")
@@ -35,14 +36,35 @@ def test_the_job_has_the_sinks_connection_the_flush_options_and_a_checkpoint_per
     )
     job = operator.build_job(task_context())
     assert job.options.connections == {
-        "page_counts": {"host": "db", "port": 6432, "dbname": "srv", "user": "w", "password": "pw"}
+        "page_counts": {
+            "connect_timeout": 10,
+            "host": "db",
+            "port": 6432,
+            "dbname": "srv",
+            "user": "w",
+            "password": "pw",
+        }
     }
     assert job.options.configuration == {"execution.flush.max-interval": "120000 ms"}
     assert (job.options.flush.max_interval, job.options.run_for_ms) == (timedelta(minutes=2), 600_000)
-    assert job.checkpoint.endswith("/checkpoints/aggregations/adhoc_airflow.counts")
+    assert job.checkpoint == default_checkpoint(task_context()["ti"])
+    assert "/checkpoints/aggregations/d__t__-1__" in job.checkpoint
     spec = JobSpec(job=job, result_uri="file:///r.json")
     assert spec.carries_credentials  # so the spec travels in a file, never on a command line
     assert JobSpec.from_json(spec.to_json()).job == job
+
+
+def test_no_two_task_instances_share_a_default_checkpoint() -> None:
+    """Dots in DAG and task ids (a task group's ``g.t``) and mapped instances never meet in one folder."""
+    instances = [
+        SimpleNamespace(dag_id="a.b", task_id="c", map_index=-1),
+        SimpleNamespace(dag_id="a", task_id="b.c", map_index=-1),
+        SimpleNamespace(dag_id="a", task_id="b.c", map_index=0),
+        SimpleNamespace(dag_id="a", task_id="b.c", map_index=1),
+        SimpleNamespace(dag_id="a", task_id="b_c", map_index=-1),
+    ]
+    checkpoints = {default_checkpoint(ti) for ti in instances}
+    assert len(checkpoints) == len(instances)
 
 
 def test_the_checkpoint_is_shared_with_the_executors_named_by_what_set_it(serving: None) -> None:

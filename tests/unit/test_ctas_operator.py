@@ -19,6 +19,7 @@ from airflow.sdk.exceptions import AirflowTaskTimeout
 
 from spark_tables.core.ctas.job import CtasCleanupJob, CtasJob
 from spark_tables.core.ctas.ownership import TableOwner
+from spark_tables.core.durable_job import CallbackTime
 from spark_tables.core.errors import SpecError
 from spark_tables.core.exchange import cancel_uri, local_path
 from spark_tables.core.job_result import JobResult
@@ -625,6 +626,14 @@ class TestExecute:
         assert not [entry for entry in logs if "cleanup" in entry["event"]], "nothing ran, so nothing is undone"
 
 
+@pytest.fixture
+def processor_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The DAG processor's timeout as deployed (docker/compose.yaml, the tests' services): the callbacks' cleanup job
+    fits in it."""
+    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT", "300")
+
+
+@pytest.mark.usefixtures("processor_timeout")
 class TestCleanUpAfterLostTry:
     @pytest.mark.usefixtures("nothing_is_started")
     def test_without_a_claim_nothing_is_started(self, hooks_for):
@@ -693,6 +702,34 @@ def _sql_result(**output: Any) -> JobResult:
     return JobResult(kind="sql", output=output, application_id="local-1")
 
 
+class TestCallbackWithinTheDagProcessorsTimeout:
+    """The DAG processor kills a callback after ``[dag_processor] dag_file_processor_timeout`` (50 s by default): the
+    callbacks spend only that, and say in one line what to raise when the cleanup job does not fit."""
+
+    def test_with_the_default_timeout_the_cleanup_is_left_to_the_next_ctas_in_one_line(self, hooks_for):
+        write_claim(Claim(("db.t",), _OWNER, _CATALOG))
+        operator = _operator(sql="CREATE TABLE db.t AS SELECT 1")
+
+        with structlog.testing.capture_logs() as logs:
+            clean_up_after_lost_try({**_context(), "task": operator})
+
+        assert hooks_for == [], "no cleanup job that the DAG processor would kill half way"
+        assert read_claim(_OWNER) == Claim(("db.t",), _OWNER, _CATALOG), "the claim stays for the next CTAS's sweep"
+        [warning] = [entry["event"] for entry in logs if entry["log_level"] == "warning"]
+        assert warning == (
+            "the cleanup job of db.t needs up to 60 s, more than [dag_processor] dag_file_processor_timeout leaves "
+            "this callback: the claim is left to the next CTAS on the catalog; raise the timeout to 95 s or more to "
+            "clean up here"
+        )
+
+    @pytest.mark.parametrize(
+        ("timeout", "stop_wait", "cleanup_fits"),
+        [(50, 45, False), (94, 89, False), (95, 30, True), (300, 180, True), (3, 0, False)],
+    )
+    def test_the_time_is_shared_between_the_driver_s_stop_and_the_cleanup_job(self, timeout, stop_wait, cleanup_fits):
+        assert CallbackTime.within(timeout, longest_stop_wait=180) == CallbackTime(stop_wait, cleanup_fits)
+
+
 class TestSqlJobCtasStatements:
     """SparkSqlJobOperator's CTAS statements get SparkCtasOperator's Airflow side: owner, sweep, claim, cleanup."""
 
@@ -754,6 +791,7 @@ class TestSqlJobCtasStatements:
         assert fake.kinds == ["sql"]
         assert fake.claims_during == [None]
 
+    @pytest.mark.usefixtures("processor_timeout")
     def test_a_lost_try_s_claim_gets_a_cleanup_job_from_the_callback(self, runs):
         write_claim(Claim(("db.a", "db.b"), _OWNER, _CATALOG))
         fake = runs(ctas_cleanup=_cleanup_result())

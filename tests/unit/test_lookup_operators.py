@@ -68,6 +68,7 @@ class TestLookupTableHook:
         assert source.kind == "postgres" and source.table == "crm.customers" and source.key == ("id",)
         assert source.columns == ("name",)
         assert source.connection == {
+            "connect_timeout": 10,
             "host": "db.internal",
             "port": 6432,
             "dbname": "crm",
@@ -201,6 +202,17 @@ class TestOperators:
 
         with pytest.raises(SpecError, match=r"lookup.cache=NONE: only a FULL cache is reloaded"):
             operator.build_job(task_context())
+
+    @pytest.mark.parametrize("scheduled_for", ["None", "tomorrow", "2026-11-22", "2026-11-22T10:00:00", "10:00"])
+    def test_a_reload_time_that_is_no_instant_fails_before_any_job(self, crm: Path, scheduled_for: str) -> None:
+        """It would be published into the table's pointer, where every reload sensor of the table counts from it."""
+        operator = SparkLookupReloadOperator(task_id="t", lookup=_table(), scheduled_for=scheduled_for)
+        with pytest.raises(SpecError) as caught:
+            operator.build_job(task_context())
+        assert str(caught.value) == (
+            f"lookup reload: scheduled_for={scheduled_for!r} is not an ISO-8601 date and time with its offset: pass "
+            "the reload sensor's XCom as it is (its 'due'), or leave it out for a manual load"
+        )
 
     def test_a_reload_job_carries_the_time_it_was_scheduled_for(self, crm: Path) -> None:
         operator = SparkLookupReloadOperator(

@@ -75,8 +75,8 @@ def test_executing_resolves_the_connections_of_the_declared_sinks(serving: None,
 
     assert job.statement.text == f"EXECUTE PLAN '{plan_file}'"
     assert job.options.connections == {
-        "other": {"host": "db", "port": 6432, "dbname": "srv", "user": "w", "password": "pw"},
-        "counts": {"host": "other", "port": 5432, "dbname": "o", "user": "x"},
+        "other": {"connect_timeout": 10, "host": "db", "port": 6432, "dbname": "srv", "user": "w", "password": "pw"},
+        "counts": {"connect_timeout": 10, "host": "other", "port": 5432, "dbname": "o", "user": "x"},
     }
     assert "pw" not in repr(job)
     compile_and_execute = SparkCompilePlanOperator(

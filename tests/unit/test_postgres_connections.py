@@ -19,7 +19,7 @@ from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.core.postgres import jdbc_properties, jdbc_url
 from spark_tables.hooks.catalog import SparkTablesCatalogHook
 from spark_tables.hooks.lookup.tables import LookupTableHook
-from spark_tables.hooks.postgres import PROVIDER_EXTRAS, PostgresSinkHook, connect_args
+from spark_tables.hooks.postgres import CONNECT_TIMEOUT_SECONDS, PROVIDER_EXTRAS, PostgresSinkHook, connect_args
 
 EXTRAS = {
     "sslmode": "verify-full",
@@ -94,6 +94,23 @@ def test_an_extra_libpq_does_not_know_is_one_line_naming_it(set_connection: Any)
     )
 
 
+def test_a_job_s_connections_give_up_on_an_unreachable_host_in_seconds_unless_the_connection_says(
+    set_connection: Any,
+) -> None:
+    """libpq's connect_timeout, pgjdbc's connectTimeout: without one, a host that never answers holds a lookup for
+    the system's TCP timeouts (minutes), and again for each retry."""
+    set_connection("crm", conn_type="postgres", host="db", schema="crm", login="u")
+    set_connection("slow", conn_type="postgres", host="db", schema="crm", login="u", extra={"connect_timeout": 60})
+    table = LookupTable(name="customers", conn_id="crm", table="customers", key=("id",))
+
+    source = LookupTableHook(table).source_table()
+    sinks = PostgresSinkHook().sink_connections([PostgresUpsertSink(name="s", conn_id="slow", table="t", key=("id",))])
+
+    assert source.connection["connect_timeout"] == CONNECT_TIMEOUT_SECONDS == 10
+    assert jdbc_properties(source.connection)["connectTimeout"] == "10"
+    assert sinks["s"]["connect_timeout"] == 60, "the connection's own wins"
+
+
 def test_lookup_tables_and_sinks_carry_every_extra_and_the_password_never_shows(
     set_connection: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -109,6 +126,7 @@ def test_lookup_tables_and_sinks_carry_every_extra_and_the_password_never_shows(
     sinks = PostgresSinkHook().sink_connections([sink])
 
     expected = {
+        "connect_timeout": CONNECT_TIMEOUT_SECONDS,
         "host": "db",
         "port": 6432,
         "dbname": "crm",

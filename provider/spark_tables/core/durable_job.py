@@ -100,3 +100,35 @@ def driver_state(facts: DriverFacts, start_timeout: float = START_TIMEOUT_SECOND
     if facts.application_id is not None:  # started, on another machine, and the cluster manager cannot be asked
         return DriverState.RUNNING
     return DriverState.STARTING if facts.seconds_since_launch < start_timeout else DriverState.LOST
+
+
+#: Seconds a failure or retry callback leaves unused of the time the DAG processor gives it.
+CALLBACK_MARGIN_SECONDS = 5.0
+#: Seconds the CTAS cleanup job needs in a callback at most: a Spark application's start and its drops (about 20 s on
+#: a quiet 2-core machine, 2026-11-28), with room for a busy one.
+CLEANUP_JOB_SECONDS = 60.0
+#: Seconds a lost try's driver gets at least to stop and undo what it made, before a cleanup job runs beside it.
+MIN_STOP_WAIT_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class CallbackTime:
+    """How a failure or retry callback spends the time the DAG processor gives it (``[dag_processor]
+    dag_file_processor_timeout``, after which it kills the callback, which then leaves its work half done): waiting for
+    a lost try's detached driver to stop (``stop_wait`` seconds), then the CTAS cleanup job, if it fits. Whatever does
+    not fit is left to the next CTAS on the catalog, which sweeps the claim."""
+
+    stop_wait: float
+    cleanup_fits: bool
+
+    @classmethod
+    def within(cls, timeout: float, longest_stop_wait: float) -> CallbackTime:
+        budget = max(timeout - CALLBACK_MARGIN_SECONDS, 0.0)
+        if budget - CLEANUP_JOB_SECONDS >= MIN_STOP_WAIT_SECONDS:
+            return cls(min(longest_stop_wait, budget - CLEANUP_JOB_SECONDS), True)
+        return cls(min(longest_stop_wait, budget), False)
+
+    @staticmethod
+    def timeout_needed() -> float:
+        """The DAG processor's timeout in which both fit."""
+        return CALLBACK_MARGIN_SECONDS + MIN_STOP_WAIT_SECONDS + CLEANUP_JOB_SECONDS

@@ -26,6 +26,8 @@ POSTGRES_TYPES = ("postgres", "postgresql")
 #: The extras this provider reads itself (the JDBC driver; a catalog connection's warehouse and home): never
 #: connection arguments.
 PROVIDER_EXTRAS = frozenset({"jdbc-driver-jar", "warehouse", "home"})
+#: Seconds a job waits for a PostgreSQL server to take a connection, unless the connection says otherwise.
+CONNECT_TIMEOUT_SECONDS = 10
 
 
 def postgres_connection(conn_id: str, what: str) -> Any:
@@ -78,6 +80,13 @@ def connect_args(conn: Any, what: str) -> dict[str, Any]:
     return args
 
 
+def job_connect_args(conn: Any, what: str) -> dict[str, Any]:
+    """``connect_args`` for a job's lookups or sink writes, with libpq's ``connect_timeout`` (pgjdbc's
+    ``connectTimeout``) ``CONNECT_TIMEOUT_SECONDS`` unless the connection's extra sets its own: an unreachable host
+    fails in seconds, not after the system's TCP timeouts (minutes), and again for each of ``lookup.max-retries``."""
+    return {"connect_timeout": CONNECT_TIMEOUT_SECONDS, **connect_args(conn, what)}
+
+
 class PostgresSinkHook(BaseHook):
     """Resolves the Airflow connections of PostgreSQL upsert sinks into what a job's sink writer needs."""
 
@@ -87,5 +96,5 @@ class PostgresSinkHook(BaseHook):
         connections = {}
         for sink in sinks:
             what = f"postgres sink {sink.name}"
-            connections[sink.name] = connect_args(postgres_connection(sink.conn_id, what), what)
+            connections[sink.name] = job_connect_args(postgres_connection(sink.conn_id, what), what)
         return connections

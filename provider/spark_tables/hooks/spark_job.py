@@ -479,18 +479,23 @@ def forget_launched_files(result_uri: str) -> None:
 DETACHED_STOP_SECONDS = CANCEL_GRACE_SECONDS + 120
 
 
-def stop_detached_driver(result_uri: str, log: Any) -> None:
+def stop_detached_driver(result_uri: str, log: Any, wait_seconds: float = DETACHED_STOP_SECONDS) -> None:
     """Ask the detached driver of a lost try (its job's result at ``result_uri``) to stop and undo what it created,
-    wait for it to say it did, and remove its files. Nothing when that try started no durable job, or it ended."""
+    wait for it to say it did (``wait_seconds`` at most), and remove its files. Nothing when that try started no
+    durable job, or it ended. A driver that has not answered in time still stops on its own: its files stay for the
+    claim's sweep."""
     if read_launched_spec(result_uri) is None:
         return
     result_path = ObjectStoragePath(result_uri)
     if not result_path.exists():
         log.warning("the lost try's Spark driver may still run: asking it to stop and undo what it created")
         ObjectStoragePath(cancel_uri(result_uri)).write_text("stop")
-        ends = time.monotonic() + DETACHED_STOP_SECONDS
+        ends = time.monotonic() + wait_seconds
         while not result_path.exists() and time.monotonic() < ends:
-            time.sleep(STATE_POLL_SECONDS)
+            time.sleep(min(STATE_POLL_SECONDS, max(ends - time.monotonic(), 0.0)))
+        if not result_path.exists():
+            log.warning("the lost try's Spark driver has not answered in %.0f s: it stops on its own", wait_seconds)
+            return
     result = _take_result(result_path)
     log.info("the lost try's Spark driver: %s", result.error or "succeeded" if result is not None else "no result")
     forget_launched_files(result_uri)

@@ -11,6 +11,7 @@ from spark_tables.core.aggregation.job import StreamingAggregationJob
 from spark_tables.core.aggregation.result import StreamingAggregationResult
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse
+from spark_tables.core.names import flat_name
 from spark_tables.core.plan.job import PlanOptions
 from spark_tables.core.plan.sinks import KeyedSink, PostgresUpsertSink, TableUpsertSink
 from spark_tables.hooks.postgres import PostgresSinkHook
@@ -37,7 +38,8 @@ class SparkStreamingAggregationOperator(StreamingJobOperator):
     :param sink: where the results are upserted, by its key (the grouping columns): a ``PostgresUpsertSink``, or a
         ``TableUpsertSink`` (a catalog file table, a new version of it per batch that changes it, so best buffered).
     :param checkpoint: the query's checkpoint folder, kept across runs; default
-        ``<[spark_tables] checkpoint_uri>/aggregations/<dag_id>.<task_id>``. (templated)
+        ``<[spark_tables] checkpoint_uri>/aggregations/<dag_id>__<task_id>__<map index>__<hash>``, one of its own for
+        each task and mapped instance (``default_checkpoint``). (templated)
     """
 
     template_fields: Sequence[str] = (*StreamingJobOperator.template_fields, "sql", "checkpoint")
@@ -62,9 +64,7 @@ class SparkStreamingAggregationOperator(StreamingJobOperator):
             run_for=duration_text(self.run_for),
             trigger_interval=duration_text(self.trigger_interval),
         )
-        checkpoint = self.checkpoint or (
-            f"{settings.checkpoint_uri().rstrip('/')}/aggregations/{self.dag_id}.{self.task_id}"
-        )
+        checkpoint = self.checkpoint or default_checkpoint(context["ti"])
         job = StreamingAggregationJob(query=self.sql, sink=self.sink, checkpoint=checkpoint, options=options)
         postgres = [self.sink] if isinstance(self.sink, PostgresUpsertSink) else []
         connections = PostgresSinkHook().sink_connections(postgres)
@@ -79,3 +79,11 @@ class SparkStreamingAggregationOperator(StreamingJobOperator):
         if isinstance(result.output, StreamingAggregationResult):
             self.log_buffer(result.output.query)
         return super().xcom_value(result)
+
+
+def default_checkpoint(ti: Any) -> str:
+    """A task instance's own checkpoint folder: its DAG, task and map index, hashed exactly (``flat_name``), so that
+    no two tasks share one (``a.b`` + ``c`` and ``a`` + ``b.c``, a task group's ``g.t``) and no two mapped instances do.
+    """
+    name = flat_name([ti.dag_id, ti.task_id, str(ti.map_index)])
+    return f"{settings.checkpoint_uri().rstrip('/')}/aggregations/{name}"

@@ -8,13 +8,13 @@ from typing import Any
 from spark_tables.core.ctas.job import CtasCleanupJob, CtasJob
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.ctas.result import CtasCleanupResult, CtasResult
-from spark_tables.core.durable_job import DriverLaunch
+from spark_tables.core.durable_job import CLEANUP_JOB_SECONDS, CallbackTime, DriverLaunch
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse, Job
 from spark_tables.core.sql.job import SqlJob
 from spark_tables.core.sql.result import SqlResult
 from spark_tables.hooks.ctas import claims as ctas_claims
-from spark_tables.operators.spark_job import JobHook, SparkJobOperator, as_list
+from spark_tables.operators.spark_job import JobHook, SparkJobOperator, as_list, callback_time
 
 
 class CtasLifecycleOperator(SparkJobOperator):
@@ -121,6 +121,16 @@ def clean_up_after_lost_try(context: Any) -> None:
     claim = ctas_claims.read_claim(TableOwner.of_task_instance(context["ti"]))
     if claim is None or claim.owner.try_number != context["ti"].try_number:
         return  # released, or a later try's: that try is at work and cleans up after itself
+    if not callback_time().cleanup_fits:
+        context["task"].log.warning(
+            "the cleanup job of %s needs up to %.0f s, more than [dag_processor] dag_file_processor_timeout leaves "
+            "this callback: the claim is left to the next CTAS on the catalog; raise the timeout to %.0f s or more "
+            "to clean up here",
+            ", ".join(claim.tables),
+            CLEANUP_JOB_SECONDS,
+            CallbackTime.timeout_needed(),
+        )
+        return
     _run_cleanup(context["task"], context, claim)
 
 

@@ -13,7 +13,7 @@ from spark_tables.core.durable_job import DriverLaunch
 from spark_tables.core.exchange import metrics_uri
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse
-from spark_tables.core.lookup.job import AVAILABLE_NOW, LookupJoinJob, LookupReloadJob
+from spark_tables.core.lookup.job import AVAILABLE_NOW, ERROR_IF_EXISTS, LookupJoinJob, LookupReloadJob
 from spark_tables.core.lookup.options import CacheMode
 from spark_tables.core.lookup.result import LookupJoinResult, LookupReloadResult
 from spark_tables.core.lookup.table import LookupTable
@@ -79,7 +79,8 @@ class SparkLookupJoinOperator(_LookupOperator):
         micro-batch into ``output_table``; a FULL lookup picks up each newly published snapshot without a restart.
     :param join_type: ``left`` (probe rows without a match kept, with nulls) or ``inner``.
     :param output_table: the table written; none: the join runs for its metrics only. (templated)
-    :param mode: ``overwrite`` or ``append`` for a batch's output (a stream appends).
+    :param mode: how a batch's output meets a table already there: ``error`` (the default: the task fails, naming
+        the other two), ``overwrite`` or ``append`` (a stream appends).
     :param checkpoint: the stream's checkpoint folder URI. (templated)
     :param trigger: ``available-now`` (drain the stream's input and stop) or a micro-batch interval (``10 s``).
     :param lookup_options: ``lookup.*`` options over the table's own (``{"lookup.cache": "FULL"}``). (templated)
@@ -108,7 +109,7 @@ class SparkLookupJoinOperator(_LookupOperator):
         probe_stream: Mapping[str, Any] | None = None,
         join_type: str = "left",
         output_table: str | None = None,
-        mode: str = "overwrite",
+        mode: str = ERROR_IF_EXISTS,
         checkpoint: str | None = None,
         trigger: str = AVAILABLE_NOW,
         **kwargs: Any,

@@ -21,17 +21,19 @@ from spark_tables.core.cache.claims import WaitOutcome
 from spark_tables.core.cache.layout import cache_folder_name
 from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.catalog_config import PostgresMetastore
-from spark_tables.core.durable_job import DriverLaunch, DriverState
+from spark_tables.core.durable_job import CallbackTime, DriverLaunch, DriverState
 from spark_tables.core.errors import SpecError
 from spark_tables.core.exchange import result_uri
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse, Job, JobSpec
+from spark_tables.core.spark_settings import check_submit_settings
 from spark_tables.core.xcom_keys import FAILED_TRY
 from spark_tables.hooks.cache.claims import CachedTableTrigger
 from spark_tables.hooks.cache.uses import CacheWaits, CopyBeingComputed, TaskCaches
 from spark_tables.hooks.catalog import SparkTablesCatalogHook
 from spark_tables.hooks.spark_connect_job import SparkConnectJobHook, connects_to_server
 from spark_tables.hooks.spark_job import (
+    DETACHED_STOP_SECONDS,
     SparkJobFailed,
     SparkJobHook,
     forget_launched_files,
@@ -133,6 +135,7 @@ class SparkJobOperator(ResumableJobMixin, BaseOperator):
     ) -> None:
         kwargs["on_failure_callback"] = [*as_list(kwargs.get("on_failure_callback")), stop_lost_driver]
         super().__init__(durable=durable, **kwargs)
+        check_submit_settings(conf, driver_memory, executor_memory, executor_cores, num_executors)
         self.conn_id = conn_id
         self.catalog_conn_id = catalog_conn_id
         self.conf = conf
@@ -473,7 +476,14 @@ def stop_lost_driver(context: Any) -> None:
     the CTAS cleanup runs after it. A try that ended in its task process left nothing here.
     """
     operator = context["task"]
-    stop_detached_driver(operator.result_uri(context), log=operator.log)
+    wait = callback_time().stop_wait
+    stop_detached_driver(operator.result_uri(context), log=operator.log, wait_seconds=wait)
+
+
+def callback_time() -> CallbackTime:
+    """How this provider's failure and retry callbacks spend the time the DAG processor gives them."""
+    timeout = conf.getfloat("dag_processor", "dag_file_processor_timeout", fallback=50.0)
+    return CallbackTime.within(timeout, DETACHED_STOP_SECONDS)
 
 
 def _forget_launch(context: Any, key: str) -> None:

@@ -36,6 +36,7 @@ with DAG(
         probe="SELECT id AS order_id, CAST(1 + id % 40 AS INT) AS customer_id FROM range(200)",
         on="customer_id",
         output_table="guarded_orders_enriched",
+        mode="overwrite",
         conf={
             "spark.eventLog.enabled": "true",
             "spark.eventLog.compress": "false",  # one plain JSON-lines file, for the test to read

@@ -7,6 +7,7 @@ current full-cache snapshot (``FULL``). A reload scans the whole table into a ne
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -18,7 +19,10 @@ from spark_tables.core.lookup.table import LookupSpec, checked_columns
 from spark_tables.core.row_source import checked_query
 
 JOIN_TYPES = ("left", "inner")
-WRITE_MODES = ("append", "overwrite")
+#: How a batch join's output meets a table already there: ``error`` (the default: fail, naming the other two), add
+#: to it, or replace it.
+ERROR_IF_EXISTS = "error"
+WRITE_MODES = (ERROR_IF_EXISTS, "append", "overwrite")
 #: A streaming probe's trigger: drain what is there and stop, or a micro-batch every interval until stopped.
 AVAILABLE_NOW = "available-now"
 _STREAM_FIELDS = {"format", "path", "options", "schema"}
@@ -63,7 +67,7 @@ class LookupJoinJob:
     probe_stream: StreamSource | None = None
     join_type: str = "left"
     output: str | None = None
-    mode: str = "overwrite"
+    mode: str = ERROR_IF_EXISTS
     checkpoint: str | None = None
     trigger: str = AVAILABLE_NOW
     max_result_rows: int = 20
@@ -124,8 +128,25 @@ class LookupReloadJob:
             raise SpecError(
                 f"lookup reload: num_partitions={self.num_partitions!r} is invalid: use a whole number >= 1"
             )
+        if self.scheduled_for is not None:
+            object.__setattr__(self, "scheduled_for", _reload_time(self.scheduled_for))
         if isinstance(self.retained, bool) or not isinstance(self.retained, int) or self.retained < 2:
             raise SpecError(
                 f"lookup reload: retained={self.retained!r} is invalid: keep at least 2 snapshots (the current one "
                 "and the one running readers may still use)"
             )
+
+
+def _reload_time(text: object) -> str:
+    """``scheduled_for`` as an ISO-8601 instant: it goes into the table's pointer, where every reload sensor of the
+    table counts the schedule from it, so a wrong value must fail here, not in those sensors."""
+    try:
+        instant = datetime.datetime.fromisoformat(text) if isinstance(text, str) else None
+    except ValueError:
+        instant = None
+    if instant is None or instant.tzinfo is None:
+        raise SpecError(
+            f"lookup reload: scheduled_for={text!r} is not an ISO-8601 date and time with its offset: pass the reload "
+            "sensor's XCom as it is (its 'due'), or leave it out for a manual load"
+        )
+    return instant.isoformat()

@@ -13,7 +13,7 @@ from spark_tables.core.jvm_jars import POSTGRES_JDBC_DRIVER
 from spark_tables.core.lookup.snapshot import POINTER, Pointer, snapshot_root
 from spark_tables.core.lookup.table import LookupSpec, LookupTable, SourceTable
 from spark_tables.core.storage_credentials import reached_by_airflow
-from spark_tables.hooks.postgres import connect_args, postgres_connection
+from spark_tables.hooks.postgres import job_connect_args, postgres_connection
 from spark_tables.utils import settings
 from spark_tables.utils.local_spark import postgres_jdbc_driver
 
@@ -40,7 +40,7 @@ class LookupTableHook(BaseHook):
     def source_table(self) -> SourceTable:
         return SourceTable(
             kind="postgres",
-            connection=connect_args(self._connection, f"lookup table {self.lookup.name}"),
+            connection=job_connect_args(self._connection, f"lookup table {self.lookup.name}"),
             table=self.lookup.table,
             key=self.lookup.key,
             columns=self.lookup.columns,

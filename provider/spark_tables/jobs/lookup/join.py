@@ -22,7 +22,7 @@ from pyspark.sql.types import StructField, StructType
 
 from spark_tables.core.durations import parse_duration, whole_milliseconds
 from spark_tables.core.errors import JobError
-from spark_tables.core.lookup.job import AVAILABLE_NOW, LookupJoinJob
+from spark_tables.core.lookup.job import AVAILABLE_NOW, ERROR_IF_EXISTS, LookupJoinJob
 from spark_tables.core.lookup.options import CacheMode
 from spark_tables.core.lookup.result import LookupJoinResult
 from spark_tables.core.lookup.snapshot import Pointer, Snapshot
@@ -198,6 +198,8 @@ def run_lookup_join(spark: SparkSession, job: LookupJoinJob, cancellation: Cance
         list(job.on),
         list(job.lookup.source.key),
     )
+    if job.probe is not None and job.output is not None and job.mode == ERROR_IF_EXISTS:
+        _check_output_is_new(spark, job.output)
     try:
         if job.probe is not None:
             joined = lookup_join.apply(spark.sql(job.probe))
@@ -220,6 +222,15 @@ def run_lookup_join(spark: SparkSession, job: LookupJoinJob, cancellation: Cance
         snapshot=done["snapshot"],
         loaded_snapshot=lookup_join.loaded_snapshot if done["snapshot"] is not None else None,
     )
+
+
+def _check_output_is_new(spark: SparkSession, output: str) -> None:
+    """A batch join writes a table of its own unless told to add to or replace one already there."""
+    if spark.catalog.tableExists(output):
+        raise JobError(
+            f"output table {output} exists, and the join replaces or adds to a table only when told: give "
+            "mode='overwrite' to replace it, or mode='append' to add to it"
+        )
 
 
 class StreamEnricher:
