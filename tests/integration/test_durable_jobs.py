@@ -144,7 +144,7 @@ def test_a_full_lookup_reload_whose_worker_is_lost_publishes_one_snapshot(deploy
     _lose_the_worker_while_the_drivers_work(deployed, {"durable_lookup_reload": (run_id, "reload")})
 
     assert len(_applications(deployed, "durable_lookup_reload.reload", since)) == 1
-    lookup = Path(deployed.env["AIRFLOW__SPARK_TABLES__HOME"]) / "lookup" / "durable_customers"
+    [lookup] = (Path(deployed.env["AIRFLOW__SPARK_TABLES__HOME"]) / "lookup").glob("durable_customers-*")
     snapshots = [path for path in lookup.iterdir() if path.is_dir()]
     assert len(snapshots) == 1, f"one snapshot published: {sorted(p.name for p in lookup.iterdir())}"
     reload = deployed.xcom("durable_lookup_reload", run_id, "reload")

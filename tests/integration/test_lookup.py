@@ -66,7 +66,8 @@ def _execute(statement: str) -> None:
 
 def _pointer(deployment: Deployment) -> dict[str, Any]:
     """The scenario table's snapshot pointer, as the reloads left it."""
-    return json.loads((deployment.home / "spark_tables" / "lookup" / "scenario_customers" / POINTER).read_text())
+    [snapshots] = (deployment.home / "spark_tables" / "lookup").glob("scenario_customers-*")
+    return json.loads((snapshots / POINTER).read_text())
 
 
 def _xcoms(deployment: Deployment, dag_id: str, run_id: str) -> dict[str, Any]:

@@ -79,9 +79,21 @@ def xcom(monkeypatch) -> type[InMemoryXCom]:
     return InMemoryXCom
 
 
+#: Task instance states by run and task, as ``ti.get_task_states`` gives them; empty: no task is known.
+STATES: dict[str, dict[str, str]] = {}
+
+
 def ti(task_id: str = "max_b", try_number: int = 1) -> SimpleNamespace:
     return SimpleNamespace(
-        dag_id="flip36", run_id=RUN, task_id=task_id, map_index=-1, try_number=try_number, stats_tags={}
+        dag_id="flip36",
+        run_id=RUN,
+        task_id=task_id,
+        map_index=-1,
+        try_number=try_number,
+        stats_tags={},
+        get_task_states=lambda dag_id, task_ids, run_ids, map_index=None: {
+            run: {task: state for task, state in STATES.get(run, {}).items() if task in task_ids} for run in run_ids
+        },
     )
 
 
@@ -451,11 +463,61 @@ class TestStorage:
 
     def test_evict_over_quota_follows_the_setting_and_keeps_what_the_task_used(self, monkeypatch):
         old, mine = registered_copy("max_b"), registered_copy("min_b")
-        monkeypatch.setenv("AIRFLOW__SPARK_TABLES__CACHE_QUOTA", "15 B")  # one 10-byte copy fits
+        for copy in (old, mine):
+            cache_storage.mark_used(copy.location)
+        monkeypatch.setenv("AIRFLOW__SPARK_TABLES__CACHE_QUOTA", "40 B")  # one 10-byte copy and its mark fit
 
-        assert cache_uses.evict_over_quota({"b": {"location": mine.location}}) == [old.location]
+        assert cache_uses.evict_over_quota(ti(), {"b": {"location": mine.location}}) == [old.location]
         monkeypatch.delenv("AIRFLOW__SPARK_TABLES__CACHE_QUOTA")
-        assert cache_uses.evict_over_quota({"b": {"location": mine.location}}) == []
+        assert cache_uses.evict_over_quota(ti(), {"b": {"location": mine.location}}) == []
+
+    def test_a_copy_still_being_written_is_never_evicted(self):
+        """Its writer registers it and marks its first use only once its files are all there: until then it has no
+        last use, and sorted first it would be the first evicted."""
+        written, writing = registered_copy("max_b"), registered_copy("min_b")
+        cache_storage.mark_used(written.location)
+        (local(writing.location) / LAST_USED).unlink(missing_ok=True)
+
+        evicted = cache_storage.evict(cache_storage.copies(settings.cache_uri()), quota=0, keep=set())
+
+        assert [copy.location for copy in evicted] == [written.location]
+        assert local(writing.location).exists()
+
+    def test_a_copy_another_running_task_holds_a_lease_on_is_not_evicted_until_that_task_ends(self, monkeypatch):
+        """Least recently used is not unused: a task that found the copy may be reading it right now."""
+        monkeypatch.setenv("AIRFLOW__SPARK_TABLES__CACHE_QUOTA", "1 B")
+        old = registered_copy("max_b")
+        cache_storage.mark_used(old.location)
+        reader = TableOwner("flip36", RUN, "count_b")
+        cache_storage.lease(old.location, reader)
+        STATES[RUN] = {"count_b": "running"}
+        try:
+            assert cache_uses.evict_over_quota(ti("min_b"), {"other": {"location": "elsewhere"}}) == []
+            assert local(old.location).exists()
+            STATES[RUN] = {"count_b": "success"}
+            assert cache_uses.evict_over_quota(ti("min_b"), {"other": {"location": "elsewhere"}}) == [old.location]
+        finally:
+            STATES.clear()
+
+    def test_a_task_leases_the_copies_it_may_read_and_releases_them_when_it_settles(self):
+        old = registered_copy("max_b")
+        caches = cache_uses.TaskCaches.prepare(ti("count_b"), [B], TASKS)
+        [copy] = [c for c in cache_storage.copies(settings.cache_uri()) if c.location == old.location]
+        assert copy.readers == (TableOwner.of_task_instance(ti("count_b")),)
+
+        caches.settle(None)
+
+        [copy] = [c for c in cache_storage.copies(settings.cache_uri()) if c.location == old.location]
+        assert copy.readers == ()
+
+    def test_a_mark_that_is_not_what_it_should_be_is_never_trusted(self, caplog):
+        copy = registered_copy("max_b")
+        (local(copy.location) / LAST_USED).write_text("2030-01-0")  # as a reader would see half a mark
+        found = {c.location: c for c in cache_storage.copies(settings.cache_uri())}
+        assert found[copy.location].last_used == "", "taken for a copy being written: never evicted"
+        cache_storage.mark_used(copy.location)
+        assert [p.name for p in local(copy.location).iterdir() if p.name.startswith(".")] == [], "no temporary left"
+        assert cache_storage.copies(settings.cache_uri())[0].last_used.startswith("20")
 
     def test_removing_twice_is_removing_once(self):
         copy = registered_copy("max_b")
@@ -573,7 +635,7 @@ class TestKeptInMemory:
         oldest, elsewhere, newest = copies
         monkeypatch.setenv("AIRFLOW__SPARK_TABLES__CACHE_MEMORY_QUOTA", "5000 B")  # one 4096-byte copy a server
 
-        assert cache_uses.evict_over_quota({"b": {"location": newest.location}}) == [oldest.location]
+        assert cache_uses.evict_over_quota(ti(), {"b": {"location": newest.location}}) == [oldest.location]
         assert released == [("b", "spark_connect", oldest.location)]
         assert not record_folder(oldest).exists() and record_folder(newest).exists()
         assert record_folder(elsewhere).exists(), "another server's memory has a quota of its own"
@@ -582,7 +644,7 @@ class TestKeptInMemory:
         copy = memory_copy("max_b")
         monkeypatch.setenv("AIRFLOW__SPARK_TABLES__CACHE_MEMORY_QUOTA", "1 B")
 
-        assert cache_uses.evict_over_quota({"b": {"location": copy.location}}) == []
+        assert cache_uses.evict_over_quota(ti(), {"b": {"location": copy.location}}) == []
         assert released == [] and record_folder(copy).exists()
 
     def test_the_sweep_of_an_ended_run_releases_what_its_tasks_kept_in_memory(self, released):
@@ -601,7 +663,7 @@ class TestKeptInMemory:
         monkeypatch.setattr(settings, "cache_quota", lambda: 0)
         copy = memory_copy("max_b")
 
-        assert cache_uses.evict_over_quota({"b": {"location": copy.location}}) == []
+        assert cache_uses.evict_over_quota(ti(), {"b": {"location": copy.location}}) == []
 
 
 class TestReleaseCopy:

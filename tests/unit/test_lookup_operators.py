@@ -107,7 +107,7 @@ class TestLookupTableHook:
     def test_the_pointer_is_read_from_the_lookup_root(self, crm: Path, spark_tables_home: Path) -> None:
         hook = LookupTableHook(_table())
         assert hook.pointer() == Pointer(current=None)
-        pointer = spark_tables_home / "lookup" / "customers" / POINTER
+        pointer = Path(hook.snapshots().removeprefix("file://")) / POINTER
         pointer.parent.mkdir(parents=True)
         written = _pointer(pendulum.datetime(2026, 11, 22, 10), loads=4, load_failures=1)
         current = dataclasses.replace(written.current, location=f"{hook.snapshots()}/{written.current.version}")
@@ -115,6 +115,25 @@ class TestLookupTableHook:
         pointer.write_text(json.dumps(written.to_dict()))
 
         assert hook.pointer() == written
+
+
+class TestSnapshotsKeyedByWhatTheyHold:
+    def test_two_dags_tables_of_one_name_on_other_databases_keep_snapshots_of_their_own(
+        self, set_connection: Any
+    ) -> None:
+        """One name, two sources: one root would share a snapshot, and a join would read the other DAG's rows."""
+        set_connection("crm_eu", conn_type="postgres", host="eu.db", schema="crm", login="r", password="p1")
+        set_connection("crm_us", conn_type="postgres", host="us.db", schema="crm", login="r", password="p2")
+        set_connection("crm_eu_again", conn_type="postgres", host="eu.db", schema="crm", login="other", password="p3")
+        roots = {
+            conn_id: LookupTableHook(LookupTable(name="customers", conn_id=conn_id, table="c", key=("id",))).snapshots()
+            for conn_id in ("crm_eu", "crm_us", "crm_eu_again")
+        }
+        assert roots["crm_eu"] != roots["crm_us"]
+        assert roots["crm_eu"] == roots["crm_eu_again"], "the same rows, whoever reads them: one snapshot"
+        other_columns = LookupTable(name="customers", conn_id="crm_eu", table="c", key=("id",), columns=("x",))
+        assert LookupTableHook(other_columns).snapshots() != roots["crm_eu"]
+        assert all("p1" not in root and "p2" not in root for root in roots.values())
 
 
 class TestOperators:
@@ -133,7 +152,7 @@ class TestOperators:
         assert job.lookup.lookup_options.cache == "PARTIAL" and job.lookup.lookup_options.max_rows == 100
         assert job.lookup.lookup_options.reload_interval == pendulum.duration(hours=1)  # the table's own, kept
         assert job.on == ("customer_id",) and job.output == "enriched"
-        assert job.metrics_uri.endswith(".metrics") and job.lookup.snapshots.endswith("/lookup/customers")
+        assert job.metrics_uri.endswith(".metrics") and "/lookup/customers-" in job.lookup.snapshots
         assert operator.job_jars(job) == [str(crm)]
 
     @pytest.mark.parametrize(("cache", "lookup_root"), [("NONE", False), ("PARTIAL", False), ("FULL", True)])

@@ -13,12 +13,19 @@ from spark_tables.core.errors import SpecError
 from spark_tables.core.lookup.snapshot import Pointer, Snapshot, new_version
 
 ROOT = "s3://lookups/customers"
-VERSION = new_version(datetime.datetime(2026, 11, 28, tzinfo=datetime.UTC))
+#: A version as ``new_version`` names one, fixed: the parameters below name it, and pytest-xdist's workers must collect
+#: the same tests.
+VERSION = "v-20261128T000000000000-0a0b0c0d"
 
 
 def pointer_data(location: str, version: str = VERSION) -> dict:
     snapshot = Snapshot(version, location, 3, 100, "2026-11-28T00:00:00+00:00", "2026-11-28T00:00:01+00:00", 1000)
     return json.loads(json.dumps(Pointer(current=snapshot, loads=1).to_dict()))
+
+
+def test_the_fixed_version_is_one_new_version_makes() -> None:
+    made = new_version(datetime.datetime(2026, 11, 28, tzinfo=datetime.UTC))
+    assert made[:-8] == VERSION[:-8] and len(made) == len(VERSION)
 
 
 def test_a_pointer_at_one_of_the_table_s_snapshots_is_read() -> None:

@@ -7,6 +7,9 @@ from typing import Any
 
 from spark_tables.core.ctas.ownership import TableOwner
 
+#: Task states in which no try of the task runs or will run again without being cleared.
+FINISHED_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
+
 
 def task_state(get_task_states: Callable[..., dict[str, Any]], owner: TableOwner) -> str | None:
     """The state of ``owner``'s task instance (of any try); None if there is none, or it was cleared.

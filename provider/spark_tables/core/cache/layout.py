@@ -26,6 +26,8 @@ RUN_MARKER = "_run.json"
 LAST_USED = "_last_used"
 #: In the record folder of a copy kept in a server's memory: its location there, its server and its bytes.
 MEMORY_RECORD = "_memory.json"
+#: In a copy folder (or a record folder): the leases of the tasks that may be reading the copy, a file each.
+READERS = "_readers"
 #: In a run folder: the claims of its cached tables, beside the cache folders (its name is no cache's: no "-").
 CLAIMS = "_claims"
 

@@ -1,17 +1,20 @@
 """Full-cache snapshots of a lookup table: versioned copies on disk, and the pointer that says which is current.
 
-``<lookup root>/<name>/`` holds one folder per version (``v-<UTC time>-<random>``, parquet) and ``CURRENT.json``,
-the pointer. A reload writes a new version folder whole, then replaces the pointer in one write: a reader that
-reads the pointer sees the old snapshot or the new one, never a mix. The pointer also carries the load's times
-(the reload schedule counts from them), the table's load counters, and the reloads failing since the last one that
-published (the schedule backs off from them).
+``<lookup root>/<name>-<hash>/`` (``snapshot_root``) holds one folder per version (``v-<UTC time>-<random>``,
+parquet) and ``CURRENT.json``, the pointer. A reload writes a new version folder whole, then replaces the pointer in
+one write: a reader that reads the pointer sees the old snapshot or the new one, never a mix. The pointer also
+carries the load's times (the reload schedule counts from them), the table's load counters, and the reloads failing
+since the last one that published (the schedule backs off from them).
 """
 
 from __future__ import annotations
 
 import datetime
+import hashlib
+import json
 import re
 import secrets
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -21,9 +24,12 @@ POINTER = "CURRENT.json"
 _VERSION = re.compile(r"v-\d{8}T\d{12}-[0-9a-f]{8}")
 
 
-def snapshot_root(lookup_uri: str, name: str) -> str:
-    """Where a lookup table's snapshots live: shared by every DAG that reads or reloads the table."""
-    return f"{lookup_uri.rstrip('/')}/{name}"
+def snapshot_root(lookup_uri: str, name: str, holds: Mapping[str, Any]) -> str:
+    """Where a lookup table's snapshots live: ``<lookup root>/<name>-<hash of what they hold>``, shared by every DAG
+    that reads or reloads the same rows (``holds``: the server, database, table, key and columns), and by no other:
+    two DAGs' ``LookupTable("customers")`` on different databases keep snapshots, and a load lock, of their own."""
+    text = json.dumps(holds, sort_keys=True, default=str)
+    return f"{lookup_uri.rstrip('/')}/{name}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
 def new_version(now: datetime.datetime) -> str:

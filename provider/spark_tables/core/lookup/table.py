@@ -99,6 +99,12 @@ class SourceTable:
         object.__setattr__(self, "key", tuple(self.key))
         object.__setattr__(self, "columns", tuple(self.columns))
 
+    def holds(self) -> dict[str, Any]:
+        """What a snapshot of this table holds, which names its snapshots: where the rows come from (server,
+        database, table) and which (key, columns); no credential."""
+        where = {name: self.connection.get(name) for name in ("host", "port", "dbname")}
+        return {"kind": self.kind, **where, "table": self.table, "key": list(self.key), "columns": list(self.columns)}
+
     @classmethod
     def from_dict(cls, data: Any) -> SourceTable:
         if isinstance(data, SourceTable):

@@ -1,21 +1,28 @@
-"""The files of cached tables under the cache root, through Airflow's object storage: marks, sizes, removal.
+"""The files of cached tables under the cache root, through Airflow's object storage: marks, leases, sizes, removal.
 
 Every operation tolerates what another task did meanwhile (a copy removed twice is removed once), and fails naming
-the location when object storage has no credentials for it.
+the location when object storage has no credentials for it. Marks are written whole (``_write_whole``), so that a
+task reading them never sees a part of one; one that is not what it should be is left out, never trusted.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
+import os
+import re
+import tempfile
 from dataclasses import dataclass
 from typing import Any
 
 import pendulum
 from airflow.sdk import ObjectStoragePath
 
-from spark_tables.core.cache.layout import LAST_USED, MEMORY_RECORD, RUN_MARKER
+from spark_tables.core.cache.layout import LAST_USED, MEMORY_RECORD, READERS, RUN_MARKER
+from spark_tables.core.ctas.ownership import TableOwner
+from spark_tables.core.errors import SpecError
 from spark_tables.core.names import flat_name
 from spark_tables.core.storage_credentials import reached_by_airflow
 
@@ -23,19 +30,40 @@ log = logging.getLogger(__name__)
 
 #: Depth of a copy folder below the cache root: <dag>/<run>/<cache>/<copy>.
 _COPY_DEPTH = 4
+_ISO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d")
 
 
 @dataclass(frozen=True)
 class Copy:
-    """A copy folder: where, how many bytes its files take, and when a task last read it (ISO; "" if unknown). For a
-    copy kept in a server's memory, its record folder: ``memory`` is its location there, ``server`` the Spark
-    connection that reaches it, and ``bytes`` what it takes in that memory."""
+    """A copy folder: where, how many bytes its files take, and when a task last read it (ISO; "" while its writer has
+    not registered it: still being written). For a copy kept in a server's memory, its record folder: ``memory`` is
+    its location there, ``server`` the Spark connection that reaches it, and ``bytes`` what it takes in that memory.
+    ``readers``: the tasks holding a lease on it (``lease``), which may be reading it now."""
 
     location: str
     bytes: int
     last_used: str
     memory: str = ""
     server: str = ""
+    readers: tuple[TableOwner, ...] = ()
+
+
+def _write_whole(path: ObjectStoragePath, text: str) -> None:
+    """Replace the file with ``text`` whole, so that no reader sees a part: on local storage a temporary file beside
+    it renamed over it; on object storage one put, which is whole already."""
+    if path.protocol not in ("", "file", "local"):
+        path.write_text(text)
+        return
+    folder = os.path.dirname(path.path)
+    fd, temporary = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temporary, path.path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
 
 
 @reached_by_airflow
@@ -52,14 +80,14 @@ def mark_run(run_folder: str, dag_id: str, run_id: str) -> None:
     marker = ObjectStoragePath(run_folder) / RUN_MARKER
     if not marker.exists():
         marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.write_text(json.dumps({"dag_id": dag_id, "run_id": run_id}))
+        _write_whole(marker, json.dumps({"dag_id": dag_id, "run_id": run_id}))
 
 
 @reached_by_airflow
 def mark_used(location: str) -> None:
     """Record that a task read (or wrote) a copy now: least recently used copies are evicted first."""
     with contextlib.suppress(FileNotFoundError):  # evicted or released meanwhile: nothing to keep fresh
-        (ObjectStoragePath(location) / LAST_USED).write_text(pendulum.now("UTC").isoformat())
+        _write_whole(ObjectStoragePath(location) / LAST_USED, pendulum.now("UTC").isoformat())
 
 
 @reached_by_airflow
@@ -67,8 +95,29 @@ def record_memory_copy(folder: str, location: str, server: str, size: int) -> No
     """Make the record folder of a copy kept in a server's memory, used now."""
     path = ObjectStoragePath(folder)
     path.mkdir(parents=True, exist_ok=True)
-    (path / MEMORY_RECORD).write_text(json.dumps({"location": location, "server": server, "bytes": size}))
+    _write_whole(path / MEMORY_RECORD, json.dumps({"location": location, "server": server, "bytes": size}))
     mark_used(folder)
+
+
+@reached_by_airflow
+def lease(location: str, reader: TableOwner) -> None:
+    """Note, in a copy's folder (or a copy kept in memory's record folder), that ``reader``'s task may be reading it:
+    eviction leaves a copy alone while a task holding a lease on it is not finished (``live_readers``)."""
+    path = ObjectStoragePath(location)
+    if not path.exists():  # removed meanwhile: the job finds it gone, and falls back
+        return
+    (path / READERS).mkdir(parents=True, exist_ok=True)
+    _write_whole(path / READERS / _lease_name(reader), json.dumps(dataclasses.asdict(reader)))
+
+
+@reached_by_airflow
+def release_lease(location: str, reader: TableOwner) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        (ObjectStoragePath(location) / READERS / _lease_name(reader)).unlink()
+
+
+def _lease_name(reader: TableOwner) -> str:
+    return flat_name([reader.dag_id, reader.run_id, reader.task_id, str(reader.map_index), str(reader.try_number)])
 
 
 @reached_by_airflow
@@ -112,23 +161,59 @@ def copies(cache_root: str) -> list[Copy]:
     sizes: dict[str, int] = {}
     used: dict[str, str] = {}
     kept: dict[str, dict[str, Any]] = {}
+    readers: dict[str, list[TableOwner]] = {}
     for path, size in root.fs.du(root.path, total=False).items():
         parts = path[len(prefix) :].split("/")
         if len(parts) <= _COPY_DEPTH:
             continue  # a run marker
         location = f"{str(root).rstrip('/')}/{'/'.join(parts[:_COPY_DEPTH])}"
         sizes[location] = sizes.get(location, 0) + size
+        inside = parts[_COPY_DEPTH:]
         with contextlib.suppress(FileNotFoundError):  # removed meanwhile
-            if parts[_COPY_DEPTH:] == [LAST_USED]:
-                used[location] = (ObjectStoragePath(location) / LAST_USED).read_text().strip()
-            elif parts[_COPY_DEPTH:] == [MEMORY_RECORD]:
-                kept[location] = json.loads((ObjectStoragePath(location) / MEMORY_RECORD).read_text())
+            if inside == [LAST_USED]:
+                used[location] = _last_used(ObjectStoragePath(location) / LAST_USED)
+            elif inside == [MEMORY_RECORD]:
+                record = _memory_record(ObjectStoragePath(location) / MEMORY_RECORD)
+                if record is not None:
+                    kept[location] = record
+            elif len(inside) == 2 and inside[0] == READERS:
+                reader = _lease(ObjectStoragePath(location) / READERS / inside[1])
+                readers.setdefault(location, []).extend([reader] if reader is not None else [])
     return [
-        Copy(location, size, used.get(location, ""))
+        Copy(location, size, used.get(location, ""), readers=tuple(readers.get(location, ())))
         if location not in kept
-        else Copy(location, kept[location]["bytes"], used.get(location, ""), **_held(kept[location]))
+        else Copy(
+            location,
+            kept[location]["bytes"],
+            used.get(location, ""),
+            **_held(kept[location]),
+            readers=tuple(readers.get(location, ())),
+        )
         for location, size in sizes.items()
     ]
+
+
+def _last_used(path: ObjectStoragePath) -> str:
+    """A copy's last use, ISO; "" (never evicted: taken for a copy still being written) when the mark is not a time."""
+    text = path.read_text().strip()
+    return text if _ISO_TIME.match(text) else ""
+
+
+def _memory_record(path: ObjectStoragePath) -> dict[str, Any] | None:
+    try:
+        record = json.loads(path.read_text())
+        return {"location": str(record["location"]), "server": str(record["server"]), "bytes": int(record["bytes"])}
+    except (ValueError, KeyError, TypeError) as err:
+        log.warning("cache record %s is not a record of a copy kept in memory (%s): left out", path, err)
+        return None
+
+
+def _lease(path: ObjectStoragePath) -> TableOwner | None:
+    try:
+        return TableOwner.from_dict(json.loads(path.read_text()))
+    except (ValueError, SpecError) as err:
+        log.warning("cache lease %s names no task (%s): left out", path, err)
+        return None
 
 
 def _held(record: dict[str, Any]) -> dict[str, str]:
@@ -137,13 +222,14 @@ def _held(record: dict[str, Any]) -> dict[str, str]:
 
 def least_recently_used(found: list[Copy], quota: int, keep: set[str]) -> list[Copy]:
     """The copies to evict, least recently used first, so that the others take at most ``quota`` bytes; never one
-    in ``keep`` (by location: a folder, or a location in a server's memory)."""
+    in ``keep`` (by location: a folder, or a location in a server's memory: those tasks use, or hold leases on), nor
+    one still being written (no last use yet)."""
     total = sum(copy.bytes for copy in found)
     evicted: list[Copy] = []
     for copy in sorted(found, key=lambda c: c.last_used):
         if total <= quota:
             break
-        if copy.location in keep or copy.memory in keep:
+        if copy.location in keep or copy.memory in keep or not copy.last_used:
             continue
         total -= copy.bytes
         evicted.append(copy)

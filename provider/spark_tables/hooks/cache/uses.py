@@ -37,7 +37,7 @@ from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse
 from spark_tables.hooks.cache import claims, memory, registry, storage
-from spark_tables.hooks.task_states import task_state
+from spark_tables.hooks.task_states import FINISHED_STATES, task_state
 from spark_tables.utils import settings
 
 log = logging.getLogger(__name__)
@@ -158,12 +158,13 @@ class TaskCaches:
             summary = settle(self.ti, self.uses, reports, list(self.writers), self.server)
         finally:
             self.release_claims()
+            release_leases(self.ti, self.uses)
         claimed = {folder: claim.number for _, folder, claim in self.held}
         for name, table in summary.items():
             use = next(u for u in self.uses if u.table.name == name)
             table["waited"] = self.waits.summary(use.table)
             table["claim"] = claimed.get(cache_folder_name(use.table))
-        return {"caches": summary, "cache_evictions": evict_over_quota(summary)}
+        return {"caches": summary, "cache_evictions": evict_over_quota(self.ti, summary)}
 
     def settle_after_failure(self, result: JobResult | None) -> None:
         """``settle`` after a failed job: what it registers is kept, but it never raises over the job's error."""
@@ -194,6 +195,8 @@ def cache_uses(
     for table in tables:
         found = readable_copies(ti, table, task_ids, server)
         log.info("cache %s: %d registered copies in this run that this task can read", table.describe(), len(found))
+        for copy in found:  # eviction by another task leaves them alone while this one may read them
+            storage.lease(_folder_of(run, copy), writer)
         kept_in = table.storage_in(server)
         location = memory_view(table) if kept_in == MEMORY else copy_folder(run, table, writer)
         uses.append(CacheUse(table=table, registered=tuple(found), location=location, storage=kept_in))
@@ -327,14 +330,44 @@ def _check_reported_copy(use: CacheUse, report: dict[str, Any]) -> None:
         )
 
 
-def evict_over_quota(summary: dict[str, Any]) -> list[str]:
+def release_leases(ti: Any, uses: tuple[CacheUse, ...]) -> None:
+    """Release the leases this task took on the copies it could read (``cache_uses``)."""
+    run, reader = run_folder(settings.cache_uri(), ti.dag_id, ti.run_id), TableOwner.of_task_instance(ti)
+    for use in uses:
+        for copy in use.registered:
+            storage.release_lease(_folder_of(run, copy), reader)
+
+
+def _folder_of(run: str, copy: CacheDescriptor) -> str:
+    """Where a copy's marks and leases are: its folder, or the record folder of a copy kept in memory."""
+    if copy.in_memory:
+        return memory_record_folder(run, copy.name, copy.fingerprint, copy.location)
+    return copy.location
+
+
+def leased(ti: Any, found: list[storage.Copy]) -> set[str]:
+    """The copies (their folders) that a task holding a lease on may be reading now: its task instance has not
+    finished. A lease of a finished task is stale, and removed."""
+    live: set[str] = set()
+    for copy in found:
+        for reader in copy.readers:
+            state = task_state(ti.get_task_states, reader)
+            if state is None or state in FINISHED_STATES:  # none: its run is gone, or it was cleared
+                storage.release_lease(copy.location, reader)
+            else:
+                live.add(copy.location)
+    return live
+
+
+def evict_over_quota(ti: Any, summary: dict[str, Any]) -> list[str]:
     """Evict least recently used copies past ``[spark_tables] cache_quota`` (on files) and ``cache_memory_quota``
-    (kept in a server's memory), never one this task just used: their locations."""
+    (kept in a server's memory), never one this task just used, nor one another task may be reading: their
+    locations."""
     quota, memory_quota = settings.cache_quota(), settings.cache_memory_quota()
     if (quota is None and memory_quota is None) or not summary:
         return []
-    used = {table["location"] for table in summary.values()}
     found = storage.copies(settings.cache_uri())
+    used = {table["location"] for table in summary.values()} | leased(ti, found)
     evicted = [copy.location for copy in storage.evict(found, quota, keep=used)] if quota is not None else []
     if memory_quota is not None:
         evicted += [copy.memory for copy in memory.evict(found, memory_quota, keep=used)]

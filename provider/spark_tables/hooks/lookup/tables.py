@@ -54,7 +54,7 @@ class LookupTableHook(BaseHook):
         return postgres_jdbc_driver(jar, f"the extra 'jdbc-driver-jar' of connection {self.lookup.conn_id!r}")
 
     def snapshots(self) -> str:
-        return snapshot_root(settings.lookup_uri(), self.lookup.name)
+        return snapshot_root(settings.lookup_uri(), self.lookup.name, self.source_table().holds())
 
     def spec(self) -> LookupSpec:
         """The lookup table as a job reads it."""
