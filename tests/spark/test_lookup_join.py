@@ -192,6 +192,26 @@ def test_none_sends_a_query_per_probe_row(spark: SparkSession, dimension: str, p
     assert output.metrics["hitCount"] == output.metrics["missCount"] == 0
 
 
+def test_retention_leaves_the_snapshot_a_running_join_reads(
+    spark: SparkSession, dimension: str, probe: None, tmp_path: Path
+) -> None:
+    """Two reloads publish while a FULL join reads the first snapshot: with two versions retained, the first would
+    go under the join; its lease keeps it until the join releases it, and the next publish drops it."""
+    spec = _spec(dimension, tmp_path, "FULL", **{"lookup.full-cache.periodic-reload.interval": "1 h"})
+    first = _reload(spark, spec).snapshot["version"]
+    join = LookupJoin(spark, _join_job(spec, tmp_path))  # reads the pointer: the first snapshot, leased
+    joined = join.apply(spark.table("probe"))
+
+    second, third = (_reload(spark, spec).snapshot["version"] for _ in range(2))
+
+    assert versions(spec.snapshots) == [first, second, third]
+    assert sorted(map(tuple, joined.collect()), key=repr) == _expected("left"), "the join reads its snapshot whole"
+    join.release()
+    fourth = _reload(spark, spec)
+    assert versions(spec.snapshots) == [third, fourth.snapshot["version"]]
+    assert first in fourth.dropped
+
+
 def test_full_reads_the_snapshot_and_sends_no_per_key_query(
     spark: SparkSession, dimension: str, probe: None, tmp_path: Path
 ) -> None:

@@ -4,6 +4,7 @@ and what it cannot take refused before any query."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -11,11 +12,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark_tables.core.aggregation.job import StreamingAggregationJob
-from spark_tables.core.errors import SpecError
+from spark_tables.core.errors import JobError, SpecError
 from spark_tables.core.plan.job import PlanOptions
 from spark_tables.core.plan.sinks import TableUpsertSink
 from spark_tables.jobs.aggregation.runner import run_streaming_aggregation
 from spark_tables.jobs.cancellation import Cancellation
+from spark_tables.jobs.plan import sinks
 from spark_tables.jobs.plan.clock import FixedClock
 from tests.spark.page_views import T0, TWO_RUNS, add_views, lose_commit
 
@@ -114,3 +116,71 @@ def test_a_catalog_sink_cannot_take_a_memory_buffer(spark: SparkSession, db: str
         "only (a catalog table takes a version per flush, from a micro-batch): leave it unset"
     )
     assert not spark.streams.active and not (tmp_path / "checkpoint").exists()
+
+
+def test_a_writer_waits_for_another_s_switch_and_loses_none_of_its_rows(
+    spark: SparkSession, db: str, views: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two writers of one table at once: while another query holds the switch lock, this one waits; the other
+    switches the table to a version of its own meanwhile; this one then builds on that version (no lost update) and
+    does not remove it (it is the version before the last)."""
+    sink = _table_sink(spark, db, "shared_views")
+    first = _location(spark, sink.name).removeprefix("file:")
+    versions = Path(first + ".versions")
+    versions.mkdir()
+    lock = versions / sinks.SWITCH_LOCK
+    lock.write_text('{"query": "the-other-query", "table": "x"}')
+    waiting = threading.Event()
+    holder = sinks._lock_holder
+
+    def seen(path: str) -> str | None:
+        waiting.set()
+        return holder(path)
+
+    monkeypatch.setattr(sinks, "_lock_holder", seen)
+    monkeypatch.setattr(sinks, "SWITCH_POLL_SECONDS", 0.01)
+    add_views(views, "a", ("home", "u1", 120, "2026-01-01 00:00:01"))
+    outcome: dict[str, Any] = {}
+    writer = threading.Thread(target=lambda: outcome.update(_run(spark, sink, tmp_path / "checkpoint")))
+    writer.start()
+    assert waiting.wait(120), "the writer never met the other's lock"
+
+    # The other writer, holding the lock: a version with a key of its own, switched to, then the lock released.
+    others = versions / "the-other-query-0"
+    spark.createDataFrame(
+        [("legacy", 7, 70), ("other", 1, 10)], "page STRING, views BIGINT, total_ms BIGINT"
+    ).write.parquet(str(others))
+    spark.sql(f"ALTER TABLE {sink.name} SET LOCATION 'file:{others}'")
+    lock.unlink()
+    writer.join(300)
+
+    assert not writer.is_alive() and outcome["write_calls"] == 1
+    assert _rows(spark, sink.name) == sorted([("home", 1, 120), ("legacy", 7, 70), ("other", 1, 10)])
+    assert others.exists(), "the version before the last stays"
+    assert not lock.exists()
+
+
+def test_a_switch_lock_another_query_never_releases_fails_in_one_line(tmp_path: Path) -> None:
+    versions = tmp_path / "t.versions"
+    versions.mkdir()
+    (versions / sinks.SWITCH_LOCK).write_text('{"query": "q-gone", "table": "db.t"}')
+
+    with pytest.raises(JobError) as caught, sinks.switch_lock(str(versions), "db.t", "q-mine", wait_seconds=0):
+        pass
+
+    assert str(caught.value) == (
+        f"catalog sink db.t: another streaming query (q-gone) has held the table's switch lock for over 0 s: if it "
+        f"has stopped, remove {versions}/{sinks.SWITCH_LOCK}, then run again"
+    )
+    assert (versions / sinks.SWITCH_LOCK).exists(), "another query's lock is never removed"
+
+
+def test_a_query_takes_over_the_switch_lock_it_left(tmp_path: Path) -> None:
+    versions = tmp_path / "t.versions"
+    versions.mkdir()
+    (versions / sinks.SWITCH_LOCK).write_text('{"query": "q-mine", "table": "db.t"}')  # its driver died holding it
+
+    with sinks.switch_lock(str(versions), "db.t", "q-mine", wait_seconds=0):
+        held = (versions / sinks.SWITCH_LOCK).exists()
+
+    assert held and not (versions / sinks.SWITCH_LOCK).exists()

@@ -14,6 +14,7 @@ import functools
 import hashlib
 import json
 import logging
+import uuid
 from typing import Any
 
 from pyspark.sql import DataFrame, Observation, SparkSession
@@ -32,7 +33,13 @@ from spark_tables.jobs.connect_functions import carried_function
 from spark_tables.jobs.lookup.arrow_types import arrow_type
 from spark_tables.jobs.lookup.metrics import aggregate
 from spark_tables.jobs.lookup.partition import PartitionLookup
-from spark_tables.jobs.lookup.reload import full_cache_metrics, load_snapshot, read_pointer
+from spark_tables.jobs.lookup.reload import (
+    full_cache_metrics,
+    lease_snapshot,
+    load_snapshot,
+    read_pointer,
+    release_snapshot,
+)
 from spark_tables.jobs.lookup.source import source_for
 
 log = logging.getLogger(__name__)
@@ -53,6 +60,8 @@ class LookupJoin:
         self.pointer: Pointer | None = None
         #: FULL: whether this join loaded the table's first snapshot itself.
         self.loaded_snapshot = False
+        #: FULL: the name of this join's leases on the snapshots it reads.
+        self.reader = uuid.uuid4().hex
         self._snapshot_frame: DataFrame | None = None
         if self.options.cache is CacheMode.FULL:
             self.value_fields = self._current_snapshot_frame()[1].schema.fields[len(self.key) :]
@@ -77,13 +86,22 @@ class LookupJoin:
             load = load_snapshot(self.spark, self.job.lookup, self.cancellation, only_if_missing=True)
             pointer, self.loaded_snapshot = load.pointer, load.loaded
         snapshot = pointer.current
+        root = self.job.lookup.snapshots
+        lease_snapshot(root, snapshot.version, self.reader)  # renewed at every read: retention leaves it alone
         if self.snapshot is None or snapshot.version != self.snapshot.version:
             log.info(
                 "lookup table %s: reading snapshot %s (%d rows)", self.job.lookup.name, snapshot.version, snapshot.rows
             )
+            if self.snapshot is not None:
+                release_snapshot(root, self.snapshot.version, self.reader)
             self._snapshot_frame = self.spark.read.parquet(snapshot.location)
         self.pointer = pointer
         return snapshot, self._snapshot_frame
+
+    def release(self) -> None:
+        """FULL: release the lease on the snapshot this join read (the join is done with it)."""
+        if self.snapshot is not None:
+            release_snapshot(self.job.lookup.snapshots, self.snapshot.version, self.reader)
 
     def apply(self, probe: DataFrame) -> DataFrame:
         """The joined rows: the probe's columns, then the lookup table's value columns."""
@@ -211,6 +229,7 @@ def run_lookup_join(spark: SparkSession, job: LookupJoinJob, cancellation: Cance
         else:
             done = _run_stream(spark, job, cancellation) or lookup_join.report(0)
     finally:
+        lookup_join.release()
         files.remove(job.metrics_uri)
     return LookupJoinResult(
         lookup=job.lookup.name,

@@ -65,6 +65,43 @@ def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
+#: In a lookup table's snapshot root: the leases of the joins reading each version, ``<version>/<reader>.json``.
+READERS = "_readers"
+#: How long a join's lease on the snapshot it reads holds, unless it renews or releases it: a join that dies holding
+#: one keeps its version from retention this long at most.
+LEASE_SECONDS = 6 * 3600
+
+
+def lease_snapshot(root: str, version: str, reader: str) -> None:
+    """Note that join ``reader`` reads ``version`` now: retention leaves the version alone while the lease holds."""
+    until = (_now() + datetime.timedelta(seconds=LEASE_SECONDS)).isoformat()
+    files.write_text(_join(root, f"{READERS}/{version}/{reader}.json"), json.dumps({"until": until}))
+
+
+def release_snapshot(root: str, version: str, reader: str) -> None:
+    files.remove(_join(root, f"{READERS}/{version}/{reader}.json"))
+
+
+def leased_versions(root: str) -> set[str]:
+    """The versions a join holds a lease on now; expired leases (their joins died) are removed."""
+    held: set[str] = set()
+    now = _now()
+    for version in files.folder_names(_join(root, READERS)):
+        for name in files.list_names(_join(root, f"{READERS}/{version}")):
+            lease = _join(root, f"{READERS}/{version}/{name}")
+            try:
+                until = datetime.datetime.fromisoformat(json.loads(files.read_text(lease))["until"])
+            except FileNotFoundError:
+                continue  # released meanwhile
+            except (ValueError, KeyError, TypeError):
+                until = now  # not a lease: it holds nothing
+            if until > now:
+                held.add(version)
+            else:
+                files.remove(lease)
+    return held
+
+
 class LoadFailed(JobError):
     """Every attempt to load a snapshot failed; the pointer has counted it and kept the snapshot it had."""
 
@@ -205,7 +242,8 @@ def _load(
     )
     pointer = Pointer(current=snapshot, loads=previous.loads + 1, load_failures=previous.load_failures)
     publish(root, pointer)
-    dropped = tuple(old for old in versions(root)[:-retained] if old != snapshot.version)
+    leased = leased_versions(root)
+    dropped = tuple(old for old in versions(root)[:-retained] if old != snapshot.version and old not in leased)
     for old in dropped:
         files.remove(_join(root, old))
     log.info(

@@ -38,9 +38,11 @@ a file per start of the query), which ``SinkWriter.report()`` adds up once the q
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
+import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
@@ -273,8 +275,16 @@ class TableUpsertSinkWriter(SinkWriter):
     def _write_batch(self, batch: DataFrame, batch_id: int) -> None:
         self.counts.batches += 1
         spark = self.session(batch)
+        seen = _describe(spark, self.sink.name)["location"].rstrip("/")
+        first = seen.split(VERSIONS + "/")[0] if VERSIONS + "/" in seen else seen
+        with switch_lock(f"{first}{VERSIONS}", self.sink.name, self.query_id()):
+            self._write_version(spark, batch, batch_id, first)
+
+    def _write_version(self, spark: SparkSession, batch: DataFrame, batch_id: int, first: str) -> None:
+        """Under the table's switch lock: the version of the batch made from the table's current rows, switched to,
+        and the versions before the last removed; another writer of the table waits, so no write is lost and no
+        version that is current is removed."""
         current = _describe(spark, self.sink.name)["location"].rstrip("/")
-        first = current.split(VERSIONS + "/")[0] if VERSIONS + "/" in current else current
         version = f"{first}{VERSIONS}/{self.query_id()}-{batch_id}"
         if current == version:
             self._skip(batch, batch_id)
@@ -323,6 +333,44 @@ class TableUpsertSinkWriter(SinkWriter):
         for name in files.folder_names(versions):
             if f"{versions}/{name}" not in keep:
                 files.remove(f"{versions}/{name}")
+
+
+#: Seconds a keyed catalog sink waits for another writer of its table to switch it, and between two looks.
+SWITCH_WAIT_SECONDS = 600.0
+SWITCH_POLL_SECONDS = 0.5
+#: In a keyed catalog table's versions folder: the writer switching the table now (created exclusively).
+SWITCH_LOCK = "_switch.lock"
+
+
+@contextlib.contextmanager
+def switch_lock(versions: str, table: str, query_id: str, wait_seconds: float = SWITCH_WAIT_SECONDS) -> Iterator[None]:
+    """Hold the lock of switching catalog table ``table`` to a new version: a file in its versions folder, created
+    exclusively (``files.create_exclusive``), naming the query. The same query (restarted from its checkpoint) takes
+    over a lock it left; another waits ``wait_seconds`` at most, then fails in one line naming the lock's file."""
+    lock = f"{versions}/{SWITCH_LOCK}"
+    deadline = time.monotonic() + wait_seconds
+    while not files.create_exclusive(lock, json.dumps({"query": query_id, "table": table}).encode()):
+        holder = _lock_holder(lock)
+        if holder == query_id:
+            log.warning("catalog sink %s: taking over the switch lock this query left (%s)", table, lock)
+            break
+        if time.monotonic() >= deadline:
+            raise JobError(
+                f"catalog sink {table}: another streaming query ({holder}) has held the table's switch lock for "
+                f"over {wait_seconds:.0f} s: if it has stopped, remove {lock}, then run again"
+            )
+        time.sleep(SWITCH_POLL_SECONDS)
+    try:
+        yield
+    finally:
+        files.remove(lock)
+
+
+def _lock_holder(lock: str) -> str | None:
+    try:
+        return str(json.loads(files.read_text(lock)).get("query"))
+    except (FileNotFoundError, ValueError, AttributeError):
+        return None  # released meanwhile, or being written: look again
 
 
 @dataclass(frozen=True)
