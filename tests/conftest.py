@@ -17,6 +17,7 @@ CPU, and Spark's JVMs spent the most of it.
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -117,7 +118,8 @@ def s3_bucket(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         monkeypatch.setenv(name, value)
     import fsspec
 
-    fsspec.filesystem("s3", skip_instance_cache=True).mkdir("bucket")
-    yield "s3://bucket"
+    bucket = f"bucket-{uuid.uuid4().hex[:12]}"  # moto keeps its buckets in the process: a new server does not forget
+    fsspec.filesystem("s3", skip_instance_cache=True).mkdir(bucket)
+    yield f"s3://{bucket}"
     server.stop()
     fsspec.get_filesystem_class("s3").clear_instance_cache()  # file systems made for this server go with it

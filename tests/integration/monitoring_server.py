@@ -47,12 +47,18 @@ class ApiServer:
         return f"http://127.0.0.1:{self.port}{self.base_path}{path}"
 
     def get(self, path: str, token: str | None = None, cookie: str | None = None) -> Response:
-        headers = {}
+        return self.request("GET", path, token, cookie=cookie)
+
+    def request(
+        self, method: str, path: str, token: str | None = None, body: Any = None, cookie: str | None = None
+    ) -> Response:
+        headers = {"Content-Type": "application/json"} if body is not None else {}
         if token is not None:
             headers["Authorization"] = f"Bearer {token}"
         if cookie is not None:
             headers["Cookie"] = f"_token={cookie}"
-        request = urllib.request.Request(self.url(path), headers=headers)
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.url(path), data=data, headers=headers, method=method)
         try:
             with urllib.request.urlopen(request) as response:
                 return Response(response.status, response.read().decode(), response.headers["content-type"] or "")

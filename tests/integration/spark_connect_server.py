@@ -52,14 +52,24 @@ class SparkConnectServer:
     def url(self) -> str:
         return f"sc://127.0.0.1:{self.port}"
 
+    @property
+    def events(self) -> Path:
+        """The server's event log folder."""
+        return self.root / "events"
+
     def start(self) -> None:
         ensure_metastore_schema(self.catalog)
+        self.events.mkdir(exist_ok=True)
         conf = {
             **self.catalog.spark_conf(),
             **self.catalog.secret_conf(),
             "spark.connect.grpc.binding.address": "127.0.0.1",
             "spark.connect.grpc.binding.port": str(self.port),
             "spark.ui.port": str(self.ui_port),
+            # What the server shows of its operations, for the tests that look for a secret there.
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": self.events.as_uri(),
+            "spark.eventLog.compress": "false",
             "spark.log.level": "WARN",
             "spark.pyspark.python": self._workers_python(),
             **(SPARK_APP_CONF if self.master.startswith("spark://") else {}),

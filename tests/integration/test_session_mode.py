@@ -8,12 +8,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import secrets
 import socket
+import urllib.request
 from typing import Any
 
 import pytest
 
-from tests.integration.conftest import Deployment, _empty_database, dags_test
+from tests.integration.conftest import PG_HOST, PG_PORT, Deployment, _empty_database, dags_test
 from tests.integration.ctas_checks import (
     metastore_tables,
     related,
@@ -142,6 +144,29 @@ def test_lookup_joins_enrich_the_same_rows_through_every_cache_in_session_mode(i
     jobs = ("reload", "enrich_none", "enrich_partial", "enrich_full")
     assert {run.xcoms[task]["mode"] for task in jobs} == {"session"}
     assert run.log.count("shipped the job's code to the session") == len(jobs)
+
+
+@pytest.mark.parametrize("operation", ["write", "count"])
+def test_a_jdbc_read_s_password_shows_nowhere_on_the_server(connect_server: Any, operation: str) -> None:
+    """The server's UI (its Connect tab) and event log show each operation's plan as text, a JDBC read's options
+    included: the provider's reader (a full-cache load's) hides the secret ones. The password is one no server knows,
+    so the read fails; its plan is shown all the same."""
+    from spark_tables.hooks.spark_connect_job import connect_session
+    from spark_tables.jobs.postgres import jdbc_reader
+
+    password = f"never-shown-{secrets.token_hex(8)}"
+    args = {"host": PG_HOST, "port": PG_PORT, "dbname": "postgres", "user": "nobody_here", "password": password}
+    with connect_session(connect_server.url) as spark:
+        frame = jdbc_reader(spark, args).option("dbtable", "pg_class").load()
+        with pytest.raises(Exception, match=r"FAILED_JDBC\.CONNECTION"):
+            frame.write.format("noop").mode("overwrite").save() if operation == "write" else frame.count()
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{connect_server.ui_port}/connect/", timeout=10) as page:
+        shown = page.read().decode()
+    events = "".join(path.read_text(errors="replace") for path in connect_server.events.rglob("events_*"))
+    assert "nobody_here" in shown + events, "the operation's plan is shown"
+    for where in (shown, events, (connect_server.root / "server.log").read_text(errors="replace")):
+        assert password not in where
 
 
 #: The examples' PostgreSQL tables in session mode: a database of their own, apart from the per-job runs' (whose

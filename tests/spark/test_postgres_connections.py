@@ -131,7 +131,7 @@ def test_a_lookup_join_reads_its_table_through_the_connections_extras(
         lookup=spec, on=("customer_id",), metrics_uri=(tmp_path / "metrics").as_uri(), probe="SELECT * FROM probe"
     )
 
-    run_lookup_join(spark, dataclasses.replace(job, output="joined_by_extras"), Cancellation())
+    run_lookup_join(spark, dataclasses.replace(job, output="joined_by_extras", mode="overwrite"), Cancellation())
 
     names = dict(CUSTOMERS)
     assert sorted(tuple(row) for row in spark.table("joined_by_extras").collect()) == [

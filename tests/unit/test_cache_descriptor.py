@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -45,6 +46,10 @@ def placed(location: str, *, in_memory: bool = False) -> bool:
 
 def test_a_copy_folder_the_owner_writes_is_placed() -> None:
     assert placed(copy_folder(RUN, TABLE, OWNER))
+    earlier_try = dataclasses.replace(OWNER, try_number=1)  # its job, taken over by the owner's try (durable)
+    assert placed(copy_folder(RUN, TABLE, earlier_try))
+    assert not placed(copy_folder(RUN, TABLE, dataclasses.replace(OWNER, try_number=3)))
+    assert not placed(copy_folder(RUN, TABLE, dataclasses.replace(OWNER, map_index=4)))
     assert placed(memory_location("app-20261128-0001", f"global_temp.{memory_view(TABLE)}"), in_memory=True)
 
 

@@ -659,6 +659,24 @@ class TestKeptInMemory:
         assert released == [("b", "spark_connect", ended.location)]
         assert not record_folder(ended).exists() and record_folder(active).exists()
 
+    def test_a_record_naming_another_view_is_never_released(self, released, monkeypatch, caplog):
+        """The cache root is shared storage: a record whose location names any other view on the server (another
+        DAG's cached table, a user's) is left out of eviction and the sweep."""
+        copy = memory_copy("max_b")
+        record = record_folder(copy) / MEMORY_RECORD
+        forged = {"location": "memory:app-1/global_temp.someone_elses_view", "server": "spark_connect", "bytes": 4096}
+        record.write_text(json.dumps(forged))
+        monkeypatch.setenv("AIRFLOW__SPARK_TABLES__CACHE_MEMORY_QUOTA", "1 B")
+
+        with caplog.at_level(logging.WARNING):
+            found = cache_storage.copies(settings.cache_uri())
+            assert cache_uses.evict_over_quota(ti("min_b"), {"other": {"location": "elsewhere"}}) == []
+        run = run_folder(settings.cache_uri(), "flip36", RUN)
+        cache_memory.release_recorded(found, run)
+
+        assert released == []
+        assert "not its own copy kept in memory: left out" in caplog.text
+
     def test_a_copy_in_memory_is_never_evicted_from_files(self, monkeypatch):
         monkeypatch.setattr(settings, "cache_quota", lambda: 0)
         copy = memory_copy("max_b")

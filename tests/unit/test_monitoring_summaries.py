@@ -539,9 +539,10 @@ def test_the_overview_shows_the_copies_kept_in_servers_memory_apart_from_the_fil
     from spark_tables.utils import settings
 
     monkeypatch.setenv("AIRFLOW__SPARK_TABLES__CACHE_MEMORY_QUOTA", "8 KiB")
+    view = "spark_tables_b_0123456789abcdef_0a0b0c0d"  # as memory_view names it
     storage.record_memory_copy(
-        f"{settings.cache_uri()}/shop/r1/b-f1/spark_tables_b_f1_0001",
-        memory_location("app-1", "global_temp.spark_tables_b_f1_0001"),
+        f"{settings.cache_uri()}/shop/r1/b-0123456789abcdef/{view}",
+        memory_location("app-1", f"global_temp.{view}"),
         "spark_session",
         4096,
     )

@@ -42,8 +42,19 @@ async def open_async_pool(args: Mapping[str, Any], *, size: int, timeout: float)
     return pool
 
 
+#: Spark's setting of what to hide in the strings it shows. A Spark Connect server's UI (its Connect tab) and event log
+#: show each operation's plan as text, and a JDBC read's plan holds its options, the password among them (seen on
+#: Spark 4.2, 2026-11-28): a session that reads through JDBC hides every option whose name says it is a secret.
+STRING_REDACTION = "spark.sql.redaction.string.regex"
+SECRET_OPTIONS = r'(?i)key: "[^"]*(?:password|secret|token)[^"]*"\s+value: "[^"]*"'
+
+
 def jdbc_reader(spark: SparkSession, args: Mapping[str, Any]) -> DataFrameReader:
-    """Spark's JDBC reader on the database, with pgjdbc's counterparts of the connection's extras."""
+    """Spark's JDBC reader on the database, with pgjdbc's counterparts of the connection's extras; the session hides
+    the secret ones wherever it shows a plan (``SECRET_OPTIONS``)."""
+    hidden = spark.conf.get(STRING_REDACTION, None)
+    if not hidden or SECRET_OPTIONS not in hidden:
+        spark.conf.set(STRING_REDACTION, f"(?:{hidden})|{SECRET_OPTIONS}" if hidden else SECRET_OPTIONS)
     reader = spark.read.format("jdbc").option("url", jdbc_url(args)).option("driver", JDBC_DRIVER)
     for name, value in jdbc_properties(args).items():
         reader = reader.option(name, value)

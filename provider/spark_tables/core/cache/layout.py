@@ -14,6 +14,7 @@ sweep of ended runs find it there as they find copies on files.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import uuid
 
@@ -55,9 +56,14 @@ def copy_folder(run: str, table: CachedTable, owner: TableOwner) -> str:
 
 
 def copy_folder_of(run: str, name: str, fingerprint: str, owner: TableOwner, location: str) -> bool:
-    """Whether ``location`` is a folder ``copy_folder`` gives ``owner`` for cache ``name`` in run folder ``run``."""
-    prefix = f"{run}/{name}-{fingerprint}/{_writer(owner)}-"
-    return location.startswith(prefix) and bool(re.fullmatch(r"[0-9a-f]{8}", location[len(prefix) :]))
+    """Whether ``location`` is a folder ``copy_folder`` gives ``owner``'s task for cache ``name`` in run folder
+    ``run``: in ``owner``'s try or an earlier one (a try that takes over a lost try's durable job registers the copy
+    that try's job wrote)."""
+    for try_number in range(1, max(owner.try_number, 1) + 1):
+        prefix = f"{run}/{name}-{fingerprint}/{_writer(dataclasses.replace(owner, try_number=try_number))}-"
+        if location.startswith(prefix) and re.fullmatch(r"[0-9a-f]{8}", location[len(prefix) :]):
+            return True
+    return False
 
 
 def _writer(owner: TableOwner) -> str:

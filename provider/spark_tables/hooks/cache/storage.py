@@ -20,7 +20,7 @@ from typing import Any
 import pendulum
 from airflow.sdk import ObjectStoragePath
 
-from spark_tables.core.cache.layout import LAST_USED, MEMORY_RECORD, READERS, RUN_MARKER
+from spark_tables.core.cache.layout import LAST_USED, MEMORY_RECORD, READERS, RUN_MARKER, memory_copy_of
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.errors import SpecError
 from spark_tables.core.names import flat_name
@@ -173,7 +173,7 @@ def copies(cache_root: str) -> list[Copy]:
             if inside == [LAST_USED]:
                 used[location] = _last_used(ObjectStoragePath(location) / LAST_USED)
             elif inside == [MEMORY_RECORD]:
-                record = _memory_record(ObjectStoragePath(location) / MEMORY_RECORD)
+                record = _memory_record(ObjectStoragePath(location) / MEMORY_RECORD, parts[2], parts[3])
                 if record is not None:
                     kept[location] = record
             elif len(inside) == 2 and inside[0] == READERS:
@@ -199,13 +199,22 @@ def _last_used(path: ObjectStoragePath) -> str:
     return text if _ISO_TIME.match(text) else ""
 
 
-def _memory_record(path: ObjectStoragePath) -> dict[str, Any] | None:
+def _memory_record(path: ObjectStoragePath, cache_folder: str, view: str) -> dict[str, Any] | None:
+    """The record of a copy kept in memory, in record folder ``<cache folder>/<view>``: None (left out: never released
+    nor evicted, as a view it names could be any other on the server) unless it names that cache's view, as
+    ``memory_view`` named it, on a server connection."""
     try:
         record = json.loads(path.read_text())
-        return {"location": str(record["location"]), "server": str(record["server"]), "bytes": int(record["bytes"])}
+        held = {"location": str(record["location"]), "server": str(record["server"]), "bytes": int(record["bytes"])}
     except (ValueError, KeyError, TypeError) as err:
         log.warning("cache record %s is not a record of a copy kept in memory (%s): left out", path, err)
         return None
+    name, _, fingerprint = cache_folder.rpartition("-")
+    location = held["location"]
+    if not memory_copy_of(name, fingerprint, location) or not location.endswith(f".{view}") or not held["server"]:
+        log.warning("cache record %s names %r, not its own copy kept in memory: left out", path, location)
+        return None
+    return held
 
 
 def _lease(path: ObjectStoragePath) -> TableOwner | None:
