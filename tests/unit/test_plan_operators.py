@@ -115,6 +115,29 @@ def test_an_executed_plan_writes_only_to_sinks_the_task_declares_as_it_declares_
     assert f"plan {plan_file} writes PostgreSQL sink 'counts'" in message
 
 
+def test_an_executed_plan_writes_only_the_catalog_tables_the_task_declares(
+    nothing_is_started: None, serving: None, tmp_path: Path
+) -> None:
+    """A plan file edited to write another catalog table than the task meant is refused before any job."""
+    plan = example_2()
+    plan["sinks"] = [{"name": "sales.counts", "kind": "table-upsert", "key": ["cid"]}]
+    for node in plan["nodes"]:
+        if node["type"] == "stream-exec-sink":
+            node["sink"] = "sales.counts"
+    plan_file = tmp_path / "p.json"
+    plan_file.write_text(json.dumps(plan))
+
+    undeclared = SparkExecutePlanOperator(task_id="e", plan_uri=str(plan_file), catalog_sinks=["sales.other"])
+    with pytest.raises(AirflowFailException) as caught:
+        undeclared.execute(task_context())
+    assert str(caught.value) == (
+        f"plan {plan_file} writes catalog table sales.counts, which the task does not declare: add it to "
+        "catalog_sinks, or compile the plan again"
+    )
+    declared = SparkExecutePlanOperator(task_id="e", plan_uri=str(plan_file), catalog_sinks="sales.counts")
+    assert declared.build_job(task_context()).options.connections == {}
+
+
 @pytest.mark.parametrize(
     ("where", "name", "nearest"),
     [

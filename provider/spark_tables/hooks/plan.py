@@ -10,6 +10,7 @@ from airflow.providers.common.compat.sdk import BaseHook
 from airflow.sdk import ObjectStoragePath
 
 from spark_tables.core.errors import SpecError
+from spark_tables.core.identifiers import TableIdentifier
 from spark_tables.core.plan.document import CompiledPlan
 from spark_tables.core.plan.job import PlanOptions
 from spark_tables.core.plan.sinks import PostgresUpsertSink
@@ -36,9 +37,11 @@ class CompiledPlanHook(BaseHook):
         checkpoints: str | None,
         run_for: str = "",
         trigger_interval: str = "1 s",
+        catalog_sinks: Sequence[str] = (),
     ) -> PlanOptions:
         """What a job running these plan statements needs: the options, the sinks a compile may write, and the
-        connections of the declared PostgreSQL sinks, the only ones an executed plan may write (``check_declared``)."""
+        connections of the declared PostgreSQL sinks. An executed plan may write only the sinks the task declares: its
+        PostgreSQL sinks as declared (``check_declared``), its catalog tables among ``catalog_sinks``."""
         options = PlanOptions(  # the options checked first: a bad one fails before any connection is looked up
             configuration=dict(configuration or {}),
             postgres_sinks=tuple(postgres_sinks),
@@ -49,11 +52,17 @@ class CompiledPlanHook(BaseHook):
         executed = [statement for statement in statements if statement.executes]
         if not executed:
             return options
+        tables = {str(TableIdentifier.parse(name)) for name in catalog_sinks}
         for parsed in executed:
             plan = self.read_plan(parsed.uri)  # None: EXECUTE PLAN IF EXISTS of a plan that is not there
             for sink in plan.sinks if plan else ():
                 if isinstance(sink, PostgresUpsertSink):
                     check_declared(sink, postgres_sinks, parsed.uri)
+                elif sink.name not in tables:
+                    raise SpecError(
+                        f"plan {parsed.uri} writes catalog table {sink.name}, which the task does not declare: add it "
+                        "to catalog_sinks, or compile the plan again"
+                    )
         return dataclasses.replace(options, connections=PostgresSinkHook().sink_connections(list(postgres_sinks)))
 
 

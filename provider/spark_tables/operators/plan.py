@@ -27,7 +27,10 @@ class _PlanOperator(StreamingJobOperator):
     :param plan_uri: the plan file: a path, ``file://`` or object storage (``s3://``). (templated)
     :param configuration: job-level options, Flink's names: ``table.exec.state.ttl`` (every stateful operator's
         default TTL, ``0 ms``: none), ``table.plan.force-recompile``, FLIP-365's. (templated)
-    :param postgres_sinks: ``PostgresUpsertSink`` declarations ``INSERT INTO`` may name.
+    :param postgres_sinks: ``PostgresUpsertSink`` declarations ``INSERT INTO`` may name, and the only PostgreSQL
+        sinks an executed plan may write, each as declared.
+    :param catalog_sinks: the catalog tables (``db.table``) an executed plan may write; a plan file that names
+        another fails the task before any query.
     :param checkpoints: root of executed plans' checkpoints, a folder per plan; default
         ``[spark_tables] checkpoint_uri``. (templated)
     """
@@ -40,12 +43,14 @@ class _PlanOperator(StreamingJobOperator):
         *,
         plan_uri: str,
         postgres_sinks: Sequence[PostgresUpsertSink] = (),
+        catalog_sinks: Sequence[str] = (),
         checkpoints: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.plan_uri = plan_uri
         self.postgres_sinks = tuple(postgres_sinks)
+        self.catalog_sinks = (catalog_sinks,) if isinstance(catalog_sinks, str) else tuple(catalog_sinks)
         for sink in self.postgres_sinks:
             if not isinstance(sink, PostgresUpsertSink):
                 raise TypeError(f"postgres_sinks must hold PostgresUpsertSink declarations, not {type(sink).__name__}")
@@ -63,6 +68,7 @@ class _PlanOperator(StreamingJobOperator):
             self.checkpoints,
             run_for=duration_text(self.run_for),
             trigger_interval=duration_text(self.trigger_interval),
+            catalog_sinks=self.catalog_sinks,
         )
         return PlanJob(statement=statement, options=options)
 

@@ -40,7 +40,9 @@ class SparkSqlJobOperator(CtasLifecycleOperator):
     run them; XCom's ``plans`` says what each did.
 
     :param plan_configuration: the plan statements' job-level options (``table.exec.state.ttl``, ...). (templated)
-    :param postgres_sinks: ``PostgresUpsertSink`` declarations a compiled ``INSERT INTO`` may name.
+    :param postgres_sinks: ``PostgresUpsertSink`` declarations a compiled ``INSERT INTO`` may name, and the only
+        PostgreSQL sinks an executed plan may write.
+    :param catalog_sinks: the catalog tables an executed plan may write.
     :param checkpoints: root of executed plans' checkpoints; default ``[spark_tables] checkpoint_uri``. (templated)
     """
 
@@ -61,10 +63,12 @@ class SparkSqlJobOperator(CtasLifecycleOperator):
         count_rows: bool = True,
         plan_configuration: dict[str, Any] | None = None,
         postgres_sinks: Sequence[PostgresUpsertSink] = (),
+        catalog_sinks: Sequence[str] = (),
         checkpoints: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.catalog_sinks = (catalog_sinks,) if isinstance(catalog_sinks, str) else tuple(catalog_sinks)
         self.sql = sql
         self.max_result_rows = max_result_rows
         self.count_rows = count_rows
@@ -77,7 +81,11 @@ class SparkSqlJobOperator(CtasLifecycleOperator):
         plan_statements = [statement.plan for statement in statements if statement.plan is not None]
         plans = (
             CompiledPlanHook().plan_options(
-                plan_statements, self.plan_configuration, self.postgres_sinks, self.checkpoints
+                plan_statements,
+                self.plan_configuration,
+                self.postgres_sinks,
+                self.checkpoints,
+                catalog_sinks=self.catalog_sinks,
             )
             if plan_statements
             else None
