@@ -243,7 +243,7 @@ def buffered_output(left_out: str, database: str) -> list[str]:
         *lines,
         "  look:  each views_* task's XCom 'query' (and its log line 'sink ...: ... record(s) in');",
         f"         spark_tables_demo.page_views_unbuffered, _buffered, _memory_buffered in PostgreSQL ({database});",
-        f"         the checkpoints under {HOME}/spark_tables/checkpoints/aggregations/example_spark_buffered_output.*",
+        f"         the checkpoints under {HOME}/spark_tables/checkpoints/aggregations/example_spark_buffered_output__*",
     ]
 
 
