@@ -71,6 +71,21 @@ def test_a_zip_is_never_taken_from_a_folder_others_may_write(tmp_path: Path):
     assert planted.read_bytes() == b"someone else's code"
 
 
+def test_a_zip_of_other_bytes_under_the_package_s_name_is_written_over_not_imported(tmp_path: Path):
+    """Even in the user's own folder, a file under the name the package's bytes give is imported only if it holds
+    those bytes (an earlier write cut short, a stray copy)."""
+    carried = server_python.CarriedFunction(package_bytes(), _pickled(parse_duration))
+    own = tmp_path / f"spark_tables-{os.getuid()}"
+    own.mkdir(mode=0o700)
+    planted = own / f"spark_tables-{hashlib.sha256(package_bytes()).hexdigest()[:16]}.zip"
+    planted.write_bytes(b"not the package")
+
+    done = _python_without_provider(CALL_TWICE, cloudpickle.dumps(carried), tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    assert planted.read_bytes() == package_bytes()
+
+
 def test_a_carried_object_is_pickled_without_what_it_unpickled():
     carried = server_python.CarriedFunction(package_bytes(), _pickled(parse_duration))
     assert carried("1 s", "x").total_seconds() == 1.0

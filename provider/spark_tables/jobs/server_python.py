@@ -9,8 +9,9 @@ Unlike executors' workers, those processes do not import the Python files a sess
 one: this module imports only the standard library, pyspark and ``core.private_files`` (itself only the standard
 library), and both are pickled by value (``connect_functions``), with the provider's zip and the object pickled by
 reference. Where it runs, the first call writes the zip into a
-folder of the user's own in the temporary folder (``spark_tables-<uid>``, mode 700: a zip found there was written by
-this user, never one someone else left to be imported), under a name of its contents, puts it first on ``sys.path``
+folder of the user's own in the temporary folder (``spark_tables-<uid>``, mode 700: no one else can leave a zip
+there), under a name of its contents (a zip found under that name is used only if it holds those bytes, else written
+anew), puts it first on ``sys.path``
 and unpickles the object; later calls (the query's next micro-batches, the processor's next keys) use it at once.
 The object's pickle comes with the function Spark itself unpickles there, from the task's client; no file is
 unpickled.
@@ -46,15 +47,26 @@ class _Carried:
         if self._object is None:
             digest = hashlib.sha256(self.package).hexdigest()[:16]
             path = os.path.join(_own_folder(), f"spark_tables-{digest}.zip")
-            if not os.path.isfile(path):
+            if not _holds(path, self.package):  # absent, or not these bytes: written anew, never imported as found
                 fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".zip.tmp")
                 with os.fdopen(fd, "wb") as handle:
                     handle.write(self.package)
                 os.replace(temporary, path)
             if path not in sys.path:
                 sys.path.insert(0, path)
+            # The object's pickle came in memory with the function Spark unpickles here, from the task's own client:
+            # no file, nothing another process could have written.
             self._object = pickle.loads(self.pickled)
         return self._object
+
+
+def _holds(path: str, package: bytes) -> bool:
+    """Whether the file at ``path`` holds exactly ``package``."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read() == package
+    except FileNotFoundError:
+        return False
 
 
 def _own_folder() -> str:
