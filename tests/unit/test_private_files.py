@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from spark_tables.core import private_files
-from spark_tables.core.private_files import guard_shared_folder, open_private_log, write_private
+from spark_tables.core.private_files import guard_shared_folder, open_private, write_private
 
 
 def test_a_private_file_is_created_anew_mode_600_never_through_a_planted_link(tmp_path: Path) -> None:
@@ -28,7 +28,7 @@ def test_a_private_file_is_created_anew_mode_600_never_through_a_planted_link(tm
 def test_a_driver_log_is_created_anew_mode_600(tmp_path: Path) -> None:
     log = tmp_path / "r.log"
     log.write_text("an earlier attempt's")
-    os.close(open_private_log(str(log)))
+    os.close(open_private(str(log)))
     assert log.read_text() == "" and stat.S_IMODE(log.stat().st_mode) == 0o600
 
 

@@ -51,17 +51,14 @@ def guard_shared_folder(path: str) -> None:
 
 
 def write_private(path: str, text: str) -> None:
-    """Write ``text`` into a new file only its owner may read: whatever was at ``path`` (an earlier attempt's file) is
-    removed first, and the file is created exclusively, never through a symbolic link someone put there."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+    """Write ``text`` into a new file only its owner may read (``open_private``)."""
+    with os.fdopen(open_private(path), "w", encoding="utf-8") as handle:
         handle.write(text)
 
 
-def open_private_log(path: str) -> int:
-    """A new file only its owner may read, for a detached driver's output (as ``write_private``): its descriptor."""
+def open_private(path: str) -> int:
+    """The descriptor of a new file only its owner may read: whatever was at ``path`` (an earlier attempt's file) is
+    removed first, and the file is created exclusively, never through a symbolic link someone put there."""
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)

@@ -26,7 +26,7 @@ from spark_tables.core.errors import SpecError
 from spark_tables.core.exchange import cancel_uri, local_path, log_uri, spec_uri, started_uri
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import SECRET_NAME, SECRET_PATTERN, JobSpec
-from spark_tables.core.private_files import guard_shared_folder, open_private_log, write_private
+from spark_tables.core.private_files import guard_shared_folder, open_private, write_private
 from spark_tables.core.spark_log import LineTally
 from spark_tables.core.storage_credentials import reached_by_airflow
 from spark_tables.hooks.spark_submit import SparkSubmitAdapter
@@ -255,7 +255,7 @@ class SparkJobHook(SparkSubmitAdapter):
         self._use_class_archive()
         log_path = driver_log_path(self._spec.result_uri)
         guard_shared_folder(os.path.dirname(log_path))
-        with os.fdopen(open_private_log(log_path), "w") as log_file:
+        with os.fdopen(open_private(log_path), "w") as log_file:
             self.submit_process = subprocess.Popen(
                 self.submit_command(ENTRY_SCRIPT),
                 stdout=log_file,

@@ -116,7 +116,7 @@ def claim_location(location: str, table: TableIdentifier, owner: TableOwner) -> 
     """Claim an explicit LOCATION for the task's table before creating it: it must hold no file, and no other task
     may claim it meanwhile (the claim file is created exclusively). A claim this task left in an earlier try is
     taken over. Raises ``JobError`` in one line otherwise."""
-    claim = f"{location.rstrip('/')}/{LOCATION_CLAIM}"
+    claim = _claim_file(location)
     names = files.list_names(location) if files.exists(location) else []
     if names == [LOCATION_CLAIM] and location_claimant(location) == owner.task():
         log.info("location %s was claimed by an earlier try of this task: taking it over", location)
@@ -145,18 +145,22 @@ def claim_location(location: str, table: TableIdentifier, owner: TableOwner) -> 
 def release_location(location: str, owner: TableOwner) -> None:
     """Remove the task's claim of a LOCATION where no table of the task holds it; another task's claim is left."""
     if location_claimant(location) == owner.task():
-        files.remove(f"{location.rstrip('/')}/{LOCATION_CLAIM}")
+        files.remove(_claim_file(location))
         log.info("released the claim of location %s", location)
 
 
 def location_claimant(location: str) -> dict[str, Any] | None:
     """The task a LOCATION's claim names (dag, run, task, map index); None without a readable claim."""
     try:
-        data = json.loads(files.read_text(f"{location.rstrip('/')}/{LOCATION_CLAIM}"))
+        data = json.loads(files.read_text(_claim_file(location)))
     except (FileNotFoundError, ValueError):
         return None
     task = data.get("task") if isinstance(data, dict) else None
     return task if isinstance(task, dict) else None
+
+
+def _claim_file(location: str) -> str:
+    return f"{location.rstrip('/')}/{LOCATION_CLAIM}"
 
 
 def _task_words(task: dict[str, Any]) -> str:
