@@ -249,3 +249,15 @@ def test_a_streaming_producer_fails_before_anything_is_written(spark, tmp_path, 
         "cached: give a batch DataFrame (spark.read, not spark.readStream), or do not cache it"
     )
     assert not (tmp_path / "copy").exists() and spark.streams.active == []
+
+
+def test_a_cached_table_whose_query_fails_names_the_cache_first(spark, tmp_path):
+    broken = CachedTable("b", query="SELECT * FROM no_such_table")
+    use = CacheUse(broken, registered=(), location=str(tmp_path / "copy"))
+
+    result = run_job(spark, SqlJob(statements=("SELECT count(*) FROM b",)), Cancellation(), (use,))
+
+    assert result.error.startswith(
+        "cache b: [TABLE_OR_VIEW_NOT_FOUND] The table or view `no_such_table` cannot be found."
+    ), result.error
+    assert "\n" not in result.error and not (tmp_path / "copy").exists()

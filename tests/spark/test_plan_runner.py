@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
-from spark_tables.core.errors import SpecError
+from spark_tables.core.errors import JobError, SpecError
 from spark_tables.core.names import flat_name
 from spark_tables.core.plan.job import PlanOptions
 from spark_tables.core.plan.result import PlanResult
@@ -496,3 +497,24 @@ def test_a_left_join_with_a_left_ttl_runs_on_spark_s_join_and_sends_an_order_alo
     unbounded = SHIPMENT_OR_NOT.replace("'o' = '1 min'", "'s' = '1 min'")
     with pytest.raises(SpecError, match=r"the query updates its results .* but order_shipments is a catalog table"):
         _run(spark, f"COMPILE PLAN '{tmp_path / 'unbounded.json'}' FOR {unbounded}", _options(tmp_path))
+
+
+def test_a_sink_query_that_fails_names_its_sink_and_query_first(
+    spark: SparkSession, orders: Path, tmp_path: Path
+) -> None:
+    plan_file = tmp_path / "plans" / "dividing.json"
+    dividing = (
+        "INSERT INTO shop_counts SELECT shop, COUNT(*) AS orders, SUM(amount DIV (amount - 10)) AS total FROM orders "
+        "GROUP BY shop"
+    )
+    _run(spark, f"COMPILE PLAN '{plan_file}' FOR {dividing}", _options(tmp_path))
+    _add_orders(orders, "first", (1, "shop_a", 10))  # divides by zero: the query fails while it runs
+
+    with pytest.raises(JobError) as raised:
+        _run(spark, f"EXECUTE PLAN '{plan_file}'", _options(tmp_path))
+
+    assert re.fullmatch(
+        r"sink shop_counts \(query plan_sink_\d+\): \[DIVIDE_BY_ZERO\] Division by zero\. Use `try_divide` to "
+        r"tolerate divisor being 0 and return NULL instead\. .* SQLSTATE: 22012",
+        str(raised.value),
+    ), str(raised.value)

@@ -4,6 +4,7 @@ failure, a stop and a retry."""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import Any
@@ -430,3 +431,24 @@ def test_a_cleanup_job_puts_back_the_table_a_lost_try_s_replace_had_moved_aside(
     assert rows(spark, str(target)) == [(0, "old"), (1, "old"), (2, "old")]
     assert props(spark, str(target))["made_by"] == "hand"
     assert tables(spark, db) == ["t"] and os.listdir(db_folder(spark, db)) == ["t"]
+
+
+def test_a_failure_the_provider_expects_is_one_log_line_and_any_other_its_traceback(
+    spark: SparkSession, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bad input and Spark's error classes say it all in their line; an unexpected error needs its stack."""
+    with caplog.at_level(logging.ERROR, logger="spark_tables"):
+        run_job(spark, SqlJob(statements=("SELECT * FROM no_such_table",)))
+    [expected] = [record for record in caplog.records if record.name == "spark_tables"]
+    assert expected.getMessage().startswith("sql job failed: statement 1/1 failed: [TABLE_OR_VIEW_NOT_FOUND]")
+    assert expected.exc_info is None
+
+    def unexpected(*args: object) -> None:
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr("spark_tables.jobs.sql.runner.run_sql", unexpected)
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger="spark_tables"):
+        result = run_job(spark, SqlJob(statements=("SELECT 1",)))
+    [traced] = [record for record in caplog.records if record.name == "spark_tables"]
+    assert result.error == "ZeroDivisionError: a bug" and traced.exc_info is not None

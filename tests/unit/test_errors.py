@@ -111,6 +111,23 @@ def test_a_py4j_error_gives_the_java_exception_line_not_the_call(error, line):
     assert "An error occurred while calling" not in one_line(error)
 
 
+def test_a_java_exception_carrying_a_spark_error_class_gives_the_error_class_up_to_its_sqlstate():
+    """As Spark 4.2's JDBC reader fails on a lookup table that does not exist (its words, its Java stack cut)."""
+    error = Py4JJavaError(
+        "o47.load",
+        "org.apache.spark.SparkException: [JDBC_EXTERNAL_ENGINE_SYNTAX_ERROR.DURING_OUTPUT_SCHEMA_RESOLUTION] JDBC "
+        'external engine syntax error. The error was caused by the query SELECT * FROM "public"."dim" WHERE 1=0. '
+        'ERROR: relation "public.dim" does not exist\n  Position: 15. The error occurred during output schema '
+        "resolution. SQLSTATE: 42000\n\tat org.apache.spark.sql.errors.QueryExecutionErrors$.x(Errors.scala:1)\n",
+    )
+
+    assert one_line(error) == (
+        "[JDBC_EXTERNAL_ENGINE_SYNTAX_ERROR.DURING_OUTPUT_SCHEMA_RESOLUTION] JDBC external engine syntax error. The "
+        'error was caused by the query SELECT * FROM "public"."dim" WHERE 1=0. ERROR: relation "public.dim" does not '
+        "exist Position: 15. The error occurred during output schema resolution. SQLSTATE: 42000"
+    )
+
+
 def test_a_py4j_error_without_a_java_exception_line_keeps_the_call_line():
     error = Py4JJavaError("o7.collect", "")
     error.args = ("An error occurred while calling o7.collect.",)
@@ -147,3 +164,42 @@ def test_an_error_of_sparks_python_workers_gives_the_last_of_chained_exceptions(
     assert one_line(PythonException(message)) == (
         "PythonException: spark_tables.core.errors.JobError: lookup customers: no key column id"
     )
+
+
+def test_a_streaming_querys_failure_gives_what_ended_it() -> None:
+    error = StreamingQueryException(
+        "[STREAM_FAILED] Query [id = 6b3e, runId = 4f98] terminated with exception: [DIVIDE_BY_ZERO] Division by "
+        "zero. SQLSTATE: 22012\n== SQL ==\nSELECT 1/0"
+    )
+    assert one_line(error) == "[DIVIDE_BY_ZERO] Division by zero. SQLSTATE: 22012"
+
+
+def test_a_foreach_batch_functions_failure_gives_the_spark_error_its_traceback_raised() -> None:
+    """As Spark 4.2 words a plan's sink query whose micro-batch divided by zero (the traceback shortened)."""
+    error = StreamingQueryException(
+        "[STREAM_FAILED] Query [id = 6b3e, runId = 4f98] terminated with exception: [FOREACH_BATCH_USER_FUNCTION_ERROR]"
+        " An error occurred in the user provided function in foreach batch sink. Reason: An exception was raised by "
+        "the Python Proxy. Return Message: Traceback (most recent call last):\n"
+        '  File "/jobs/plan/sinks.py", line 179, in write_counted\n    self._write_batch(batch, batch_id)\n'
+        "pyspark.errors.exceptions.captured.ArithmeticException: [DIVIDE_BY_ZERO] Division by zero. Use `try_divide` "
+        "to tolerate divisor being 0 and return NULL instead. SQLSTATE: 22012\n== SQL (line 1, position 1) ==\n"
+        "`amount` DIV (`amount` - 10) AS `__arg0`\n\n SQLSTATE: 39000 SQLSTATE: XXKST\n=== Streaming Query ===\n"
+        "Identifier: plan_sink_5 [id = 6b3e, runId = 4f98]\nCurrent Committed Offsets: {}\n"
+    )
+    assert one_line(error) == (
+        "[DIVIDE_BY_ZERO] Division by zero. Use `try_divide` to tolerate divisor being 0 and return NULL instead. "
+        "SQLSTATE: 22012"
+    )
+
+
+def test_a_foreach_batch_functions_own_error_keeps_its_type() -> None:
+    error = StreamingQueryException(
+        "[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: [FOREACH_BATCH_USER_FUNCTION_ERROR] An "
+        'error occurred. Return Message: Traceback (most recent call last):\n  File "x.py", line 1, in f\n'
+        'psycopg.errors.UndefinedTable: relation "s.t" does not exist\n'
+    )
+    assert one_line(error) == 'StreamingQueryException: psycopg.errors.UndefinedTable: relation "s.t" does not exist'
+
+
+class StreamingQueryException(Exception):
+    """Stands in for pyspark's: only its message matters here."""

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
-from spark_tables.operators import links
 from spark_tables.operators.links import SparkApplicationLink, SparkJobTabLink
 from spark_tables.operators.sql import SparkSqlJobOperator
 from spark_tables.plugins.monitoring.plugin import SparkTablesPlugin
@@ -57,20 +55,12 @@ def test_under_a_base_url_with_a_path_every_link_and_view_starts_with_that_path(
     assert SparkTablesPlugin.external_views[0]["href"].startswith("/spark-tables/")
 
 
-@pytest.fixture
-def result(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """The task's result in XCom, as the link reads it."""
-    value: dict[str, Any] = {"application_id": "app-20261125174912-0001"}
-    monkeypatch.setattr(links.XCom, "get_value", lambda *, ti_key, key: value if key == "return_value" else None)
-    return value
+def test_the_application_link_is_the_page_the_operator_kept_when_its_try_ended() -> None:
+    """Airflow asks for the link when the try ends, failed or not, on the operator that ran it."""
+    url = "http://history.example:18080/history/app-20261125174912-0001/jobs/"
+    assert SparkApplicationLink().get_link(SimpleNamespace(application_url=url), ti_key=TI_KEY) == url
 
 
-def test_the_application_link_is_the_page_the_tasks_result_names(result: dict[str, Any]) -> None:
-    result["application_url"] = "http://history.example:18080/history/app-20261125174912-0001/jobs/"
-    assert SparkApplicationLink().get_link(SimpleNamespace(), ti_key=TI_KEY) == result["application_url"]
-
-
-def test_no_application_link_without_a_history_server_or_before_the_job_ran(result: dict[str, Any]) -> None:
-    assert SparkApplicationLink().get_link(SimpleNamespace(), ti_key=TI_KEY) == ""  # no application_url
-    result.clear()
-    assert SparkApplicationLink().get_link(SimpleNamespace(), ti_key=TI_KEY) == ""
+def test_no_application_link_without_a_history_server_or_before_the_job_ran() -> None:
+    assert SparkApplicationLink().get_link(SimpleNamespace(application_url=None), ti_key=TI_KEY) == ""
+    assert SparkApplicationLink().get_link(SimpleNamespace(), ti_key=TI_KEY) == ""  # the try never got that far

@@ -23,7 +23,7 @@ from spark_tables.core.ctas.result import CtasResult
 from spark_tables.core.errors import SpecError
 from spark_tables.core.job_spec import SECRET_PATTERN, JobSpec
 from spark_tables.core.sql.job import SqlJob
-from spark_tables.hooks.spark_job import DEFAULT_MASTER, SparkJobHook, SparkMasterUnreachable
+from spark_tables.hooks.spark_job import DEFAULT_MASTER, SparkJobFailed, SparkJobHook, SparkMasterUnreachable
 from spark_tables.utils.job_package import ENTRY_SCRIPT
 
 pytestmark = pytest.mark.usefixtures("spark_tables_home")
@@ -497,3 +497,80 @@ def test_a_standalone_master_that_listens_passes_the_check(catalog, set_connecti
         master = f"spark://127.0.0.1:{server.getsockname()[1]}"
         set_connection("spark_x", conn_type="spark", host=master)
         SparkJobHook(spec=SPEC, catalog=catalog, conn_id="spark_x").check_master()
+
+
+class _Recorder:
+    """Stands in for the hook's logger: what it was told, at which level."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[str, str]] = []
+
+    def __getattr__(self, level: str):
+        return lambda message, *args, **kwargs: self.records.append((level, message % args if args else message))
+
+
+@pytest.mark.parametrize(
+    ("conn_type", "extra"), [("postgres", {}), ("http", {}), ("spark_tables", {"warehouse": "/w"})]
+)
+def test_a_connection_that_is_no_spark_connection_fails_in_one_line_naming_its_type(
+    catalog, set_connection, no_process, conn_type, extra
+):
+    set_connection("crm", conn_type=conn_type, host="127.0.0.1", port=5432, extra=extra)
+
+    with pytest.raises(SpecError) as failed:
+        SparkJobHook(spec=SPEC, catalog=catalog, conn_id="crm")
+
+    assert str(failed.value) == (
+        f"connection 'crm' is of type '{conn_type}', not a Spark connection: give conn_id a connection of type spark "
+        "(spark-submit; host = the master URL, such as local[*] or spark://host:7077) or spark_connect (a Spark "
+        "Connect server: session mode)"
+    )
+
+
+def test_without_spark_default_one_true_line_says_where_the_job_runs(catalog, monkeypatch):
+    recorder = _Recorder()
+    monkeypatch.setattr(SparkJobHook, "_log", recorder, raising=False)  # as LoggingMixin finds it, from __init__ on
+
+    hook = SparkJobHook(spec=SPEC, catalog=catalog)
+    _command(hook)
+
+    infos = [message for level, message in recorder.records if level == "info"]
+    assert infos == ["Spark connection 'spark_default' does not exist: the job runs on local[*]"]
+    debugs = [message for level, message in recorder.records if level == "debug"]
+    assert "Could not load connection string spark_default, defaulting to yarn" in debugs
+    assert any(message.startswith("Spark-Submit cmd: ") for message in debugs), "the command is at DEBUG level"
+
+
+#: Stands in for spark-submit: the driver writes its result with the job's one-line error, and exits 1.
+_FAILING_SUBMIT = """#!{python}
+import json, sys
+spec = json.loads(sys.argv[-1])
+with open(spec["result_uri"].removeprefix("file://"), "w") as handle:
+    json.dump({{"version": 1, "kind": "sql", "error": "statement 1/1 failed: [TABLE_OR_VIEW_NOT_FOUND] The table or "
+               "view `t` cannot be found. SQLSTATE: 42P01"}}, handle)
+print("spark_tables ERROR sql job failed: ...", flush=True)
+sys.exit(1)
+"""
+
+
+def test_a_failed_job_fails_the_task_with_its_own_line_and_no_command_before_it(catalog, tmp_path, monkeypatch):
+    fake = tmp_path / "spark-submit"
+    fake.write_text(_FAILING_SUBMIT.format(python=sys.executable))
+    fake.chmod(0o755)
+    spec = JobSpec(job=SqlJob(statements=("SELECT * FROM t",)), result_uri=f"file://{tmp_path}/r.json")
+    hook = SparkJobHook(spec=spec, catalog=catalog)
+    hook._spark_binary_path = str(fake)
+    recorder = _Recorder()
+    hook._log = recorder
+
+    with pytest.raises(SparkJobFailed) as failed:
+        hook.run()
+
+    assert str(failed.value) == (
+        "statement 1/1 failed: [TABLE_OR_VIEW_NOT_FOUND] The table or view `t` cannot be found. SQLSTATE: 42P01"
+    )
+    assert failed.value.__cause__ is None and failed.value.__suppress_context__, "no spark-submit command chained"
+    infos = " ".join(message for level, message in recorder.records if level == "info")
+    assert "--conf" not in infos and "SELECT * FROM t" not in infos, "command and spec only at DEBUG level"
+    debugs = [message for level, message in recorder.records if level == "debug"]
+    assert any(message.startswith("Cannot execute: ") and str(fake) in message for message in debugs)

@@ -12,7 +12,7 @@ from typing import ClassVar
 import pytest
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-from spark_tables.hooks.spark_submit import PRIVATE_FIELDS, PRIVATE_METHODS, SparkSubmitAdapter
+from spark_tables.hooks.spark_submit import DEBUG_MESSAGES, PRIVATE_FIELDS, PRIVATE_METHODS, SparkSubmitAdapter
 
 #: The parameters the adapter's callers pass to each private method (besides self).
 EXPECTED_PARAMETERS = {
@@ -76,3 +76,11 @@ def test_the_running_process_is_where_the_adapter_reads_it(set_connection, tmp_p
     assert hook.seen == ["line one", "line two"]
     assert [line.strip() for line in hook.recent_log_lines] == ["line one", "line two"]
     assert hook.submit_command("app.py")[0] == str(fake_submit)
+
+
+@pytest.mark.parametrize("message", DEBUG_MESSAGES)
+def test_the_spark_provider_still_logs_the_messages_the_adapter_moves_to_debug(message: str) -> None:
+    """The adapter recognises them by their format strings: a reworded one would be back at INFO, unnoticed."""
+    assert f'"{message}"' in inspect.getsource(SparkSubmitHook), (
+        f"SparkSubmitHook no longer logs {message!r}: update DEBUG_MESSAGES in spark_tables/hooks/spark_submit.py"
+    )

@@ -71,3 +71,41 @@ def test_bad_statements_fail_with_one_line(text: str, message: str) -> None:
         parse_plan_statement(text)
     assert message in str(raised.value)
     assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("insert", "message"),
+    [
+        (
+            "INSERT INTO t SELECT /*+ STATE_TTL('o' = '-1 h') */ o.shop, count(*) FROM orders o GROUP BY o.shop",
+            "COMPILE PLAN, INSERT INTO t SELECT /*+ STATE_TTL('o' = '-1 h') */ o.shop,…: STATE_TTL('o')='-1 h' is "
+            "negative: write a duration of zero or more",
+        ),
+        (  # a hint of an inner query block, beside another hint
+            "INSERT INTO t SELECT a FROM (SELECT /*+ BROADCAST(x), STATE_TTL('x' = '2 fortnights') */ a, count(*) "
+            "FROM x GROUP BY a)",
+            "COMPILE PLAN, INSERT INTO t SELECT a FROM (SELECT /*+ BROADCAST(x), STATE…: STATE_TTL('x')="
+            "'2 fortnights' has an unknown unit 'fortnights': use days",
+        ),
+        (
+            "INSERT INTO t SELECT /*+ STATE_TTL(o) */ o.shop FROM orders o",
+            "COMPILE PLAN, INSERT INTO t SELECT /*+ STATE_TTL(o) */ o.shop FROM orders…: STATE_TTL takes 'table' = "
+            "'ttl' pairs, not o",
+        ),
+    ],
+)
+def test_a_compiles_state_ttl_hints_are_checked_on_the_airflow_side_as_the_compiler_words_them(
+    insert: str, message: str
+) -> None:
+    """Before any job starts: the durations of every hint of every query block, and the hint's form."""
+    with pytest.raises(SpecError) as failed:
+        read_plan_statement(f"COMPILE PLAN '/p.json' FOR {insert}")
+    assert str(failed.value).startswith(message)
+    assert "\n" not in str(failed.value)
+
+
+def test_good_state_ttl_hints_and_unreadable_sql_are_left_to_the_compiler() -> None:
+    good = "INSERT INTO t SELECT /*+ STATE_TTL('o' = '1 h', 'c' = 'P7D') */ o.a FROM o JOIN c ON o.k = c.k"
+    assert read_plan_statement(f"COMPILE PLAN '/p.json' FOR {good}").inserts == (good,)
+    unreadable = "INSERT INTO t SELECT /*+ STATE_TTL('o' = '-1 h') */ FROM WHERE ((("
+    assert read_plan_statement(f"COMPILE PLAN '/p.json' FOR {unreadable}").inserts == (unreadable,)

@@ -49,6 +49,8 @@ class CompiledPlanHook(BaseHook):
             run_for=run_for,
             trigger_interval=trigger_interval,
         )
+        for explained in (statement for statement in statements if statement.action == "explain"):
+            self.read_plan(explained.uri)  # its JSON and TTLs checked here: EXPLAIN's driver checks the rest
         executed = [statement for statement in statements if statement.executes]
         if not executed:
             return options

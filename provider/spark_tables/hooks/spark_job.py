@@ -195,6 +195,8 @@ class SparkJobHook(SparkSubmitAdapter):
                     f"such as local[*] or spark://host:7077) or use spark_default, which defaults to {DEFAULT_MASTER}"
                 ) from None
             conn = None
+        if conn is not None and conn.conn_type != self.conn_type:
+            raise SpecError(wrong_connection_type(self.conn_id, conn.conn_type))
         self.history_server = (conn.extra_dejson.get(HISTORY_SERVER_EXTRA) or None) if conn is not None else None
         self.master_ui = (conn.extra_dejson.get(MASTER_UI_EXTRA) or None) if conn is not None else None
         try:
@@ -202,7 +204,7 @@ class SparkJobHook(SparkSubmitAdapter):
         except ValueError as err:
             raise SpecError(f"Spark connection {self.conn_id!r} is invalid: {err}") from None
         if conn is None:
-            self.log.info("no %s connection: running on %s", self.conn_id, DEFAULT_MASTER)
+            self.log.info("Spark connection %r does not exist: the job runs on %s", self.conn_id, DEFAULT_MASTER)
             data["master"] = DEFAULT_MASTER
             data["deploy_mode"] = self.deploy_mode_argument  # the parent applies it only when a connection exists
         return data
@@ -238,7 +240,8 @@ class SparkJobHook(SparkSubmitAdapter):
             if self._class_archive is not None:
                 self._class_archive.keep()
         if failure is not None:
-            raise SparkJobFailed(self._failure_line(self.last_result)) from failure
+            self.log.debug("%s", failure)  # the command, its conf and spark-submit's last lines: the line says why
+            raise SparkJobFailed(self._failure_line(self.last_result)) from None
         if self.last_result is None:
             raise SparkJobFailed(f"the Spark job ended without writing its result to {self._spec.result_uri}")
         if not self.last_result.succeeded:
@@ -421,6 +424,15 @@ class SparkJobHook(SparkSubmitAdapter):
             self.log.warning("the job did not stop in %d s: ending process group %d", CANCEL_GRACE_SECONDS, process.pid)
             _stop_process_group(process)
             super().on_kill()  # the Spark provider's kill: YARN application, standalone driver, Kubernetes pod
+
+
+def wrong_connection_type(conn_id: str, conn_type: str | None) -> str:
+    """The one line of a task whose ``conn_id`` names a connection that is no Spark connection."""
+    return (
+        f"connection {conn_id!r} is of type {conn_type!r}, not a Spark connection: give conn_id a connection of type "
+        "spark (spark-submit; host = the master URL, such as local[*] or spark://host:7077) or spark_connect (a Spark "
+        "Connect server: session mode)"
+    )
 
 
 def _spark_conf(catalog: Catalog, conf: dict[str, Any]) -> dict[str, Any]:

@@ -6,6 +6,10 @@ connection and Spark conf, the running process, the last log lines, the applicat
 methods to extend (connection resolution, the spark-submit binary, the log stream). This adapter gives each a
 public name; ``PRIVATE_METHODS`` and ``PRIVATE_FIELDS`` list what it relies on, and
 ``tests/unit/test_spark_submit_adapter.py`` fails when the installed provider no longer has one of them.
+
+It also moves two of the provider's INFO lines to DEBUG (``DEBUG_MESSAGES``, tripwired the same way): the whole
+spark-submit command, which buries a task's one useful line under its conf and the job's spec, and the fallback to
+YARN when ``spark_default`` is missing, which this provider replaces with ``local[*]`` and says so in its own line.
 """
 
 from __future__ import annotations
@@ -35,6 +39,27 @@ PRIVATE_FIELDS = (
     "_submit_sp",
     "_last_submit_log_lines",
 )
+#: SparkSubmitHook's INFO messages (their format strings, as it logs them) that this adapter logs at DEBUG.
+DEBUG_MESSAGES = ("Spark-Submit cmd: %s", "Could not load connection string %s, defaulting to %s")
+
+
+class _ProviderLog:
+    """A hook's logger (as ``LoggingMixin`` gives it at each call), but for ``DEBUG_MESSAGES``, which go to DEBUG."""
+
+    def __init__(self, hook: SparkSubmitHook) -> None:
+        self._hook = hook
+
+    @property
+    def _log(self) -> Any:
+        return SparkSubmitHook.log.fget(self._hook)  # type: ignore[attr-defined]
+
+    def info(self, event: Any, *args: Any, **kwargs: Any) -> Any:
+        if event in DEBUG_MESSAGES:
+            return self._log.debug(event, *args, **kwargs)
+        return self._log.info(event, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._log, name)
 
 
 class SparkSubmitAdapter(SparkSubmitHook):
@@ -43,6 +68,12 @@ class SparkSubmitAdapter(SparkSubmitHook):
     Subclasses extend ``resolve_connection``, ``spark_binary_command`` and ``watch_log`` instead of the
     provider's private methods.
     """
+
+    @property
+    def log(self) -> Any:
+        if "_provider_log" not in self.__dict__:
+            self.__dict__["_provider_log"] = _ProviderLog(self)
+        return self.__dict__["_provider_log"]
 
     # What the provider keeps private, by public names.
 

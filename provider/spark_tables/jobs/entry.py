@@ -22,7 +22,7 @@ from typing import Any
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from spark_tables.core.errors import JobError, one_line
+from spark_tables.core.errors import JobError, SpecError, one_line
 from spark_tables.core.exchange import cancel_uri, started_uri
 from spark_tables.core.job_output import JobOutput
 from spark_tables.core.job_result import JobResult
@@ -87,7 +87,7 @@ def run_job(
         output = runner(job.kind)(spark, job, cancellation)
     except Exception as err:
         error = one_line(err)
-        if isinstance(err, JobError | PySparkException):  # their first line says it; Java stacks would flood the log
+        if expected(err, error):
             log.error("%s job failed: %s", job.kind, error)
         else:
             log.exception("%s job failed", job.kind)
@@ -95,6 +95,13 @@ def run_job(
             error = f"cancelled: {cancellation.reason} ({error})"
         return JobResult(error=error, output=getattr(err, "output", None), caches=cache_reports, **common)
     return JobResult(output=output, caches=cache_reports, work_seconds=round(time.monotonic() - started, 3), **common)
+
+
+def expected(error: Exception, line: str) -> bool:
+    """Whether a job's failure is one its line says all of: the provider's own (bad input, a failure it names) and
+    Spark's, whose error classes name their cause (``[TABLE_OR_VIEW_NOT_FOUND] ...``, also inside a Java exception);
+    for any other the driver's log gets its traceback, which whoever looks into it needs."""
+    return isinstance(error, SpecError | JobError | PySparkException) or line.startswith("[")
 
 
 def session_builder(session_conf: dict[str, str]) -> SparkSession.Builder:

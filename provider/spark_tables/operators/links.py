@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.providers.common.compat.sdk import BaseOperatorLink, XCom
+from airflow.providers.common.compat.sdk import BaseOperatorLink
 
 from spark_tables.utils.monitoring_urls import task_tab_url
 
@@ -18,11 +18,11 @@ class SparkJobTabLink(BaseOperatorLink):
 
 
 class SparkApplicationLink(BaseOperatorLink):
-    """The application's page in the Spark history server, as the task's result names it (``application_url``,
-    set when the job ran, from the connection it ran on); no link without a history server, or before the job ran."""
+    """The application's page in the Spark history server, when the Spark connection names one; no link before the
+    job ran. Airflow asks for it when the try ends, failed or not: the operator keeps it (``application_url``), so
+    that a failed try's link is there too, and no missing XCom is read."""
 
     name = "Spark application"
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
-        result = XCom.get_value(ti_key=ti_key, key="return_value")
-        return (result.get("application_url") if isinstance(result, dict) else None) or ""
+        return getattr(operator, "application_url", None) or ""

@@ -186,6 +186,10 @@ class SparkJobOperator(ResumableJobMixin, BaseOperator):
                 self._caches.release_claims()
             self.report_failed_try(context, err)
             raise
+        finally:
+            last = self._hook.last_result if self._hook is not None else None
+            #: The "Spark application" link's target, which Airflow takes when the try ends, failed or not.
+            self.application_url = self._hook.application_url(last.application_id) if last is not None else None
         return {**self.xcom_value(result), **self._caches.settle(result)}
 
     # ResumableJobMixin: a try whose task process was lost leaves its driver running on a cluster (``durable``);

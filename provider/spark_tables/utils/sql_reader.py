@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import sqlglot
+from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, TokenType
@@ -25,6 +27,7 @@ from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.ctas.statement import CtasStatement
 from spark_tables.core.errors import SpecError
 from spark_tables.core.identifiers import TableIdentifier
+from spark_tables.core.plan.hints import STATE_TTL, not_a_pair, state_ttls
 from spark_tables.core.plan.statements import PlanStatement, shown
 from spark_tables.core.sql.job import statement_list
 from spark_tables.core.sql.statement import SqlStatement
@@ -434,8 +437,35 @@ def is_plan_statement(statement: str) -> bool:
 
 
 def read_plan_statement(statement: str) -> PlanStatement:
-    """The plan statement ``statement`` is; ``SpecError`` naming what is wrong with it otherwise."""
-    return _plan_statement(_Text.of(statement))
+    """The plan statement ``statement`` is; ``SpecError`` naming what is wrong with it otherwise, a compile's
+    ``STATE_TTL`` hints included (the compiler reads them again, on the driver)."""
+    parsed = _plan_statement(_Text.of(statement))
+    for insert in parsed.inserts:
+        _check_state_ttl_hints(insert)
+    return parsed
+
+
+def _check_state_ttl_hints(insert: str) -> None:
+    """``SpecError``, worded as the compiler's, for a ``STATE_TTL`` hint of any query block of a compile's INSERT
+    that does not read (``core.plan.hints``). An INSERT sqlglot cannot parse is left to the compiler, which says why."""
+    try:
+        tree = sqlglot.parse_one(insert, read="spark")
+    except sqlglot.errors.ParseError:
+        return
+    for hint in tree.find_all(exp.Hint) if tree is not None else ():
+        for item in hint.expressions:
+            if not (isinstance(item, exp.Anonymous | exp.Func) and item.name.upper() == STATE_TTL):
+                continue
+            try:
+                state_ttls([[_hint_pair(pair) for pair in item.expressions]])
+            except SpecError as err:
+                raise SpecError(f"COMPILE PLAN, {shown(insert)}: {err}") from None
+
+
+def _hint_pair(pair: exp.Expression) -> tuple[str, str]:
+    if not isinstance(pair, exp.EQ) or not isinstance(pair.expression, exp.Literal):
+        raise not_a_pair(pair.sql("spark"))
+    return pair.this.name, pair.expression.name
 
 
 def _plan_head(read: _Text) -> tuple[str, int] | None:

@@ -191,6 +191,11 @@ class LinkedPython(PythonOperator):
 
     operator_extra_links = (SparkJobTabLink(), SparkApplicationLink())
 
+    def execute(self, context: Any) -> Any:
+        value = super().execute(context)
+        self.application_url = value.get("application_url") if isinstance(value, dict) else None
+        return value
+
 
 def push(key: str, value: dict[str, Any]) -> Any:
     def leave(ti: Any) -> None:

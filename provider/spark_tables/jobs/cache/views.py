@@ -30,6 +30,7 @@ from spark_tables.core.job_spec import CacheUse
 from spark_tables.jobs import files
 from spark_tables.jobs.cache.memory import keep_in_memory, memory_problem
 from spark_tables.jobs.cancellation import Cancellation
+from spark_tables.jobs.failures import failures_named
 from spark_tables.jobs.row_frames import rows
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,8 @@ def _prepare(spark: SparkSession, use: CacheUse, cancellation: Cancellation) -> 
     status = "fallback" if damaged or unchecked else "miss"
     keeping = "caching it in the server's memory as" if use.storage == MEMORY else "writing a copy to"
     log.info("cache %s: %s, computing it and %s %s", name, status, keeping, use.location)
-    frame = rows(spark, use.table.query, use.table.producer)
+    with failures_named(f"cache {name}"):  # the task's error says which cached table failed
+        frame = rows(spark, use.table.query, use.table.producer)
     if frame.isStreaming:  # FLIP-36 makes cache() of a stream table a no-op; here it would fail at the write
         definition = f"producer {use.table.producer}" if use.table.producer else "query"
         raise JobError(
@@ -89,13 +91,15 @@ def _prepare(spark: SparkSession, use: CacheUse, cancellation: Cancellation) -> 
         )
     cancellation.check()
     if use.storage == MEMORY:
-        location, row_count, held = keep_in_memory(spark, frame, use.location)
+        with failures_named(f"cache {name}"):
+            location, row_count, held = keep_in_memory(spark, frame, use.location)
         _read_memory_as_view(spark, name, location)
         log.info("cache %s: cached %d rows, %d bytes in the server's memory at %s", name, row_count, held, location)
         report = _report(status, location, started, damaged, unchecked, bytes_written=held)
         written = {"storage": MEMORY, "schema": frame.schema.json(), "rows": row_count, "bytes": held}
         return {**report, "written": written}
-    schema, partitions = write_copy(spark, frame, use.location)
+    with failures_named(f"cache {name}"):
+        schema, partitions = write_copy(spark, frame, use.location)
     _read_as_view(spark, name, use.location, schema, partitions)
     written, row_count = sum(p.bytes for p in partitions), sum(p.rows for p in partitions)
     log.info("cache %s: wrote %d rows, %d bytes in %d partitions", name, row_count, written, len(partitions))

@@ -30,6 +30,7 @@ from spark_tables.core.lookup.snapshot import Pointer, Snapshot
 from spark_tables.jobs import files
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.connect_functions import carried_function
+from spark_tables.jobs.failures import failures_named
 from spark_tables.jobs.lookup.arrow_types import arrow_type
 from spark_tables.jobs.lookup.metrics import aggregate
 from spark_tables.jobs.lookup.partition import PartitionLookup
@@ -63,12 +64,13 @@ class LookupJoin:
         #: FULL: the name of this join's leases on the snapshots it reads.
         self.reader = uuid.uuid4().hex
         self._snapshot_frame: DataFrame | None = None
-        if self.options.cache is CacheMode.FULL:
-            self.value_fields = self._current_snapshot_frame()[1].schema.fields[len(self.key) :]
-        else:
-            source = source_for(job.lookup.source)
-            self.value_fields = source.schema(spark).fields[len(self.key) :]
-            source.close()
+        with failures_named(f"lookup table {job.lookup.name} ({job.lookup.source.table})"):
+            if self.options.cache is CacheMode.FULL:
+                self.value_fields = self._current_snapshot_frame()[1].schema.fields[len(self.key) :]
+            else:
+                source = source_for(job.lookup.source)
+                self.value_fields = source.schema(spark).fields[len(self.key) :]
+                source.close()
         self.value_names = tuple(field.name for field in self.value_fields)
         #: Observations of joins not yet added to ``_totals`` (a stream makes one a micro-batch).
         self._pending: list[Observation] = []

@@ -28,11 +28,11 @@ import sqlglot
 from pyspark.sql import SparkSession
 from sqlglot import exp
 
-from spark_tables.core.durations import parse_duration
 from spark_tables.core.errors import SpecError
 from spark_tables.core.identifiers import TableIdentifier, quote_part
 from spark_tables.core.plan.aggregates import AggregateCall
 from spark_tables.core.plan.document import CompiledPlan
+from spark_tables.core.plan.hints import STATE_TTL, not_a_pair, state_ttls
 from spark_tables.core.plan.nodes import Calc, Deduplicate, GroupAggregate, Join, Node, Sink, SourceScan
 from spark_tables.core.plan.runners import deduplicate_runner, join_runner
 from spark_tables.core.plan.sinks import PlanSink, PostgresUpsertSink, TableSink
@@ -42,6 +42,7 @@ from spark_tables.jobs.plan.clock import BatchClock
 from spark_tables.jobs.plan.pipeline import Pipeline
 
 DIALECT = "spark"
+
 _AGGREGATES: dict[type[exp.Expression], str] = {
     exp.Count: "count",
     exp.Sum: "sum",
@@ -596,25 +597,22 @@ def _state(names: tuple[str, ...], job_ttl: timedelta, *hinted: timedelta | None
 
 
 def _state_ttl_hint(query: exp.Select) -> dict[str, timedelta]:
-    """``/*+ STATE_TTL('a' = '1d', 'b' = '12h') */`` of a query block, by lower-case table name or alias.
+    """The ``STATE_TTL`` hints of a query block (``core.plan.hints``), by lower-case table name or alias."""
+    return state_ttls(state_ttl_pairs(query))
 
-    Within one hint the last value of a name wins; across several STATE_TTL hints, the first (as in Flink).
-    """
+
+def state_ttl_pairs(query: exp.Select) -> Iterator[list[tuple[str, str]]]:
+    """Each ``STATE_TTL`` hint of a query block, as its ``(name, ttl)`` pairs."""
     hint = query.args.get("hint")
-    found: dict[str, timedelta] = {}
     for item in hint.expressions if hint else []:
-        name = item.name.upper() if isinstance(item, exp.Anonymous | exp.Func) else ""
-        if name != "STATE_TTL":
-            continue
-        this_hint: dict[str, timedelta] = {}
-        for pair in item.expressions:
-            if not isinstance(pair, exp.EQ) or not isinstance(pair.expression, exp.Literal):
-                raise SpecError(f"STATE_TTL takes 'table' = 'ttl' pairs, not {pair.sql(DIALECT)}")
-            table = pair.this.name
-            this_hint[table.lower()] = parse_duration(pair.expression.name, f"STATE_TTL('{table}')")
-        for table, ttl in this_hint.items():
-            found.setdefault(table, ttl)
-    return found
+        if isinstance(item, exp.Anonymous | exp.Func) and item.name.upper() == STATE_TTL:
+            yield [_pair(pair) for pair in item.expressions]
+
+
+def _pair(pair: exp.Expression) -> tuple[str, str]:
+    if not isinstance(pair, exp.EQ) or not isinstance(pair.expression, exp.Literal):
+        raise not_a_pair(pair.sql(DIALECT))
+    return pair.this.name, pair.expression.name
 
 
 def _unused_hints(ttls: dict[str, timedelta], used: Sequence[str]) -> None:

@@ -17,10 +17,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQuery
 
-from spark_tables.core.errors import SpecError
+from spark_tables.core.errors import JobError, SpecError, one_line
 from spark_tables.core.plan.flush import MEMORY, STATE_STORE, FlushOptions, buffer_store
 from spark_tables.core.plan.sinks import PostgresUpsertSink, TableUpsertSink
 from spark_tables.jobs.cancellation import Cancellation
@@ -86,6 +87,10 @@ class SinkQuery:
                 output_mode=self.output_mode,
             )
 
+    def failure(self, error: BaseException) -> JobError:
+        """The query's failure, in one line naming its sink and query."""
+        return JobError(f"sink {self.writer.sink.name} (query {self.name}): {one_line(error)}")
+
     def rows_dropped_late(self) -> int:
         """The input rows Spark's watermarked operators dropped as late (``numRowsDroppedByWatermark``): none, unless
         the processing-time clock stepped back between batches by more than the watermark delay (``spark_join``)."""
@@ -128,6 +133,8 @@ def run_available_now(queries: list[SinkQuery], cancellation: Cancellation) -> N
                 query.buffer.request("end")
                 if query.buffer.requests_need_a_batch:
                     _run_available_now(query, cancellation)
+        except StreamingQueryException as err:
+            raise query.failure(err) from err
         finally:
             if query.buffer is not None:
                 query.buffer.close(failed=sys.exc_info()[0] is not None)
@@ -148,7 +155,7 @@ def run_for(queries: list[SinkQuery], run_for_ms: int, trigger_interval_ms: int,
             for query in queries:
                 running = started[query.name]
                 if running.exception() is not None:
-                    raise running.exception()
+                    raise query.failure(running.exception())
                 if not running.isActive:
                     raise RuntimeError(f"query {query.name} stopped before its time was up")
                 if cancellation.requested:
@@ -165,6 +172,9 @@ def run_for(queries: list[SinkQuery], run_for_ms: int, trigger_interval_ms: int,
             if query.buffer is not None:
                 query.buffer.request("end")
             started[query.name].processAllAvailable()
+    except StreamingQueryException as err:  # awaitTermination and processAllAvailable raise a query's failure
+        failed = next((query for query in queries if started[query.name].exception() is not None), queries[0])
+        raise failed.failure(err) from err
     finally:
         for query in queries:
             running = started[query.name]
@@ -174,7 +184,7 @@ def run_for(queries: list[SinkQuery], run_for_ms: int, trigger_interval_ms: int,
                 query.buffer.close(failed=sys.exc_info()[0] is not None or running.exception() is not None)
     for query in queries:
         if started[query.name].exception() is not None:
-            raise started[query.name].exception()
+            raise query.failure(started[query.name].exception())
 
 
 def _last_data_batch(query: StreamingQuery, buffer: OutputBuffer | MemoryBuffer) -> int:
