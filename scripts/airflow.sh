@@ -29,7 +29,7 @@ trap '[ -n "$KILL_AT" ] || KILL_AT=$((SECONDS + STOP_SECONDS)); kill -TERM -- "-
 while kill -0 "$STANDALONE" 2> /dev/null || kill -0 -- "-$STANDALONE" 2> /dev/null; do
   if [ -n "$KILL_AT" ] && [ -z "$KILLED" ] && [ "$SECONDS" -ge "$KILL_AT" ]; then
     echo "standalone | still running ${STOP_SECONDS}s after the stop, killed:" \
-      "$(ps -ww -o args= --sid "$STANDALONE" | paste -sd ',' | sed 's/,/, /g')" >&2
+      "$(python "$ROOT/scripts/standalone_left.py" "$STANDALONE")" >&2
     kill -KILL -- "-$STANDALONE" 2> /dev/null
     KILLED=yes
   fi

@@ -15,6 +15,9 @@ from typing import Any
 SPARK_WORKERS = 2
 SPARK_WORKER_CORES = 1
 SPARK_WORKER_MEMORY = "1g"
+#: Workers docker/ has besides: the core its Spark Connect server's application holds for as long as it runs, so
+#: that ``SPARK_WORKERS`` tasks' applications still run at once beside it (the tests start their servers apart).
+CONNECT_SERVER_WORKERS = 1
 #: The master's settings (``SPARK_MASTER_OPTS``). An application that does not set ``spark.cores.max`` takes every
 #: core of the cluster, so a second one, a parallel task's, would wait for the first to end: each application gets
 #: one core (one executor of the default 1 GiB, which fits a worker) unless it asks for more, and two tasks run at

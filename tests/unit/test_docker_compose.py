@@ -221,7 +221,7 @@ def test_the_brokers_and_databases_are_services(services: dict[str, dict[str, An
 def test_the_spark_cluster_is_the_tests_one(services: dict[str, dict[str, Any]]) -> None:
     masters, workers = _spark(services, "master.Master"), _spark(services, "worker.Worker")
     assert list(masters) == [SPARK_MASTER.split(":")[0]]
-    assert len(workers) == as_deployed.SPARK_WORKERS
+    assert len(workers) == as_deployed.SPARK_WORKERS + as_deployed.CONNECT_SERVER_WORKERS
     for name, worker in workers.items():
         assert _command(worker).endswith(f"worker.Worker spark://{SPARK_MASTER}"), name
         assert worker["environment"]["SPARK_WORKER_CORES"] == str(as_deployed.SPARK_WORKER_CORES), name
@@ -341,3 +341,27 @@ def test_the_build_context_holds_what_the_dockerfile_copies() -> None:
     rules = [line for line in (ROOT / ".dockerignore").read_text().splitlines() if line and line[0] != "#"]
     assert rules[0] == "*" and {rule[1:] for rule in rules if rule.startswith("!")} == copied
     assert all((ROOT / source).exists() for source in copied)
+
+
+def test_the_dags_folder_is_written_once_and_any_folder_can_be_mounted(tmp_path: Path) -> None:
+    """One mount of the DAGs folder for every Airflow service, ``DAGS_FOLDER`` in docker/.env choosing it."""
+    text = (DOCKER / "compose.yaml").read_text()
+    assert text.count("/opt/airflow/dags") == 1, "the DAGs folder's mount is written more than once"
+    mine = tmp_path / "my_dags"
+    airflow = _airflow(_config(DOCKER / "compose.yaml", DAGS_FOLDER=str(mine))["services"])
+    assert airflow and all(_mounts(service).get("/opt/airflow/dags") == str(mine) for service in airflow.values())
+
+
+def test_a_users_connections_come_from_the_env_file_docker_env_names(tmp_path: Path) -> None:
+    own = tmp_path / "airflow.env"
+    own.write_text(
+        "AIRFLOW_CONN_CRM=postgres://etl:secret@crm-db:5432/crm\nAIRFLOW_CONN_SPARK_DEFAULT=spark://elsewhere:7077\n"
+    )
+    services = _config(DOCKER / "compose.yaml", AIRFLOW_ENV_FILE=str(own))["services"]
+    for name, service in _airflow(services).items():
+        assert service["environment"]["AIRFLOW_CONN_CRM"] == "postgres://etl:secret@crm-db:5432/crm", name
+        assert service["environment"]["AIRFLOW_CONN_SPARK_DEFAULT"].startswith("spark://spark-master:7077"), name
+    for name in _spark(services, "master.Master") | _spark(services, "worker.Worker"):
+        assert "AIRFLOW_CONN_CRM" not in services[name].get("environment", {}), name
+    default = _airflow(_config(DOCKER / "compose.yaml")["services"])  # airflow.env.example: nothing
+    assert not any("AIRFLOW_CONN_CRM" in service["environment"] for service in default.values())
