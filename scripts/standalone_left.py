@@ -11,6 +11,7 @@ path is.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import defaultdict
 
@@ -38,20 +39,15 @@ def left(standalone: int) -> str:
     pids: dict[str, list[int]] = defaultdict(list)
     for process in psutil.process_iter():
         try:
-            if process.status() != psutil.STATUS_ZOMBIE and _session(process) == standalone:
+            if process.status() != psutil.STATUS_ZOMBIE and os.getsid(process.pid) == standalone:
                 pids[component(process, standalone)].append(process.pid)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
+        except (psutil.NoSuchProcess, psutil.AccessDenied, OSError):  # gone meanwhile
             continue
     return ", ".join(f"{name} ({_pids(numbers)})" for name, numbers in pids.items())
 
 
 def _pids(numbers: list[int]) -> str:
     return ("pid " if len(numbers) == 1 else "pids ") + ", ".join(map(str, sorted(numbers)))
-
-
-def _session(process: psutil.Process) -> int:
-    with open(f"/proc/{process.pid}/stat", encoding="ascii") as stat:
-        return int(stat.read().rsplit(")", 1)[1].split()[3])  # after the command's name: state, ppid, pgrp, session
 
 
 if __name__ == "__main__":

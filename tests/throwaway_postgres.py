@@ -34,7 +34,8 @@ def throwaway_postgres(*, tls_only: bool = False) -> Iterator[int]:
     """Start the cluster in a temporary folder (user ``postgres``, trust authentication; with ``tls_only`` over TLS
     only, a connection without it rejected); yields its port, and stops and removes it after."""
     bin_dir, port = _binaries(), _free_port()
-    root = Path(tempfile.mkdtemp(prefix="spark-tables-postgres-"))
+    # In /tmp, not $TMPDIR: PostgreSQL refuses a socket path over 107 bytes, and the postgres user must reach it.
+    root = Path(tempfile.mkdtemp(prefix="spark-tables-postgres-", dir="/tmp"))
     data = root / "data"
     as_postgres: list[str] = []
     if os.geteuid() == 0:  # PostgreSQL refuses to run as root: the cluster belongs to the postgres user

@@ -10,6 +10,9 @@ import signal
 import psutil
 import pytest
 
+from spark_tables.core.catalog_config import PostgresMetastore
+from spark_tables.jobs.cancellation import DEFAULT_DEADLINE_SECONDS
+from spark_tables.utils.metastore_schema import ensure_metastore_schema
 from tests.integration.conftest import Deployment
 from tests.integration.ctas_checks import (
     assert_exchange_empty,
@@ -44,6 +47,8 @@ def test_execution_timeout_stops_the_job_which_drops_its_table_before_the_task_f
 ) -> None:
     deployment: Deployment = request.getfixturevalue(name)
     table = f"timed_out_{name}"
+    if isinstance(deployment.catalog, PostgresMetastore):  # its schema made now, not within the task's timeout
+        ensure_metastore_schema(deployment.catalog)
     run = run_dag(with_scenarios(deployment), "ctas_timeout", table)
 
     assert run.returncode != 0
@@ -76,7 +81,7 @@ def test_sigterm_to_the_task_stops_a_replace_and_keeps_the_old_table(name: str, 
 
         process.send_signal(signal.SIGTERM)
         lines += process.stdout.readlines()
-        process.wait(timeout=120)
+        process.wait(timeout=DEFAULT_DEADLINE_SECONDS + 30)
     finally:
         process.kill()
     output = "".join(lines)
@@ -97,7 +102,7 @@ def test_sigkill_to_the_task_process_still_undoes_the_replace_and_keeps_the_old_
 
         process.kill()  # the task process dies outright: nothing of it runs any more
         process.wait()
-        _, alive = psutil.wait_procs(spark_processes, timeout=120)
+        _, alive = psutil.wait_procs(spark_processes, timeout=DEFAULT_DEADLINE_SECONDS + 30)
     finally:
         process.kill()
     assert alive == [], f"the Spark application outlived its task: {alive}"

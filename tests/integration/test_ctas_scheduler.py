@@ -9,6 +9,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from spark_tables.jobs.cancellation import DEFAULT_DEADLINE_SECONDS
 from tests.integration.airflow_services import AirflowServices, wait_for
 from tests.integration.conftest import Deployment
 from tests.integration.ctas_checks import assert_gone, metastore_tables, spark_processes
@@ -37,7 +38,7 @@ def test_marking_the_task_failed_stops_the_job_and_drops_its_table(airflow: Airf
 
     airflow.api("PATCH", f"/dags/ctas_endless/dagRuns/{run_id}/taskInstances/ctas", {"new_state": "failed"})
 
-    _, alive = psutil.wait_procs(spark, timeout=120)
+    _, alive = psutil.wait_procs(spark, timeout=DEFAULT_DEADLINE_SECONDS + 30)
     assert alive == [], f"the Spark application outlived the task: {alive}"
     # Airflow stops reading the task's log at once and kills it soon after: the driver finishes on its own.
     assert "asking the Spark job to stop and undo what it created" in airflow.task_log("ctas_endless", run_id, "ctas")
@@ -56,7 +57,7 @@ def test_marking_a_replace_failed_keeps_the_old_table(airflow: AirflowServices, 
 
     airflow.api("PATCH", f"/dags/ctas_replace_endless/dagRuns/{run_id}/taskInstances/replace", {"new_state": "failed"})
 
-    _, alive = psutil.wait_procs(spark, timeout=120)
+    _, alive = psutil.wait_procs(spark, timeout=DEFAULT_DEADLINE_SECONDS + 30)
     assert alive == [], f"the Spark application outlived the task: {alive}"
     tables = metastore_tables(postgres)
     assert {name for name in tables if name.startswith(table)} == {table}, "only the old table may be left"

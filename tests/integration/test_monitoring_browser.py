@@ -44,6 +44,9 @@ def page(cluster_airflow: AirflowServices) -> Iterator[Page]:
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         opened = browser.new_page(viewport={"width": 1400, "height": 1000})
+        # Waits end on the event awaited; the bound is for a busy 2-core machine, where the UI's first load is slow.
+        opened.set_default_timeout(120_000)
+        opened.set_default_navigation_timeout(120_000)
         opened.goto(cluster_airflow.url("/"))
         opened.get_by_label("Username").fill(VIEWER)
         opened.get_by_label("Password").fill(cluster_airflow.password(VIEWER))

@@ -373,7 +373,9 @@ def test_no_password_of_any_connection_is_on_a_command_line(
         f"{line} (in {count} sweeps)" for line, count in watcher.leaks.items()
     )
     # Not vacuous: the watcher saw this run's processes while they ran, many times over.
-    assert watcher.sweeps > 100 and watcher.longest_gap < 1.0
+    # (a gap under 5 s: shorter than any process of the run lives, and long enough for a starved thread on 2 busy
+    # cores; each process's own sightings, below, are the evidence)
+    assert watcher.sweeps > 100 and watcher.longest_gap < 5.0
     for kind, pids in ours.items():
         assert pids, f"no {kind} of this run was found"
         assert all(watcher.pid_sightings[pid] >= 3 for pid in pids), f"the watcher hardly saw the {kind} {pids}"

@@ -12,7 +12,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from spark_tables.hooks.spark_job import SparkJobFailed
+from spark_tables.hooks.spark_job import CANCEL_GRACE_SECONDS, STOP_GRACE_SECONDS, SparkJobFailed
+from spark_tables.jobs.cancellation import DEFAULT_DEADLINE_SECONDS
 from tests.integration.conftest import VENV_BIN
 from tests.integration.long_job import long_job_hook
 
@@ -64,7 +65,7 @@ def test_on_kill_stops_spark_submit_and_the_python_driver(spark_env: Path) -> No
 
         hook.on_kill()
 
-        runner.join(timeout=60)
+        runner.join(timeout=CANCEL_GRACE_SECONDS + STOP_GRACE_SECONDS + 30)  # at most the hook's grace
         assert not runner.is_alive(), "run() must return once the task is killed"
         _, alive = psutil.wait_procs(group, timeout=15)
         assert alive == [], f"still running after on_kill: {alive}"
@@ -95,7 +96,7 @@ def test_driver_stops_itself_when_the_task_process_is_killed_outright(spark_env:
         task.kill()  # SIGKILL: the task runs no cleanup of its own
         task.wait()
 
-        _, alive = psutil.wait_procs(group, timeout=60)
+        _, alive = psutil.wait_procs(group, timeout=DEFAULT_DEADLINE_SECONDS + 30)  # the driver's own deadline
         assert alive == [], f"the Spark application outlived its task: {alive}"
     finally:
         task.kill()

@@ -21,9 +21,9 @@ _spec.loader.exec_module(standalone_left)
 _STANDALONE = r"""
 import subprocess, sys, time
 SLEEP = "import os, time; print(os.getpid(), flush=True); time.sleep(120)"
-CHILD = "import os, subprocess, sys, time; print(os.getpid(), flush=True); " \
-        "subprocess.Popen(['bash', '-c', 'exec -a \"airflow serve-logs\" " + sys.executable + " -c \"$0\"', " \
-        "sys.argv[1]]); time.sleep(120)"
+CHILD = "import os, shlex, subprocess, sys, time; print(os.getpid(), flush=True); " \
+        "subprocess.Popen(['bash', '-c', 'exec -a \"airflow serve-logs\" ' + shlex.quote(sys.executable) + " \
+        "' -c \"$0\"', sys.argv[1]]); time.sleep(120)"
 for role in ("triggerer", "api_server -- host:0.0.0.0 port:8080"):
     subprocess.Popen([sys.executable, "-c", CHILD if role == "triggerer" else SLEEP, SLEEP, *role.split()])
 print("ready", flush=True)

@@ -80,7 +80,8 @@ with DAG(dag_id="ctas_quick", **_DAG):
     SparkCtasOperator(task_id="ctas", table=TABLE, query="SELECT 1 AS id")
 
 with DAG(dag_id="ctas_timeout", **_DAG):
-    # execution_timeout fires while the job fills the table: the job must stop and drop it before the task ends
+    # execution_timeout fires while the job fills the table: the job must stop and drop it before the task ends (60 s:
+    # its spark-submit's JVM and session start within it on a busy machine)
     SparkCtasOperator(
-        task_id="ctas", table=TABLE, query=ENDLESS, atomicity="table", execution_timeout=timedelta(seconds=40)
+        task_id="ctas", table=TABLE, query=ENDLESS, atomicity="table", execution_timeout=timedelta(seconds=60)
     )

@@ -13,8 +13,8 @@ from spark_tables.operators.lookup import SparkLookupReloadOperator
 from spark_tables.sensors.lookup_reload import LookupReloadSensor
 
 
-def _reloaded_every_20_s(name: str, table: str, **options: str) -> LookupTable:
-    """A full cache of ``table``, reloaded 20 s after the end of the last load (FIXED_DELAY)."""
+def _reloaded_every_20_s(name: str, table: str, interval: str = "20 s", **options: str) -> LookupTable:
+    """A full cache of ``table``, reloaded 20 s (or ``interval``) after the end of the last load (FIXED_DELAY)."""
     return LookupTable(
         name=name,
         conn_id="spark_tables_lookup_demo",
@@ -22,7 +22,7 @@ def _reloaded_every_20_s(name: str, table: str, **options: str) -> LookupTable:
         key=("customer_id",),
         options={
             "lookup.cache": "FULL",
-            "lookup.full-cache.periodic-reload.interval": "20 s",
+            "lookup.full-cache.periodic-reload.interval": interval,
             "lookup.full-cache.periodic-reload.schedule-mode": "FIXED_DELAY",
             **options,
         },
@@ -45,7 +45,8 @@ customers = _reloaded_every_20_s(
 )
 dag = _reload_dag("lookup_reload_scenario", customers, failure_backoff="15 s")
 # The example's customers (which its seed task makes and keeps): under the scheduler, its second run's sensor waits
-# in the triggerer until the reload is due (tests/integration/test_as_deployed.py).
+# in the triggerer until the reload is due (tests/integration/test_cluster.py). 60 s: the second run's sensor must
+# start before then, after the first run ends, the scheduler queues the second and a Celery worker starts it.
 deferred = _reload_dag(
-    "lookup_reload_deferred", _reloaded_every_20_s("deferred_customers", "spark_tables_demo.customers")
+    "lookup_reload_deferred", _reloaded_every_20_s("deferred_customers", "spark_tables_demo.customers", "60 s")
 )
