@@ -54,7 +54,7 @@ done
 # catalog (free now that the per-job examples have ended), with b kept in the server's memory.
 echo "running example_spark_cache in session mode, on a Spark Connect server started for the demo ..."
 CONNECT_LOG="$AIRFLOW_HOME/demo-connect-server.log"
-SESSION_CONNECTION=$(python scripts/connect_server.py start "$CONNECT_LOG")
+SESSION_CONNECTION=$(python scripts/connect_server.py start --log "$CONNECT_LOG")
 trap 'python scripts/connect_server.py stop' EXIT
 AIRFLOW_CONN_SPARK_DEFAULT="$SESSION_CONNECTION" airflow dags test example_spark_cache \
   > "$AIRFLOW_HOME/demo-example_spark_cache-session.log" 2>&1 || {

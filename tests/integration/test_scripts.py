@@ -10,6 +10,7 @@ import json
 import os
 import queue
 import re
+import shutil
 import signal
 import socket
 import stat
@@ -22,7 +23,7 @@ import psutil
 import psycopg
 import pytest
 
-from tests.integration.conftest import REPO
+from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, REPO
 
 pytestmark = pytest.mark.integration
 
@@ -414,3 +415,48 @@ def test_the_commands_make_a_local_postgresql_and_a_login_of_their_own(tmp_path:
         made = _cluster_on(port)
         if made is not None:
             subprocess.run(["pg_dropcluster", "--stop", str(made["version"]), made["cluster"]], check=True)
+
+
+SESSION_MODE = REPO / "docs" / "session-mode.md"
+
+
+def _server_blocks() -> list[str]:
+    """The shell blocks of session-mode.md's section on a server of this repository's setup, as they stand."""
+    section = SESSION_MODE.read_text().split("\n### A server of this repository's setup\n", 1)[1].split("\n### ", 1)[0]
+    return re.findall(r"^```bash\n(.*?)^```$", section, re.S | re.M)
+
+
+def test_the_session_mode_pages_server_commands_run_as_written() -> None:
+    """Each block of the page, run as written from the repository's root (one shell a block, stopping at the first
+    failing command): a server on the embedded default, then on a PostgreSQL metastore in the database ``metastore``
+    the page names, made empty first as a reader makes it, with the password the page's ``METASTORE_PASSWORD`` holds.
+    The SQL example runs in session mode on each; the second's tables are in that metastore; no derby.log is left in
+    the folder the commands ran from, and no server is left running."""
+    embedded, postgres = _server_blocks()
+    with psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname="postgres", autocommit=True) as conn:
+        password = conn.info.password or ""
+        conn.execute("DROP DATABASE IF EXISTS metastore")
+        conn.execute("CREATE DATABASE metastore")
+    shutil.rmtree(REPO / ".airflow" / "pg-warehouse", ignore_errors=True)  # a warehouse for the new metastore
+    for block, env in ((embedded, _env()), (postgres, _env(METASTORE_PASSWORD=password))):
+        try:
+            done = subprocess.run(
+                ["bash", "-euo", "pipefail", "-c", block],
+                cwd=REPO,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
+        finally:
+            subprocess.run(["bash", "scripts/connect_server.sh", "stop"], cwd=REPO, env=_env(), capture_output=True)
+        said = done.stdout + done.stderr
+        assert done.returncode == 0, said[-6000:]
+        assert said.count("session mode: the job runs on the Spark Connect server of connection 'spark_default'") == 2
+        assert "state=success" in said and not (REPO / "derby.log").exists()
+        commands = [" ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])]
+        servers = [command for command in commands if "SparkConnectServer" in command]
+        assert servers == [], "a server left running"
+    with psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname="metastore") as conn:
+        tables = {name for (name,) in conn.execute('SELECT "TBL_NAME" FROM "TBLS"')}
+    assert {"orders", "daily_totals"} <= tables, tables
