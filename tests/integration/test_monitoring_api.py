@@ -211,7 +211,8 @@ def test_the_overview_sums_up_lookups_and_cached_tables_across_runs(server: ApiS
     assert customers["next_reload"]["due"] == server.xcom("monitored", "wait_for_reload", RELOAD_DUE)["due"]
     assert customers["next_reload"]["failing"] == 1
     [cache] = overview["caches"]
-    assert (cache["mean_recompute_seconds"], cache["mean_read_seconds"]) == (6.5, 1.1)
+    assert (cache["mean_recompute_seconds"], cache["mean_file_read_seconds"]) == (6.5, 1.1)
+    assert (cache["memory_reads"], cache["mean_memory_read_seconds"]) == ([], None)  # no session-mode reads here
     assert [(f["task_id"], f["try_number"]) for f in overview["failed_tries"]] == [("failed_ctas", 1)]
     assert "dropped the unfinished order_totals of try 1" in [u["undone"] for u in overview["ctas_undone"]]
     assert overview["truncated"] is False

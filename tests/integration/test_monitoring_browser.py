@@ -209,8 +209,10 @@ def test_the_lookup_run_tab_and_the_overview_show_the_lookup_tables_snapshot_and
     assert len({label for label, _, _ in bars}) == len(bars) == 3, "no two bars look the same"
     for label, _, fill in bars:
         assert label.startswith(run_label(run_id)) and fill == modes[label.rsplit(" · ", 1)[1]], label
-    recompute_read = legend(frame, "Cached tables: mean recompute time against mean read time (s), by DAG")
-    assert [name for name, _ in recompute_read] == ["recompute", "read"] and len(
-        set(dict(recompute_read).values())
-    ) == 2
+    recompute_read = legend(
+        frame,
+        "Cached tables: mean recompute time against mean read time, from files and from a server's memory (s), by DAG",
+    )
+    assert [name for name, _ in recompute_read] == ["recompute", "read from files", "read from memory"]
+    assert len(set(dict(recompute_read).values())) == 3, "each series its own colour"
     assert frame.locator("body").evaluate(BROKEN_WORDS) == []

@@ -75,6 +75,7 @@ def test_a_hit_reads_the_cached_view_and_never_computes_the_definition(spark, fi
     report = prepare(spark, in_memory("spark_tables_b_2", descriptor, table=B_NEVER_COMPUTED))
 
     assert report["status"] == "hit" and report["location"] == descriptor.location
+    assert report["read_from"] == "memory"
     assert "written" not in report and report["bytes_written"] == 0
     assert view_rows(spark) == rows
     assert [t.name for t in spark.catalog.listTables("global_temp") if t.name == "spark_tables_b_2"] == []

@@ -101,6 +101,7 @@ def test_a_hit_reads_the_registered_copy_and_never_computes_the_definition(spark
     report = prepare(spark, use)
 
     assert report["status"] == "hit" and report["location"] == descriptor.location
+    assert report["read_from"] == "files"  # the overview averages reads from files and from memory apart
     assert (report["bytes_read"], report["bytes_written"], report["damaged"]) == (descriptor.bytes, 0, [])
     assert "written" not in report and not (tmp_path / "copy-2").exists()
     assert view_rows(spark) == rows

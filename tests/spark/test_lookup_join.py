@@ -183,6 +183,13 @@ def test_partial_cache_metrics_are_added_up_over_the_workers(
     assert metrics["numCachedRecords"] > 0 and metrics["numCachedBytes"] > 0
     assert metrics["hitRate"] == pytest.approx(metrics["hitCount"] / looked_up)
     assert output.rows == len(_expected("left"))
+    # each worker's own figures, which the sums are of (most lookups first)
+    workers = output.worker_metrics
+    assert workers and all(worker["loadCount"] == worker["missCount"] for worker in workers)
+    for name in ("hitCount", "missCount", "numCachedRecords", "numCachedBytes"):
+        assert sum(worker[name] for worker in workers) == metrics[name], name
+    lookups = [worker["hitCount"] + worker["missCount"] for worker in workers]
+    assert lookups == sorted(lookups, reverse=True)
 
 
 def test_none_sends_a_query_per_probe_row(spark: SparkSession, dimension: str, probe: None, tmp_path: Path) -> None:

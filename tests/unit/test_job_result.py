@@ -93,6 +93,7 @@ def test_a_field_left_none_is_left_out_unless_its_kind_keeps_it():
         "output": None,
         "batches": 1,
         "metrics": {},
+        "worker_metrics": [],
     }
 
 

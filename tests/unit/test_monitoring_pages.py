@@ -5,9 +5,12 @@ minute."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from spark_tables.hooks.cache import storage
 from spark_tables.plugins.monitoring.app import TEMPLATES, StorageListing, path, when
+from spark_tables.plugins.monitoring.summaries import RecentResult, XComEntry, overview, task_summary
+from tests.unit.test_monitoring_summaries import JOB, result
 
 
 def test_a_path_breaks_only_after_a_slash_or_a_run_ids_double_underscore() -> None:
@@ -63,3 +66,49 @@ def test_the_cache_root_is_listed_at_most_once_a_minute(tmp_path, monkeypatch) -
     listing("file:///cache")
     listing("file:///other-cache")
     assert listed == ["file:///cache", "file:///cache", "file:///other-cache"]
+
+
+def _worker(hits: int, misses: int, records: int) -> dict[str, Any]:
+    counts = {"hitCount": hits, "missCount": misses, "loadCount": misses, "numLoadFailure": 0, "latestLoadTime": 3}
+    return {**counts, "numCachedRecords": records, "numCachedBytes": 100 * records, "hitRate": hits / (hits + misses)}
+
+
+def test_a_partial_joins_metrics_show_their_units_that_they_are_sums_and_each_workers_own() -> None:
+    """5,000 keys looked up by two workers, each with a cache of its own: the sums count each key twice."""
+    workers = [_worker(500, 5000, 4500), _worker(400, 5000, 4500)]
+    metrics = {**_worker(900, 10000, 9000), "latestLoadTime": 12, "hitRate": 900 / 10900}
+    join = result("enrich", lookup="customers", cache="PARTIAL", rows=10900, metrics=metrics, worker_metrics=workers)
+    summary = task_summary([XComEntry("enrich", -1, "return_value", {"kind": "lookup_join", "version": 1,
+                                                                    **join.value, **JOB})])  # fmt: skip
+    page = TEMPLATES.get_template("task.html").render(
+        dag_id="d", run_id="r", task_id="enrich", map_index=-1, summary=summary, output_json="{}", plan="", api_url="/a"
+    )
+    sums = dict(
+        re.findall(r"<tr><th>(\w+)</th><td class=\"n\">([^<]+)</td></tr>", page.split('id="lookup-metrics"')[1])
+    )
+    assert (sums["latestLoadTime"], sums["numCachedBytes"], sums["missCount"]) == ("12 ms", "900,000 bytes", "10,000")
+    assert sums["hitRate"].strip() == "8.3 %"
+    assert "Summed over the 2 executor Python worker(s) that looked keys up, each with a cache of its own" in page
+    per_worker = page.split('id="lookup-worker-metrics"')[1].split("</table>")[0]
+    assert per_worker.count("<tr><td>") == 2 and "4,500" in per_worker and "3 ms" in per_worker
+
+
+def test_no_load_yet_is_said_so_not_shown_as_minus_one() -> None:
+    page = TEMPLATES.get_template("macros.html").module.metric("latestLoadTime", -1)
+    assert str(page) == "no load yet"
+
+
+def test_the_overview_shows_reload_columns_only_where_a_full_cache_gives_them_meaning() -> None:
+    partial = {"lookup": "stores", "rows": 10, "metrics": {"hitRate": 0.5}, "cache": "PARTIAL"}
+    full = {"lookup": "customers", "rows": 10, "metrics": {"hitRate": 1.0}, "cache": "FULL"}
+    summary = overview([RecentResult("etl", "r1", "T1", result("enrich_stores", **partial)),
+                        RecentResult("etl", "r1", "T2", result("enrich_customers", **full))])  # fmt: skip
+    page = TEMPLATES.get_template("overview.html").render(
+        summary={**summary, "cache_storage": {"error": "not listed"}, "truncated": False},
+        days=7, dag_count=1, charts={"lookups": "", "caches": "", "storage": ""}, api_url="/a",
+    )  # fmt: skip
+    rows = page.split('id="lookup-tables"')[1].split("</table>")[0].split("<tr>")[2:]
+    customers, stores = rows  # by name
+    assert "no reloads: PARTIAL looks each key up (only a FULL cache is reloaded)" in stores
+    assert "no reload sensor" not in stores and "no reload</td>" not in stores
+    assert "no reload</td>" in customers and "no reload sensor" in customers

@@ -375,6 +375,7 @@ def test_lookup_joins_and_reloads_with_their_metrics() -> None:
         "cache": "PARTIAL",
         "rows": 20000,
         "metrics": metrics,
+        "worker_metrics": [],
         "definition": None,
     }
     assert lookups[1]["kind"] == "reload" and lookups[1]["snapshot"] == snapshot
@@ -465,11 +466,13 @@ def test_the_overview_keeps_each_dags_cached_table_and_lookup_table_apart() -> N
     b_one = use("miss", COPY_B, misses=1, fingerprint="f1", definition="SELECT 1", seconds=6.0)
     b_two = use("miss", COPY_B2, misses=1, fingerprint="f2", definition="SELECT 2", seconds=2.0)
     read_old = use("hit", COPY_B, hits=1, seconds=1.0)  # no fingerprint: an earlier release's result
+    read_memory = use("hit", COPY_B, hits=1, fingerprint="f1", seconds=0.25, read_from="memory")  # session mode
     join = {"lookup": "customers", "rows": 10, "metrics": {"hitRate": 0.5}}
     due = {"lookup": "customers", "due": "D", "failing": 0}
     results = [
         RecentResult("etl", "r1", "T1", result("max_b", caches={"b": b_one})),
         RecentResult("etl", "r1", "T2", result("min_b", caches={"b": read_old})),
+        RecentResult("etl", "r1", "T2", result("min_b_again", caches={"b": read_memory})),
         RecentResult("report", "r2", "T3", result("make_b", caches={"b": b_two})),
         RecentResult("etl", "r1", "T4", result("enrich", cache="FULL", lookup_definition="db.c on pg", **join)),
         RecentResult("report", "r2", "T5", result("enrich", cache="NONE", lookup_definition="db.d on pg", **join)),
@@ -479,8 +482,11 @@ def test_the_overview_keeps_each_dags_cached_table_and_lookup_table_apart() -> N
     caches = [
         (t["dag_id"], t["name"], t["fingerprint"], len(t["reads"]), len(t["recomputes"])) for t in summary["caches"]
     ]
-    assert caches == [("etl", "b", "f1", 1, 1), ("report", "b", "f2", 0, 1)]
-    assert [t["mean_read_seconds"] for t in summary["caches"]] == [1.0, None]
+    assert caches == [("etl", "b", "f1", 2, 1), ("report", "b", "f2", 0, 1)]
+    # a copy read from files and one read from a server's memory, each averaged apart
+    reads = [(len(t["file_reads"]), t["mean_file_read_seconds"], len(t["memory_reads"]), t["mean_memory_read_seconds"])
+             for t in summary["caches"]]  # fmt: skip
+    assert reads == [(1, 1.0, 1, 0.25), (0, None, 0, None)]
     lookups = [(t["dag_id"], t["name"], t["definition"], t["modes"]) for t in summary["lookups"]]
     assert lookups == [
         ("etl", "customers", "db.c on pg", ["FULL"]),

@@ -1,6 +1,6 @@
-"""What the monitoring pages show of a lookup join or reload: its table, cache mode, snapshot and FLIP-221's metrics,
-from its output as its XCom holds it (``core.lookup.result``), and the table's definition the operator adds
-(``lookup_definition``; None in results of earlier releases)."""
+"""What the monitoring pages show of a lookup join or reload: its table, cache mode, snapshot and FLIP-221's metrics
+(per key, also each executor Python worker's), from its output as its XCom holds it (``core.lookup.result``), and
+the table's definition the operator adds (``lookup_definition``; None in results of earlier releases)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,14 @@ from typing import Any
 
 def lookup_join_summary(value: dict[str, Any], failure: dict[str, Any] | None) -> dict[str, Any]:
     lookup = {"kind": "join", "lookup": value.get("lookup"), "cache": value.get("cache"), "rows": value.get("rows")}
-    return {"lookup": {**lookup, "metrics": value.get("metrics"), "definition": value.get("lookup_definition")}}
+    return {
+        "lookup": {
+            **lookup,
+            "metrics": value.get("metrics"),
+            "worker_metrics": value.get("worker_metrics") or [],
+            "definition": value.get("lookup_definition"),
+        }
+    }
 
 
 def lookup_reload_summary(value: dict[str, Any], failure: dict[str, Any] | None) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from spark_tables.core.job_output import JobOutput
@@ -12,7 +12,10 @@ from spark_tables.core.job_output import JobOutput
 class LookupJoinResult(JobOutput):
     """A join's lookup table and cache mode, the rows it enriched into ``output`` (None: counted, not kept) in
     ``batches``, the FLIP's ``metrics``, and with a FULL cache the ``snapshot`` it read and whether it
-    ``loaded_snapshot`` itself."""
+    ``loaded_snapshot`` itself.
+
+    Per key (NONE, PARTIAL) each executor Python worker has a cache of its own, and ``metrics`` are their sums (a key
+    two workers looked up is a miss in each, and cached by each); ``worker_metrics`` holds each worker's own."""
 
     kind: ClassVar[str] = "lookup_join"
     KEPT_WHEN_NONE: ClassVar[frozenset[str]] = frozenset({"output"})
@@ -24,6 +27,7 @@ class LookupJoinResult(JobOutput):
     metrics: dict[str, Any]
     snapshot: str | None = None
     loaded_snapshot: bool | None = None
+    worker_metrics: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

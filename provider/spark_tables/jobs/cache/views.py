@@ -75,7 +75,8 @@ def _prepare(spark: SparkSession, use: CacheUse, cancellation: Cancellation) -> 
             else:
                 _read_as_view(spark, name, descriptor.location, descriptor.schema, descriptor.partitions)
             log.info("cache %s: hit, reading the copy %s", name, descriptor.describe())
-            return _report("hit", descriptor.location, started, damaged, unchecked, bytes_read=descriptor.bytes)
+            report = _report("hit", descriptor.location, started, damaged, unchecked, bytes_read=descriptor.bytes)
+            return {**report, "read_from": descriptor.storage}
         log.warning("cache %s: the copy at %s is damaged (%s): falling back", name, descriptor.location, problem)
         damaged.append({"location": descriptor.location, "problem": problem})
     status = "fallback" if damaged or unchecked else "miss"

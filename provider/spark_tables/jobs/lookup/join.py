@@ -178,7 +178,15 @@ class LookupJoin:
                 **full_cache_metrics(self.pointer),
                 "hitRate": 1.0 if hits else 0.0,
             }
-        return aggregate(_worker_metrics(self.job.metrics_uri))
+        return aggregate(self.worker_metrics())
+
+    def worker_metrics(self) -> list[dict[str, Any]]:
+        """Per key (NONE, PARTIAL): each executor Python worker's own metrics, in the order of their sums (most
+        lookups first); a FULL join's come from the snapshot, and are not per worker."""
+        if self.options.cache is CacheMode.FULL:
+            return []
+        workers = _worker_metrics(self.job.metrics_uri)
+        return sorted(workers, key=lambda w: (-(w["hitCount"] + w["missCount"]), w["missCount"]))
 
     def rows(self) -> int:
         self._settle()
@@ -192,6 +200,7 @@ class LookupJoin:
             "batches": batches,
             "rows": self.rows(),
             "metrics": self.metrics(),
+            "worker_metrics": self.worker_metrics(),
             "snapshot": snapshot.version if snapshot is not None else None,
         }
 
@@ -240,6 +249,7 @@ def run_lookup_join(spark: SparkSession, job: LookupJoinJob, cancellation: Cance
         output=job.output,
         batches=done["batches"],
         metrics=done["metrics"],
+        worker_metrics=done["worker_metrics"],
         snapshot=done["snapshot"],
         loaded_snapshot=lookup_join.loaded_snapshot if done["snapshot"] is not None else None,
     )

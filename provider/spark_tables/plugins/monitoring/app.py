@@ -195,16 +195,16 @@ def overview_charts(summary: dict[str, Any]) -> dict[str, str]:
     )
     names = [(table["dag_id"], table["name"]) for table in summary["caches"]]
     caches = bar_chart(
-        "Cached tables: mean recompute time against mean read time (s), by DAG",
+        "Cached tables: mean recompute time against mean read time, from files and from a server's memory (s), by DAG",
         [
             Group(
                 f"{table['dag_id']} · {table['name']}"
                 + (f" ({table['fingerprint']})" if names.count((table["dag_id"], table["name"])) > 1 else ""),
-                [table["mean_recompute_seconds"], table["mean_read_seconds"]],
+                [table["mean_recompute_seconds"], table["mean_file_read_seconds"], table["mean_memory_read_seconds"]],
             )
             for table in summary["caches"]
         ],
-        ["recompute", "read"],
+        ["recompute", "read from files", "read from memory"],
         " s",
     )
     cache = summary["cache_storage"]

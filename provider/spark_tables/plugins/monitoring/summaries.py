@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_tables.core.cache.descriptor import CacheDescriptor, is_descriptor
-from spark_tables.core.cache.table import REGISTRY_KEY_PREFIX
+from spark_tables.core.cache.table import MEMORY, REGISTRY_KEY_PREFIX
 from spark_tables.core.ctas.monitoring import ctas_summary
 from spark_tables.core.job_result import RESULT_KINDS, RESULT_VERSION
 from spark_tables.core.lookup.monitoring import lookup_join_summary, lookup_reload_summary
@@ -339,6 +339,7 @@ def overview(results: Iterable[RecentResult]) -> dict[str, Any]:
             for name, use in (value.get("caches") or {}).items():
                 kind = "reads" if use.get("status") == "hit" else "recomputes"  # a fallback computes it again
                 item = {**where, "seconds": use.get("seconds"), "status": use.get("status")}
+                item["from"] = use.get("read_from")  # a hit's copy: on files, or in a server's memory
                 cache_items.append((result.dag_id, name, use.get("fingerprint"), use.get("definition"), kind, item))
         undone += [{**where, "undone": step} for step in summary.get("undone_before", [])]
     return {
@@ -408,7 +409,8 @@ def _lookup_tables(items: list[tuple[str, str, str | None, str, dict[str, Any]]]
 
 
 def _cached_tables(items: list[tuple[str, str, str | None, str | None, str, dict[str, Any]]]) -> list[dict]:
-    """Each cached table by DAG and definition (its fingerprint): its reads against its recomputes."""
+    """Each cached table by DAG and definition (its fingerprint): its reads, of a copy on files and of one in a
+    server's memory apart, against its recomputes."""
     known = _definitions((dag_id, name, fingerprint) for dag_id, name, fingerprint, _, _, _ in items)
     tables: dict[tuple[str, str, str | None], dict[str, Any]] = {}
     for dag_id, name, fingerprint, definition, kind, item in items:
@@ -417,8 +419,11 @@ def _cached_tables(items: list[tuple[str, str, str | None, str | None, str, dict
         table = tables.setdefault((dag_id, name, fingerprint), {**empty, "reads": [], "recomputes": []})
         table["definition"] = definition or table["definition"]
         table[kind].append(item)
-    for table in tables.values():
-        table["mean_read_seconds"] = _mean(use["seconds"] for use in table["reads"])
+    for table in tables.values():  # reads of a copy on files and of one in a server's memory, apart
+        table["file_reads"] = [use for use in table["reads"] if use["from"] != MEMORY]
+        table["memory_reads"] = [use for use in table["reads"] if use["from"] == MEMORY]
+        table["mean_file_read_seconds"] = _mean(use["seconds"] for use in table["file_reads"])
+        table["mean_memory_read_seconds"] = _mean(use["seconds"] for use in table["memory_reads"])
         table["mean_recompute_seconds"] = _mean(use["seconds"] for use in table["recomputes"])
     return sorted(tables.values(), key=lambda t: (t["dag_id"], t["name"], t["fingerprint"] or ""))
 
