@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_tables.core.catalog_config import PostgresMetastore
+from spark_tables.core.private_files import write_private
 from spark_tables.utils.metastore_schema import ensure_metastore_schema
 from tests.conftest import QUICK_JIT
 from tests.integration.airflow_services import _free_port as free_port
@@ -62,7 +63,6 @@ class SparkConnectServer:
         self.events.mkdir(exist_ok=True)
         conf = {
             **self.catalog.spark_conf(),
-            **self.catalog.secret_conf(),
             "spark.connect.grpc.binding.address": "127.0.0.1",
             "spark.connect.grpc.binding.port": str(self.port),
             "spark.ui.port": str(self.ui_port),
@@ -78,6 +78,10 @@ class SparkConnectServer:
         command += ["--driver-class-path", self.catalog.driver_class_path]
         for key, value in conf.items():
             command += ["--conf", f"{key}={value}"]
+        # The metastore's password in a file of mode 600, as scripts/connect_server.py gives it: never a command line.
+        properties = self.root / "secrets.conf"
+        write_private(str(properties), "".join(f"{key} {value}\n" for key, value in self.catalog.secret_conf().items()))
+        command += ["--properties-file", str(properties)]
         env = {
             **os.environ,
             "PYSPARK_PYTHON": self._workers_python(),

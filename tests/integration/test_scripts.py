@@ -454,9 +454,11 @@ def test_the_session_mode_pages_server_commands_run_as_written() -> None:
         assert done.returncode == 0, said[-6000:]
         assert said.count("session mode: the job runs on the Spark Connect server of connection 'spark_default'") == 2
         assert "state=success" in said and not (REPO / "derby.log").exists()
+        # the script's server, by the repository's Airflow home in its command (other tests run servers of their own)
         commands = [" ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])]
-        servers = [command for command in commands if "SparkConnectServer" in command]
-        assert servers == [], "a server left running"
+        servers = [command for command in commands if "SparkConnectServer" in command and f"{REPO}/.airflow" in command]
+        assert servers == [], "the script's server left running"
+        assert not (REPO / ".airflow" / "spark_tables" / "connect-server.pid").exists()
     with psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname="metastore") as conn:
         tables = {name for (name,) in conn.execute('SELECT "TBL_NAME" FROM "TBLS"')}
     assert {"orders", "daily_totals"} <= tables, tables
