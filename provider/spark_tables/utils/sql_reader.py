@@ -27,7 +27,7 @@ from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.ctas.statement import CtasStatement
 from spark_tables.core.errors import SpecError
 from spark_tables.core.identifiers import TableIdentifier
-from spark_tables.core.plan.hints import STATE_TTL, not_a_pair, state_ttls
+from spark_tables.core.plan.hints import hint_pairs, state_ttls
 from spark_tables.core.plan.statements import PlanStatement, shown
 from spark_tables.core.sql.job import statement_list
 from spark_tables.core.sql.statement import SqlStatement
@@ -453,19 +453,10 @@ def _check_state_ttl_hints(insert: str) -> None:
     except sqlglot.errors.ParseError:
         return
     for hint in tree.find_all(exp.Hint) if tree is not None else ():
-        for item in hint.expressions:
-            if not (isinstance(item, exp.Anonymous | exp.Func) and item.name.upper() == STATE_TTL):
-                continue
-            try:
-                state_ttls([[_hint_pair(pair) for pair in item.expressions]])
-            except SpecError as err:
-                raise SpecError(f"COMPILE PLAN, {shown(insert)}: {err}") from None
-
-
-def _hint_pair(pair: exp.Expression) -> tuple[str, str]:
-    if not isinstance(pair, exp.EQ) or not isinstance(pair.expression, exp.Literal):
-        raise not_a_pair(pair.sql("spark"))
-    return pair.this.name, pair.expression.name
+        try:
+            state_ttls(pairs for item in hint.expressions if (pairs := hint_pairs(item)) is not None)
+        except SpecError as err:
+            raise SpecError(f"COMPILE PLAN, {shown(insert)}: {err}") from None
 
 
 def _plan_head(read: _Text) -> tuple[str, int] | None:

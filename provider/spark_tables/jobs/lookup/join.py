@@ -166,8 +166,8 @@ class LookupJoin:
         fields = [StructField(f.name, f.dataType, True) for f in self.value_fields]
         return probe.mapInArrow(partition_lookup, StructType([*probe.schema.fields, *fields]))
 
-    def metrics(self) -> dict[str, Any]:
-        """The FLIP's metrics, added up over every executor worker (per key) or read from the snapshot (FULL)."""
+    def metrics(self, workers: list[dict[str, Any]]) -> dict[str, Any]:
+        """The FLIP's metrics: per key, the sums of ``workers`` (``worker_metrics``); FULL, the snapshot's."""
         self._settle()
         if self.options.cache is CacheMode.FULL:
             hits = self._totals["hitCount"]
@@ -178,7 +178,7 @@ class LookupJoin:
                 **full_cache_metrics(self.pointer),
                 "hitRate": 1.0 if hits else 0.0,
             }
-        return aggregate(self.worker_metrics())
+        return aggregate(workers)
 
     def worker_metrics(self) -> list[dict[str, Any]]:
         """Per key (NONE, PARTIAL): each executor Python worker's own metrics, in the order of their sums (most
@@ -195,12 +195,12 @@ class LookupJoin:
     def report(self, batches: int) -> dict[str, Any]:
         """What the join did over ``batches`` batches (0: none ran, the table's metrics as found): rows, the FLIP's
         metrics, and the snapshot it read (FULL)."""
-        snapshot = self.snapshot
+        snapshot, workers = self.snapshot, self.worker_metrics()
         return {
             "batches": batches,
             "rows": self.rows(),
-            "metrics": self.metrics(),
-            "worker_metrics": self.worker_metrics(),
+            "metrics": self.metrics(workers),
+            "worker_metrics": workers,
             "snapshot": snapshot.version if snapshot is not None else None,
         }
 

@@ -32,7 +32,7 @@ from spark_tables.core.errors import SpecError
 from spark_tables.core.identifiers import TableIdentifier, quote_part
 from spark_tables.core.plan.aggregates import AggregateCall
 from spark_tables.core.plan.document import CompiledPlan
-from spark_tables.core.plan.hints import STATE_TTL, not_a_pair, state_ttls
+from spark_tables.core.plan.hints import hint_pairs, state_ttls
 from spark_tables.core.plan.nodes import Calc, Deduplicate, GroupAggregate, Join, Node, Sink, SourceScan
 from spark_tables.core.plan.runners import deduplicate_runner, join_runner
 from spark_tables.core.plan.sinks import PlanSink, PostgresUpsertSink, TableSink
@@ -598,21 +598,9 @@ def _state(names: tuple[str, ...], job_ttl: timedelta, *hinted: timedelta | None
 
 def _state_ttl_hint(query: exp.Select) -> dict[str, timedelta]:
     """The ``STATE_TTL`` hints of a query block (``core.plan.hints``), by lower-case table name or alias."""
-    return state_ttls(state_ttl_pairs(query))
-
-
-def state_ttl_pairs(query: exp.Select) -> Iterator[list[tuple[str, str]]]:
-    """Each ``STATE_TTL`` hint of a query block, as its ``(name, ttl)`` pairs."""
     hint = query.args.get("hint")
-    for item in hint.expressions if hint else []:
-        if isinstance(item, exp.Anonymous | exp.Func) and item.name.upper() == STATE_TTL:
-            yield [_pair(pair) for pair in item.expressions]
-
-
-def _pair(pair: exp.Expression) -> tuple[str, str]:
-    if not isinstance(pair, exp.EQ) or not isinstance(pair.expression, exp.Literal):
-        raise not_a_pair(pair.sql(DIALECT))
-    return pair.this.name, pair.expression.name
+    items = hint.expressions if hint else []
+    return state_ttls(pairs for item in items if (pairs := hint_pairs(item)) is not None)
 
 
 def _unused_hints(ttls: dict[str, timedelta], used: Sequence[str]) -> None:
