@@ -7,8 +7,8 @@ batch. Eight sides, in one local[2] SparkSession in this process (in-memory cata
 runner's state partitions), each from an empty checkpoint:
 
 - ``plan``: Example 1 compiled with ``table.exec.state.ttl = 0 ms``: ``ROW_NUMBER() ... = 1`` by order id (a
-  keep-first deduplication without TTL: runner ``spark-drop-duplicates``), then ``COUNT(*)``, ``SUM(amount)`` per
-  shop (a local aggregation with Arrow, then transform-with-state), upserted into PostgreSQL;
+  keep-first deduplication without TTL: implementation ``spark-drop-duplicates``), then ``COUNT(*)``,
+  ``SUM(amount)`` per shop (a local aggregation with Arrow, then transform-with-state), upserted into PostgreSQL;
 - ``plan_ttl``: the same compiled with a TTL of 1 d, which no row outlives here (the same result): its
   deduplication runs on transform-with-state, as FLIP-292's keep-first result with a TTL needs (compiled-plans.md);
 - ``builtin``: ``dropDuplicates(["order_id"])``, then ``groupBy("shop")`` with the same aggregates, Spark's own
@@ -158,7 +158,9 @@ def measure(spark: SparkSession, args: argparse.Namespace, root: str) -> tuple[d
         done = run_plan_statement(spark, read_plan_statement(statement), options, Cancellation())
         with open(plan_file) as plan:
             nodes = json.load(plan)["nodes"]
-        runners[side] = [f"{node['type']}: {node['runner']}" for node in nodes if "runner" in node]
+        implementations[side] = [
+            f"{node['type']}: {node['implementation']}" for node in nodes if "implementation" in node
+        ]
         return done.execute["queries"][0]["processing_ms"] / 1000
 
     def builtin_side(side: str, label: str) -> float:
@@ -180,7 +182,7 @@ def measure(spark: SparkSession, args: argparse.Namespace, root: str) -> tuple[d
         return sum(p["durationMs"]["triggerExecution"] for p in query.recentProgress if p["numInputRows"]) / 1000
 
     seconds: dict[str, list[float]] = {side: [] for side in SIDES}
-    runners: dict[str, list[str]] = {}
+    implementations: dict[str, list[str]] = {}
     for number in range(args.rounds + 1):  # round 0 is the warm-up
         for side in SIDES[number % len(SIDES) :] + SIDES[: number % len(SIDES)]:
             label = f"{side}_{number}"
@@ -189,8 +191,8 @@ def measure(spark: SparkSession, args: argparse.Namespace, root: str) -> tuple[d
             print(f"  round {number or 'warm-up'}: {side:<18} {took:6.2f} s processing", flush=True)
             if number:
                 seconds[side].append(took)
-    for side, nodes in runners.items():
-        print(f"  {side}: {', '.join(nodes) or 'no node with a runner field (all on transform-with-state)'}")
+    for side, nodes in implementations.items():
+        print(f"  {side}: {', '.join(nodes) or 'no stateful node'}")
     return seconds, agree(spark, root, args.rounds)
 
 

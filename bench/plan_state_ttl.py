@@ -8,8 +8,8 @@ logistics side needs 1 d. The stream is seeded: every step (half a day, 5 s, apa
 1-3 lines each; a line's rows CREATED (with its order), PACKED, SHIPPED (1 to 13 steps, 0.5 to 6.5 days, after
 its order) and DELIVERED arrive at their steps, one JSON file per table and step. The filter is written in the
 join's ``ON``, a filter of the logistics side before the join (a ``WHERE`` on that side is pushed there too).
-The plan compiles the inner join of two insert-only inputs onto Spark's stream-stream join (runner
-``spark-stream-join``, ``core/plan/runners.py``).
+The plan compiles the inner join of two insert-only inputs onto Spark's stream-stream join (implementation
+``spark-stream-join``, ``core/plan/implementations.py``).
 
 Two measurements in one local[2] SparkSession in this process (in-memory catalog, RocksDB state store, the
 runner's state partitions: the application's cores):
@@ -30,11 +30,11 @@ same join rows, one per shipped line.
 joined with no TTL (compiled with ``table.exec.state.ttl = 0 ms``, executed with each batch's own time) against
 Spark's built-in stream-stream inner join of the same two streams (``orders.join(shipped, "order_id")``, written
 by foreachBatch into a parquet folder as the plan writes its table), available-now, one batch each. A third side,
-``plan_tws``, is the same plan with its join's runner edited to ``transform-with-state``: how the plan ran before
-runners. The sides rotate over ``--rounds`` rounds after an unmeasured warm-up of each. Reported: input rows (all
-rows of both tables' files: Spark's progress counts only the logistics rows that pass the filter it pushes into the
-JSON scan) per second of the queries' processing (the sum of their batches' ``triggerExecution``), wall time around
-each query, the progress's ``durationMs`` phases, medians, and the ratio plan/built-in; the target is at least 0.8.
+``plan_tws``, is the same plan with its join's implementation edited to ``transform-with-state``. The sides rotate
+over ``--rounds`` rounds after an unmeasured warm-up of each. Reported: input rows (all rows of both tables' files:
+Spark's progress counts only the logistics rows that pass the filter it pushes into the JSON scan) per second of
+the queries' processing (the sum of their batches' ``triggerExecution``), wall time around each query, the
+progress's ``durationMs`` phases, medians, and the ratio plan/built-in; the target is at least 0.8.
 Checked: every side writes the same number of rows, one per shipped line.
 
 Usage::
@@ -393,7 +393,7 @@ def measure_throughput(spark: SparkSession, args: argparse.Namespace, root: str,
         tws_plan = json.load(handle)
     for node in tws_plan["nodes"]:
         if node["type"] == "stream-exec-join":
-            node["runner"] = "transform-with-state"
+            node["implementation"] = "transform-with-state"
     with open(tws_plan_file, "w", encoding="utf-8") as handle:
         json.dump(tws_plan, handle, indent=2)
 

@@ -82,7 +82,11 @@ def modules() -> list[str]:
 
 def summary(module: str) -> str:
     """The first sentence of a module's docstring, cut to ``WIDTH``."""
-    docstring = ast.get_docstring(ast.parse((PACKAGE / module).read_text())) or ""
+    return first_sentence(ast.get_docstring(ast.parse((PACKAGE / module).read_text())) or "")
+
+
+def first_sentence(docstring: str) -> str:
+    """A docstring's first sentence, cut to ``WIDTH``."""
     first = " ".join(docstring.split("\n\n")[0].split())
     sentence = re.split(r"(?<=[a-z)`'])[.:;] ", first + " ", maxsplit=1)[0].rstrip(". ")
     return sentence if len(sentence) <= WIDTH else sentence[: WIDTH - 1].rstrip() + "…"
@@ -116,39 +120,46 @@ def layout() -> str:
 
 
 def job_kinds() -> str:
-    """Each job kind with its job, its typed result, its runner and the operators that build it."""
-    from spark_tables.core.job_result import RESULT_KINDS
-    from spark_tables.core.job_spec import JOB_KINDS
+    """Each job kind (``core.kinds``) with its job, its typed result, its runner, its facts and the operators that
+    build it (or, for a kind no operator's ``build_job`` returns, the operators whose code makes its jobs)."""
+    from spark_tables.core.job_kind import runs_in_session_mode
+    from spark_tables.core.kinds import KINDS
     from spark_tables.jobs.entry import runner
     from spark_tables.operators.spark_job import SparkJobOperator
 
-    builders: dict[str, list[str]] = {}
+    operators = []
     for info in pkgutil.iter_modules([str(PACKAGE / "operators")]):
         module = importlib.import_module(f"spark_tables.operators.{info.name}")
-        for name, cls in inspect.getmembers(module, inspect.isclass):
-            if cls.__module__ != module.__name__ or not issubclass(cls, SparkJobOperator) or name.startswith("_"):
-                continue
-            built = typing.get_type_hints(cls.build_job).get("return")
-            kind = getattr(built, "kind", None)
-            if kind in JOB_KINDS and name not in builders.setdefault(kind, []):
-                builders[kind].append(name)
+        operators += [
+            (name, cls)
+            for name, cls in inspect.getmembers(module, inspect.isclass)
+            if cls.__module__ == module.__name__ and issubclass(cls, SparkJobOperator) and not name.startswith("_")
+        ]
+
+    def builders(kind: str) -> str:
+        job = KINDS[kind].job
+        own = [name for name, cls in operators if typing.get_type_hints(cls.build_job).get("return") is job]
+        if own:
+            return ", ".join(f"`{name}`" for name in own)
+        making = [name for name, cls in operators if re.search(rf"\b{job.__name__}\(", inspect.getsource(cls))]
+        return "none of its own; made by " + ", ".join(f"`{name}`" for name in making)
 
     def where(thing: object) -> str:
         path = inspect.getmodule(thing).__name__.removeprefix("spark_tables.").replace(".", "/")  # type: ignore[union-attr]
         return f"`{path}.py` `{thing.__name__}`"  # type: ignore[attr-defined]
 
     rows = [
-        "| kind | job | result | runner | operators |",
-        "|---|---|---|---|---|",
+        "| kind | job | result | runner | may stream | session mode | operators |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for kind in sorted(JOB_KINDS):
-        operators = ", ".join(f"`{name}`" for name in builders.get(kind, [])) or (
-            "none of its own: `CtasLifecycleOperator` (the base of `SparkCtasOperator` and `SparkSqlJobOperator`) "
-            "runs it after a failed or lost try"
-        )
+    for kind in sorted(KINDS):
+        described = KINDS[kind]
+        refusal = described.refused_in_session_mode
+        unless = first_sentence(refusal.__doc__ or "")
+        session = "yes" if refusal is runs_in_session_mode else f"yes, but not {unless[:1].lower()}{unless[1:]}"
         rows.append(
-            f"| `{kind}` | {where(JOB_KINDS[kind])} | {where(RESULT_KINDS[kind])} | {where(runner(kind))} "
-            f"| {operators} |"
+            f"| `{kind}` | {where(described.job)} | {where(described.result)} | {where(runner(kind))} "
+            f"| {'yes' if described.streams else 'no'} | {session} | {builders(kind)} |"
         )
     return "\n".join(rows)
 

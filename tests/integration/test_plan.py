@@ -64,14 +64,18 @@ def check_example_plan(run: ExampleRun, database: str) -> None:
         ("rightState", "604800000 ms"),
     ]
     assert x["explain"]["explain"]["warnings"] == []
-    runners = {node["type"]: node["runner"] for node in x["explain"]["explain"]["nodes"] if "runner" in node}
+    implementations = {
+        node["type"]: node["implementation"] for node in x["explain"]["explain"]["nodes"] if "implementation" in node
+    }
     # the left join's orders have a TTL: it runs on Spark's join; the deduplication and the count do not
-    assert runners == {
+    assert implementations == {
         "stream-exec-deduplicate": "transform-with-state",
         "stream-exec-group-aggregate": "transform-with-state",
         "stream-exec-join": "spark-stream-join",
     }
-    assert "stream-exec-join_2" in run.log and "runner spark-stream-join" in run.log  # the graph in the task log
+    assert (
+        "stream-exec-join_1" in run.log and "implementation spark-stream-join" in run.log
+    )  # the graph in the task log
     # The four drivers' logs: Spark's warnings of known harmless causes summed up in one line a driver (the state
     # server warns at each first read of a key: 180 order ids, 5 shops), so at most a handful of warnings are left
     log = run.log

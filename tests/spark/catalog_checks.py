@@ -14,8 +14,8 @@ from pyspark import StatusTracker
 from pyspark.sql import SparkSession
 
 from spark_tables.core.ctas.ownership import PREFIX, TableOwner
+from spark_tables.core.job_kind import Job
 from spark_tables.core.job_result import JobResult
-from spark_tables.core.job_spec import Job
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.entry import run_job
 

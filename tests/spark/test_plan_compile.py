@@ -206,10 +206,10 @@ def test_the_plan_is_json_a_person_reads(spark: SparkSession, tables: str) -> No
     document = json.loads(_compiled(spark, DEDUPLICATED_COUNT).to_json())
     assert document["format_version"] == 1
     assert list(document["nodes"][1]) == [
-        "id", "type", "version", "inputs", "key", "keep", "runner", "output_schema", "description", "state",
+        "id", "type", "version", "inputs", "key", "keep", "implementation", "output_schema", "description", "state",
     ]  # fmt: skip
     assert document["nodes"][1]["state"] == [{"index": 0, "ttl": "0 ms", "name": "deduplicateState"}]
-    assert (document["nodes"][1]["version"], document["nodes"][1]["runner"]) == (2, "spark-drop-duplicates")
+    assert (document["nodes"][1]["version"], document["nodes"][1]["implementation"]) == (1, "spark-drop-duplicates")
 
 
 def test_where_conditions_on_one_side_of_a_join_filter_it_before_the_join(spark: SparkSession, tables: str) -> None:

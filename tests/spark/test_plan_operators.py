@@ -217,7 +217,7 @@ def test_deduplicate_without_ttl_matches_spark(spark: SparkSession, tmp_path: Pa
     assert (
         materialize(first) == materialize(reference) == {(1, "a", 1): 1, (2, "b", 2): 1, (3, "e", 5): 1, (4, "h", 8): 1}
     )
-    # the plan's keep first without TTL on Spark's operator (runner spark-drop-duplicates): the same inserts
+    # the plan's keep first without TTL on Spark's operator (implementation spark-drop-duplicates): the same inserts
     on_spark = run(spark_drop_duplicates(events.stream(spark, file_per_batch=True), ["id"]), tmp_path / "4")
     assert changes(on_spark) == changes(first)
     with pytest.raises(SpecError) as raised:

@@ -131,8 +131,8 @@ def test_explain_checks_the_plan_against_the_catalog_and_shows_each_ttl(
         "(stream-exec-deduplicate) upstream keeps its deduplicateState (60000 ms): rows still live upstream may be "
         "gone here; give downstream operators a TTL at least as long"
     ]
-    assert "[2] stream-exec-deduplicate_2 <- 1: Deduplicate(keep=[FirstRow], key=[order_id]" in explained["text"]
-    assert "      runner transform-with-state\n" in explained["text"]  # it has a TTL
+    assert "[2] stream-exec-deduplicate_1 <- 1: Deduplicate(keep=[FirstRow], key=[order_id]" in explained["text"]
+    assert "      implementation transform-with-state\n" in explained["text"]  # it has a TTL
 
     spark.sql(f"DROP TABLE {db}.orders")
     spark.sql(f"CREATE TABLE {db}.orders (order_id INT, shop STRING) USING json LOCATION '{orders}'")
@@ -153,12 +153,12 @@ def test_a_plan_edited_to_send_updates_into_a_catalog_table_is_refused_before_an
                WHERE rn = 1"""
     _run(spark, f"COMPILE PLAN '{plan_file}' FOR {first}", _options(tmp_path))
     _add_orders(orders, "a", (1, "north", 5))
-    # keep last onto Spark's dropDuplicates (keep first without TTL), which cannot keep it; then on the runner that
-    # can, in front of a catalog table, which takes no updates
+    # keep last onto Spark's dropDuplicates (keep first without TTL), which cannot keep it; then on the implementation
+    # that can, in front of a catalog table, which takes no updates
     for edit, message in (
-        ({"keep": "last"}, "node 2 (stream-exec-deduplicate): runner spark-drop-duplicates keeps a key's first row, "
-         "not its last: set its runner to transform-with-state"),
-        ({"runner": "transform-with-state"}, "the query updates its results (an aggregation, a keep-last "
+        ({"keep": "last"}, "node 2 (stream-exec-deduplicate): implementation spark-drop-duplicates keeps a key's "
+         "first row, not its last: set its implementation to transform-with-state"),
+        ({"implementation": "transform-with-state"}, "the query updates its results (an aggregation, a keep-last "
          "deduplication or a left join on transform-with-state), but first_orders is a catalog table, which takes "
          "inserted rows only: write into a PostgresUpsertSink"),
     ):  # fmt: skip
@@ -186,10 +186,10 @@ def test_example_1_a_key_expires_from_the_deduplication_while_its_count_lives_on
     with pytest.raises(SpecError) as raised:
         _run(spark, execute, options, T0)
     assert str(raised.value).startswith(
-        "node 2 (stream-exec-deduplicate): runner spark-drop-duplicates keeps every key for ever, but its TTL is "
-        "20000 ms: set its runner to transform-with-state"
+        "node 2 (stream-exec-deduplicate): implementation spark-drop-duplicates keeps every key for ever, but its TTL "
+        "is 20000 ms: set its implementation to transform-with-state"
     )
-    _edit_deduplication(plan_file, runner="transform-with-state")
+    _edit_deduplication(plan_file, implementation="transform-with-state")
 
     _add_orders(orders, "t00", (1, "a", 10), (2, "a", 5), (3, "b", 7))
     first = _run(spark, execute, options, T0).execute["queries"][0]
@@ -372,14 +372,14 @@ def test_an_inner_join_runs_on_spark_s_join_and_a_plan_edited_to_move_it_is_refu
     nodes = json.loads(plan_file.read_text())["nodes"]
     join_node = next(node for node in nodes if node["type"] == "stream-exec-join")
     sink_id = next(node["id"] for node in nodes if node["type"] == "stream-exec-sink")
-    assert (join_node["version"], join_node["runner"]) == (2, "spark-stream-join")
+    assert (join_node["version"], join_node["implementation"]) == (1, "spark-stream-join")
 
     explained = _run(spark, f"EXPLAIN PLAN '{plan_file}'", _options(tmp_path)).explain
-    assert next(node for node in explained["nodes"] if node["type"] == "stream-exec-join")["runner"] == (
+    assert next(node for node in explained["nodes"] if node["type"] == "stream-exec-join")["implementation"] == (
         "spark-stream-join"
     )
-    assert f"[{join_node['id']}] stream-exec-join_2 <- " in explained["text"]
-    assert "      runner spark-stream-join\n" in explained["text"]
+    assert f"[{join_node['id']}] stream-exec-join_1 <- " in explained["text"]
+    assert "      implementation spark-stream-join\n" in explained["text"]
 
     def shipped() -> list[tuple]:
         spark.catalog.refreshTable(f"{db}.shipped_orders")
@@ -406,47 +406,27 @@ def test_an_inner_join_runs_on_spark_s_join_and_a_plan_edited_to_move_it_is_refu
     assert (late["rows_dropped_late"], late["rows_appended"]) == (2, 0)
     assert shipped() == [(1, "north", "dhl"), (2, "south", "ups")]
 
-    _edit_join(plan_file, runner="transform-with-state")
+    _edit_join(plan_file, implementation="transform-with-state")
     with pytest.raises(SpecError) as raised:
         _run(spark, execute, _options(tmp_path), T0 + 95_000)
     assert str(raised.value) == (
         f"node {join_node['id']} (stream-exec-join) would run on transform-with-state, but checkpoint "
         f"{tmp_path / 'checkpoints'}/{flat_name([str(plan_file)])}/sink-{sink_id} holds its state as "
         "spark-stream-join keeps it, which transform-with-state cannot read: run the plan as compiled before "
-        "(runner spark-stream-join), or execute it with a new checkpoint folder"
+        "(implementation spark-stream-join), or execute it with a new checkpoint folder"
     )
-    _edit_join(plan_file, runner="spark-stream-join", join_type="LEFT")
+    _edit_join(plan_file, implementation="spark-stream-join", join_type="LEFT")
     _edit_state(plan_file, "stream-exec-join", "0 ms")
     for statement in (f"EXPLAIN PLAN '{plan_file}'", execute):
         with pytest.raises(SpecError) as raised:
             _run(spark, statement, _options(tmp_path), T0 + 95_000)
         assert str(raised.value) == (
-            f"node {join_node['id']} (stream-exec-join): runner spark-stream-join sends a left row that met no right "
-            "row when its left TTL expires, and a left TTL of 0 ms never does: give the left side a TTL, or set its "
-            "runner to transform-with-state"
+            f"node {join_node['id']} (stream-exec-join): implementation spark-stream-join sends a left row that met "
+            "no right row when its left TTL expires, and a left TTL of 0 ms never does: give the left side a TTL, or "
+            "set its implementation to transform-with-state"
         )
     assert not spark.streams.active
     assert shipped() == [(1, "north", "dhl"), (2, "south", "ups")]
-
-    # the plan as compiled before runners (version 1, no runner) runs on transform-with-state, and EXPLAIN says so
-    _edit_join(plan_file, version=1, runner=None, join_type="INNER")
-    _edit_state(plan_file, "stream-exec-join", "1 min")
-    old_plan = tmp_path / "shipped_v1.json"
-    old_plan.write_text(plan_file.read_text())
-    explained = _run(spark, f"EXPLAIN PLAN '{old_plan}'", _options(tmp_path)).explain
-    assert (
-        "      runner transform-with-state (a version 1 join, compiled before runners: compile the plan again to let "
-        "the compiler choose, with a new checkpoint)\n" in explained["text"]
-    )
-    _run(spark, f"EXECUTE PLAN '{old_plan}'", _options(tmp_path), T0 + 100_000)
-    assert shipped() == [
-        (1, "north", "dhl"),
-        (1, "north", "dhl"),
-        (2, "south", "ups"),
-        (2, "south", "ups"),
-        (2, "south", "ups"),
-        (3, "east", "fedex"),
-    ]
 
 
 #: An order with its shipment, or alone once it can no longer meet one: a left join whose left side lives 1 min.
@@ -469,7 +449,7 @@ def test_a_left_join_with_a_left_ttl_runs_on_spark_s_join_and_sends_an_order_alo
     plan_file = tmp_path / "order_shipments.json"
     _run(spark, f"COMPILE PLAN '{plan_file}' FOR {SHIPMENT_OR_NOT}", _options(tmp_path))
     join_node = next(node for node in json.loads(plan_file.read_text())["nodes"] if node["type"] == "stream-exec-join")
-    assert (join_node["join_type"], join_node["runner"]) == ("LEFT", "spark-stream-join")
+    assert (join_node["join_type"], join_node["implementation"]) == ("LEFT", "spark-stream-join")
 
     def order_shipments() -> list[tuple]:
         spark.catalog.refreshTable(f"{db}.order_shipments")

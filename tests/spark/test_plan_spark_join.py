@@ -164,8 +164,8 @@ def test_a_left_join_sends_an_order_alone_once_it_expired_and_ends_with_the_tran
     with pytest.raises(SpecError) as raised:
         streams.joined(spark_join, 0, 30 * SECOND, 0, kind="left")
     assert str(raised.value) == (
-        "a left join: runner spark-stream-join sends a left row that met no right row when its left TTL expires, and "
-        "a left TTL of 0 ms never does: give left_ttl_ms"
+        "a left join: implementation spark-stream-join sends a left row that met no right row when its left TTL "
+        "expires, and a left TTL of 0 ms never does: give left_ttl_ms"
     )
 
 

@@ -77,6 +77,7 @@ class TestCachedTable:
             ({}, "give exactly one of query"),
             ({"query": QUERY, "producer": "m:f"}, "give exactly one of query"),
             ({"producer": "not a function"}, "producer 'not a function' is invalid"),
+            ({"query": "  "}, "query is empty or not text: give a query"),
         ],
     )
     def test_a_bad_definition_is_rejected_with_one_line(self, fields, named):

@@ -23,13 +23,13 @@ def test_the_generated_parts_of_the_docs_are_up_to_date() -> None:
 
 
 def test_the_layout_lists_every_module_and_the_job_kinds_every_kind() -> None:
-    from spark_tables.core.job_spec import JOB_KINDS
+    from spark_tables.core.kinds import KINDS
 
     generator = _generator()
     layout, kinds = generator.layout(), generator.job_kinds()
     for module in generator.modules():
         assert f" {module.rpartition('/')[2]} " in layout, module
-    assert [line.split("`")[1] for line in kinds.splitlines()[2:]] == sorted(JOB_KINDS)
+    assert [line.split("`")[1] for line in kinds.splitlines()[2:]] == sorted(KINDS)
 
 
 def test_a_page_out_of_date_is_found(tmp_path: Path, monkeypatch) -> None:

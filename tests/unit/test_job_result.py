@@ -11,13 +11,12 @@ import pytest
 from spark_tables.core.aggregation.result import StreamingAggregationResult
 from spark_tables.core.ctas.result import CtasCleanupResult, CtasResult, CtasTableReport, SweptClaim
 from spark_tables.core.errors import SpecError
-from spark_tables.core.job_result import RESULT_KINDS, RESULT_VERSION, JobResult, xcom_fields
-from spark_tables.core.job_spec import JOB_KINDS
+from spark_tables.core.job_result import RESULT_VERSION, JobResult, xcom_fields
+from spark_tables.core.kinds import KINDS
 from spark_tables.core.lookup.result import LookupJoinResult, LookupReloadResult
 from spark_tables.core.plan.result import PlanResult
 from spark_tables.core.sql.result import SqlResult
-from spark_tables.jobs.entry import JOB_RUNNERS, runner
-from spark_tables.plugins.monitoring.summaries import KIND_SUMMARIES
+from spark_tables.jobs.entry import runner
 
 #: One output of each kind, with every field a run can fill.
 OUTPUTS = [
@@ -51,11 +50,10 @@ OUTPUTS = [
 ]
 
 
-def test_the_job_kinds_the_runners_the_results_and_the_summaries_are_in_step():
-    assert set(RESULT_KINDS) == set(JOB_KINDS) == set(JOB_RUNNERS) == set(KIND_SUMMARIES)
-    for kind in JOB_RUNNERS:
-        assert typing.get_type_hints(runner(kind))["return"] is RESULT_KINDS[kind], kind
-    assert {type(output) for output in OUTPUTS} == set(RESULT_KINDS.values())
+def test_each_kinds_runner_returns_its_result_and_every_result_has_an_output_here():
+    for kind in KINDS:
+        assert typing.get_type_hints(runner(kind))["return"] is KINDS[kind].result, kind
+    assert {type(output) for output in OUTPUTS} == {kind.result for kind in KINDS.values()}
 
 
 @pytest.mark.parametrize("output", OUTPUTS, ids=lambda output: output.kind)

@@ -8,7 +8,8 @@ import pytest
 from spark_tables.core.aggregation.job import StreamingAggregationJob
 from spark_tables.core.ctas.job import CtasCleanupJob, CtasJob
 from spark_tables.core.errors import SpecError
-from spark_tables.core.job_spec import JOB_KINDS, SPEC_VERSION, JobSpec, holds_secret, job_from_dict
+from spark_tables.core.job_spec import SPEC_VERSION, JobSpec, holds_secret, job_from_dict
+from spark_tables.core.kinds import KINDS
 from spark_tables.core.lookup.job import LookupJoinJob, LookupReloadJob
 from spark_tables.core.lookup.table import LookupSpec, SourceTable
 from spark_tables.core.plan.job import PlanJob, PlanOptions
@@ -62,7 +63,7 @@ def test_unknown_kind_is_rejected():
 
 
 def test_job_kinds_are_sql_ctas_ctas_cleanup_lookups_plans_and_streaming_aggregations():
-    assert dict(JOB_KINDS) == {
+    assert {name: kind.job for name, kind in KINDS.items()} == {
         "sql": SqlJob,
         "ctas": CtasJob,
         "ctas_cleanup": CtasCleanupJob,

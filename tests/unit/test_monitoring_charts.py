@@ -41,7 +41,9 @@ def test_a_plan_graph_draws_every_node_and_edge_with_its_state_ttls() -> None:
 
 
 def test_a_stateful_node_shows_the_operator_it_runs_on() -> None:
-    svg = plan_graph([{**node(1, "join", [], ("leftState", 0), ("rightState", 0)), "runner": "spark-stream-join"}])
+    svg = plan_graph(
+        [{**node(1, "join", [], ("leftState", 0), ("rightState", 0)), "implementation": "spark-stream-join"}]
+    )
     assert ">1: join on spark-stream-join<" in svg
 
 

@@ -101,8 +101,8 @@ def test_no_load_yet_is_said_so_not_shown_as_minus_one() -> None:
 def test_the_overview_shows_reload_columns_only_where_a_full_cache_gives_them_meaning() -> None:
     partial = {"lookup": "stores", "rows": 10, "metrics": {"hitRate": 0.5}, "cache": "PARTIAL"}
     full = {"lookup": "customers", "rows": 10, "metrics": {"hitRate": 1.0}, "cache": "FULL"}
-    summary = overview([RecentResult("etl", "r1", "T1", result("enrich_stores", **partial)),
-                        RecentResult("etl", "r1", "T2", result("enrich_customers", **full))])  # fmt: skip
+    joins = [result("enrich_stores", "lookup_join", **partial), result("enrich_customers", "lookup_join", **full)]
+    summary = overview([RecentResult("etl", "r1", f"T{n}", join) for n, join in enumerate(joins, 1)])
     page = TEMPLATES.get_template("overview.html").render(
         summary={**summary, "cache_storage": {"error": "not listed"}, "truncated": False},
         days=7, dag_count=1, charts={"lookups": "", "caches": "", "storage": ""}, api_url="/a",

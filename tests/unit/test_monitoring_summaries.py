@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from spark_tables.core.cache.descriptor import CacheDescriptor, CachePartition
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.ctas.result import CtasCleanupResult, CtasResult
-from spark_tables.core.job_result import RESULT_KINDS, xcom_fields
+from spark_tables.core.job_result import RESULT_VERSION, xcom_fields
+from spark_tables.core.kinds import KINDS
 from spark_tables.core.lookup.result import LookupJoinResult, LookupReloadResult
 from spark_tables.core.plan.result import PlanResult
 from spark_tables.core.xcom_keys import FAILED_TRY, RELOAD_DUE
 from spark_tables.plugins.monitoring.summaries import (
     EVICTED,
     INVALIDATED,
-    KIND_SUMMARIES,
     LIVE,
     RELEASED,
     REMOVED,
@@ -45,8 +46,13 @@ JOB = {
 }
 
 
-def result(task_id: str, **value: Any) -> XComEntry:
-    return XComEntry(task_id, -1, "return_value", value)
+def result(task_id: str, kind: str | None = None, **value: Any) -> XComEntry:
+    """A task's result; of a job of ``kind``, it names its kind and version as every job's output does."""
+    return XComEntry(task_id, -1, "return_value", _named(kind, value))
+
+
+def _named(kind: str | None, value: dict[str, Any]) -> dict[str, Any]:
+    return value if kind is None else {"kind": kind, "version": RESULT_VERSION, **value}
 
 
 def use(status: str, location: str, **counts: Any) -> dict[str, Any]:
@@ -228,6 +234,7 @@ def test_ctas_tables_from_a_ctas_task_and_a_sql_jobs_statements() -> None:
     entries = [
         result(
             "snapshot_orders",
+            "ctas",
             table="orders_20261125",
             created=True,
             replaced=False,
@@ -237,9 +244,10 @@ def test_ctas_tables_from_a_ctas_task_and_a_sql_jobs_statements() -> None:
             undone_before=[],
             **JOB,
         ),
-        result("retry", table="t2", created=False, reused_from_try=1, undone_before=[]),
+        result("retry", "ctas", table="t2", created=False, reused_from_try=1, undone_before=[]),
         result(
             "summarise",
+            "sql",
             ctas=[{"table": "scratch", "created": True, "dropped_later": True}],
             undone_before=["dropped t3, left unfinished by try 1"],
             **JOB,
@@ -262,13 +270,14 @@ def test_ctas_tables_from_a_ctas_task_and_a_sql_jobs_statements() -> None:
     ]
 
 
-def failed_try(task_id: str, **value: Any) -> XComEntry:
-    return XComEntry(task_id, -1, FAILED_TRY, value)
+def failed_try(task_id: str, kind: str | None = None, **value: Any) -> XComEntry:
+    return XComEntry(task_id, -1, FAILED_TRY, _named(kind, value))
 
 
 def test_a_failed_try_shows_its_error_its_job_and_its_ctas_table_step_by_step() -> None:
     undone_by_job = failed_try(
         "snapshot_orders",
+        "ctas",
         table="orders",
         atomicity="table",
         undone_before=["dropped the unfinished orders of try 1"],
@@ -289,7 +298,13 @@ def test_a_failed_try_shows_its_error_its_job_and_its_ctas_table_step_by_step() 
         "undone by the job: dropped the unfinished orders of try 2",
     ]
     lost_driver = failed_try(
-        "snapshot_orders", table="orders", cleaned_up=False, try_number=1, error="driver lost", cleanup=["dropped x"]
+        "snapshot_orders",
+        "ctas",
+        table="orders",
+        cleaned_up=False,
+        try_number=1,
+        error="driver lost",
+        cleanup=["dropped x"],
     )
     assert task_summary([lost_driver])["ctas"][0]["steps"][-2:] == [
         "try 1 failed: driver lost",
@@ -308,7 +323,9 @@ def test_the_overview_shows_the_next_reload_due_failed_tries_and_what_their_clea
     later = {**due, "due": "2026-11-25T12:00:00+00:00", "failing": 0}
     results = [
         recent(XComEntry("wait", -1, RELOAD_DUE, due)),
-        recent(failed_try("load", table="t", try_number=1, error="boom", undone=["dropped t"], cleanup=None), "r2"),
+        recent(
+            failed_try("load", "ctas", table="t", try_number=1, error="boom", undone=["dropped t"], cleanup=None), "r2"
+        ),
         recent(XComEntry("wait", -1, RELOAD_DUE, later), "r3"),
     ]
     summary = overview(results)
@@ -316,7 +333,7 @@ def test_the_overview_shows_the_next_reload_due_failed_tries_and_what_their_clea
     assert (table["next_reload"]["due"], table["next_reload"]["failing"]) == (later["due"], 0), "the latest"
     assert table["next_reload"]["reloaded_since"] is False
     reload = {"lookup": "customers", "snapshot": {"version": "v-2"}, "loads": 1, "metrics": {}, "loaded": True}
-    after = overview([*results, recent(result("reload", **reload), "r3", "2026-11-25T12:00:01+00:00")])
+    after = overview([*results, recent(result("reload", "lookup_reload", **reload), "r3", "2026-11-25T12:00:01+00:00")])
     assert after["lookups"][0]["next_reload"]["reloaded_since"] is True, "a due time met since is not the next"
     assert [(f["run_id"], f["task_id"], f["try_number"], f["error"]) for f in summary["failed_tries"]] == [
         ("r2", "load", 1, "boom")
@@ -353,9 +370,12 @@ def test_lookup_joins_and_reloads_with_their_metrics() -> None:
     metrics = {"hitCount": 17800, "missCount": 2200, "hitRate": 0.89}
     snapshot = {"version": "v-1", "rows": 1000, "bytes": 11628, "load_milliseconds": 1414}
     entries = [
-        result("enrich_partial", lookup="customers", cache="PARTIAL", rows=20000, metrics=metrics, **JOB),
+        result(
+            "enrich_partial", "lookup_join", lookup="customers", cache="PARTIAL", rows=20000, metrics=metrics, **JOB
+        ),
         result(
             "reload",
+            "lookup_reload",
             lookup="customers",
             snapshot=snapshot,
             loads=1,
@@ -364,7 +384,9 @@ def test_lookup_joins_and_reloads_with_their_metrics() -> None:
             metrics={"loadCount": 1},
             **JOB,
         ),
-        result("enrich_full", lookup="customers", cache="FULL", rows=20000, snapshot="v-1", metrics=metrics),
+        result(
+            "enrich_full", "lookup_join", lookup="customers", cache="FULL", rows=20000, snapshot="v-1", metrics=metrics
+        ),
         result("wait_for_reload"),
     ]
     lookups = run_summary(entries)["lookups"]
@@ -384,7 +406,7 @@ def test_lookup_joins_and_reloads_with_their_metrics() -> None:
 
 
 def test_a_task_summary_separates_the_job_from_its_output() -> None:
-    entries = [result("count_b", **JOB, rows=[[1]], caches={"b": use("hit", COPY_B, hits=1)})]
+    entries = [result("count_b", "sql", **JOB, rows=[[1]], caches={"b": use("hit", COPY_B, hits=1)})]
     summary = task_summary(entries)
     assert summary["job"] == JOB
     assert summary["output"] == {"rows": [[1]]}
@@ -409,7 +431,7 @@ def test_loading_the_plugin_imports_neither_the_app_nor_the_api_server() -> None
 
 
 def test_a_result_naming_its_kind_is_summarised_by_its_kind_not_by_its_keys(monkeypatch) -> None:
-    """Since results carry their kind, the kind chooses the summary; keys tell only results of earlier releases."""
+    """Results carry their kind, and the kind chooses the summary, not the result's keys."""
     seen: list[tuple[str, str]] = []
 
     def summary_of(kind: str) -> Any:
@@ -419,8 +441,8 @@ def test_a_result_naming_its_kind_is_summarised_by_its_kind_not_by_its_keys(monk
 
         return summarise
 
-    for kind in RESULT_KINDS:
-        monkeypatch.setitem(KIND_SUMMARIES, kind, summary_of(kind))
+    for name, kind in list(KINDS.items()):
+        monkeypatch.setitem(KINDS, name, dataclasses.replace(kind, summary=summary_of(name)))
     cleanup = CtasCleanupResult(tables=["db.t"], undone=["dropped the unfinished db.t of try 1"])
     full_join = LookupJoinResult(
         lookup="customers", cache="FULL", rows=3, output=None, batches=1, metrics={}, snapshot="v-1"
@@ -474,8 +496,12 @@ def test_the_overview_keeps_each_dags_cached_table_and_lookup_table_apart() -> N
         RecentResult("etl", "r1", "T2", result("min_b", caches={"b": read_old})),
         RecentResult("etl", "r1", "T2", result("min_b_again", caches={"b": read_memory})),
         RecentResult("report", "r2", "T3", result("make_b", caches={"b": b_two})),
-        RecentResult("etl", "r1", "T4", result("enrich", cache="FULL", lookup_definition="db.c on pg", **join)),
-        RecentResult("report", "r2", "T5", result("enrich", cache="NONE", lookup_definition="db.d on pg", **join)),
+        RecentResult(
+            "etl", "r1", "T4", result("enrich", "lookup_join", cache="FULL", lookup_definition="db.c on pg", **join)
+        ),
+        RecentResult(
+            "report", "r2", "T5", result("enrich", "lookup_join", cache="NONE", lookup_definition="db.d on pg", **join)
+        ),
         RecentResult("etl", "r1", "T6", XComEntry("wait", -1, RELOAD_DUE, due)),
     ]
     summary = overview(results)

@@ -24,7 +24,8 @@ def example_2(state: bool = True) -> dict[str, Any]:
         {"id": 2, "type": "stream-exec-table-source-scan", "version": 1, "inputs": [], "table": "customers",
          "output_schema": schema, "description": "TableSourceScan(table=[customers])"},
         {"id": 3, "type": "stream-exec-join", "version": 1, "inputs": [1, 2], "join_type": "LEFT",
-         "left_key": ["cid"], "right_key": ["id"], "output_schema": schema, "description": "Join(...)",
+         "left_key": ["cid"], "right_key": ["id"], "implementation": "transform-with-state",
+         "output_schema": schema, "description": "Join(...)",
          "state": [{"index": 0, "ttl": "259200000 ms", "name": "leftState"},
                    {"index": 1, "ttl": "86400000 ms", "name": "rightState"}]},
         {"id": 4, "type": "stream-exec-group-aggregate", "version": 1, "inputs": [3], "key": ["cid"],
@@ -104,8 +105,11 @@ def _edited(path: list[Any], value: Any, delete: bool = False) -> dict[str, Any]
         (_edited(["sources"], ["orders"]), "reads table customers, which sources does not list"),
         (_edited(["nodes", 1, "id"], 1), "node id 1 is used twice"),
         (_edited(["nodes", 2, "retention"], "1 d"), "unknown field(s) ['retention']"),
-        (_edited(["nodes", 2, "runner"], "spark-stream-join"), "version 1 has no runner: set version 2 to choose"),
-        (_edited(["nodes", 2, "version"], 2), "runner None is invalid: use one of spark-stream-join, transform-with"),
+        (
+            _edited(["nodes", 2, "implementation"], None, delete=True),
+            "implementation None is invalid: use one of spark-stream-join, transform-with-state",
+        ),
+        (_edited(["nodes", 2, "version"], 2), "version 2 is not known: this provider reads version(s) 1; recompile"),
     ],
 )
 def test_bad_edits_fail_with_one_line(document: dict[str, Any], message: str) -> None:
@@ -150,24 +154,18 @@ def test_no_warning_when_ttls_grow_downstream_and_zero_means_for_ever() -> None:
     assert any("rightState (ever (0 ms))" in warning for warning in warnings)
 
 
-def test_a_version_2_join_names_its_runner_and_a_version_1_join_runs_on_transform_with_state() -> None:
-    document = _edited(["nodes", 2, "version"], 2)
-    document["nodes"][2]["runner"] = "spark-stream-join"
+def test_a_join_names_its_implementation_and_explain_shows_it() -> None:
+    document = _edited(["nodes", 2, "implementation"], "spark-stream-join")
     plan = CompiledPlan.from_dict(document)
     assert plan.node(3).runs_on == "spark-stream-join"
-    assert json.loads(plan.to_json())["nodes"][2]["runner"] == "spark-stream-join"
+    assert json.loads(plan.to_json())["nodes"][2]["implementation"] == "spark-stream-join"
     assert plan.node(4).runs_on == "transform-with-state" and plan.node(1).runs_on is None
     explained = explain(plan, timedelta(0))
-    assert explained["nodes"][2]["runner"] == "spark-stream-join" and "runner_note" not in explained["nodes"][2]
-    assert "runner" not in explained["nodes"][0]
-    assert "[3] stream-exec-join_2 <- 1, 2: Join(...)\n      runner spark-stream-join\n" in explain_text(explained, "p")
-
-    old = CompiledPlan.from_dict(example_2())
-    assert old.node(3).runs_on == "transform-with-state"
-    assert "runner" not in json.loads(old.to_json())["nodes"][2]  # read back as written
-    old_join = explain(old, timedelta(0))["nodes"][2]
-    assert old_join["runner"] == "transform-with-state"
-    assert old_join["runner_note"].startswith("a version 1 join, compiled before runners: compile the plan again")
+    assert explained["nodes"][2]["implementation"] == "spark-stream-join"
+    assert "implementation" not in explained["nodes"][0]
+    assert "[3] stream-exec-join_1 <- 1, 2: Join(...)\n      implementation spark-stream-join\n" in explain_text(
+        explained, "p"
+    )
 
 
 def _with_deduplication(**fields: Any) -> dict[str, Any]:
@@ -181,40 +179,28 @@ def _with_deduplication(**fields: Any) -> dict[str, Any]:
     return document
 
 
-def test_a_version_2_deduplication_names_its_runner_and_a_version_1_one_runs_on_transform_with_state() -> None:
-    plan = CompiledPlan.from_dict(_with_deduplication(version=2, runner="spark-drop-duplicates"))
+def test_a_deduplication_names_its_implementation_one_a_deduplication_may_use() -> None:
+    plan = CompiledPlan.from_dict(_with_deduplication(implementation="spark-drop-duplicates"))
     assert plan.node(6).runs_on == "spark-drop-duplicates"
-    assert json.loads(plan.to_json())["nodes"][2]["runner"] == "spark-drop-duplicates"
+    assert json.loads(plan.to_json())["nodes"][2]["implementation"] == "spark-drop-duplicates"
     text = explain_text(explain(plan, timedelta(0)), "p")
-    assert "[6] stream-exec-deduplicate_2 <- 1: Deduplicate(...)\n      runner spark-drop-duplicates\n" in text
-
-    old = CompiledPlan.from_dict(_with_deduplication(version=1))
-    assert old.node(6).runs_on == "transform-with-state" and "runner" not in json.loads(old.to_json())["nodes"][2]
-    assert explain(old, timedelta(0))["nodes"][2]["runner_note"] == (
-        "a version 1 deduplication, compiled before runners: compile the plan again to let the compiler choose, with "
-        "a new checkpoint"
-    )
-    for fields, message in (
-        ({"version": 2, "runner": "spark-stream-join"}, "runner 'spark-stream-join' is invalid: use one of "
-         "spark-drop-duplicates, transform-with-state"),
-        ({"version": 1, "runner": "spark-drop-duplicates"}, "version 1 has no runner: set version 2 to choose one"),
-    ):  # fmt: skip
-        with pytest.raises(SpecError, match=message):
-            CompiledPlan.from_dict(_with_deduplication(**fields))
+    assert "[6] stream-exec-deduplicate_1 <- 1: Deduplicate(...)\n      implementation spark-drop-duplicates\n" in text
+    with pytest.raises(SpecError, match="implementation 'spark-stream-join' is invalid: use one of "
+                       "spark-drop-duplicates, transform-with-state"):  # fmt: skip
+        CompiledPlan.from_dict(_with_deduplication(implementation="spark-stream-join"))
 
 
 def test_a_left_join_on_spark_s_join_feeding_transform_with_state_is_warned_of() -> None:
     """Example 2's left join on Spark's join, counted on transform-with-state: its query runs no no-data
     micro-batches, so an order that met no customer is sent later than its TTL."""
-    document = _edited(["nodes", 2, "version"], 2)
-    document["nodes"][2]["runner"] = "spark-stream-join"
+    document = _edited(["nodes", 2, "implementation"], "spark-stream-join")
     assert left_join_warnings(CompiledPlan.from_dict(document)) == [
         "node 3 (stream-exec-join) sends a left row that met no right row once its TTL has passed, but its query also "
         "runs node 4 on transform-with-state, and so without no-data micro-batches: such a row comes with a later "
-        "micro-batch that has rows, not in the run after its TTL; set the join's runner to transform-with-state to "
-        "send it at once"
+        "micro-batch that has rows, not in the run after its TTL; set the join's implementation to "
+        "transform-with-state to send it at once"
     ]
-    for field, value in (("runner", "transform-with-state"), ("join_type", "INNER")):
+    for field, value in (("implementation", "transform-with-state"), ("join_type", "INNER")):
         edited = copy.deepcopy(document)
         edited["nodes"][2][field] = value
         assert left_join_warnings(CompiledPlan.from_dict(edited)) == []

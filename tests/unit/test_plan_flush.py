@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 
+from spark_tables.core.aggregation.idempotent import SPARK_IDEMPOTENT_AGGREGATES
 from spark_tables.core.durations import format_duration
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.aggregates import FUNCTIONS
 from spark_tables.core.plan.document import CompiledPlan
 from spark_tables.core.plan.flush import DEFAULT_MAX_ENTRIES, FlushOptions, buffer_store
-from spark_tables.core.plan.idempotence import IDEMPOTENT_AGGREGATES, buffered_aggregation
+from spark_tables.core.plan.idempotence import buffered_aggregation
 from spark_tables.core.plan.job import PlanOptions
 from spark_tables.core.plan.nodes import Sink
 from tests.unit.test_plan_document import example_2
@@ -122,7 +123,7 @@ def test_plan_options_carry_the_flush_options() -> None:
 
 
 def test_every_aggregate_a_plan_computes_is_idempotent() -> None:
-    assert set(FUNCTIONS) <= IDEMPOTENT_AGGREGATES
+    assert set(FUNCTIONS) <= SPARK_IDEMPOTENT_AGGREGATES
 
 
 def _plan(edit: Any = None) -> CompiledPlan:

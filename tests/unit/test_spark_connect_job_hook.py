@@ -6,17 +6,24 @@ from __future__ import annotations
 import socket
 import uuid
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.job_spec import JobSpec
+from spark_tables.core.kinds import KINDS
 from spark_tables.core.sql.job import SqlJob
 from spark_tables.hooks.spark_connect_job import SparkConnectJobHook, SparkConnectUnreachable, connects_to_server
 from spark_tables.operators.sql import SparkSqlJobOperator
 from tests.unit.task_context import task_context
 
 SPEC = JobSpec(job=SqlJob(statements=("SELECT 1",)), result_uri="file:///tmp/exchange/result.json")
+
+
+def refused(job: Any) -> str | None:
+    """Why session mode refuses ``job``, as its kind says (``core.kinds``)."""
+    return KINDS[job.kind].refused_in_session_mode(job)
 
 
 def _hook(conn_id: str = "spark_connect_default", **kwargs) -> SparkConnectJobHook:
@@ -134,7 +141,6 @@ def test_a_spark_submit_argument_on_a_spark_connect_connection_fails_before_anyt
 def test_a_memory_buffer_is_refused_in_session_mode_at_task_start(set_connection, serving, spark_tables_home):
     """FLIP-365's memory buffer would live in the server's Python process that runs foreachBatch's function, out of
     the job's reach for its idle and end flushes; the buffer in the state store is not refused."""
-    from spark_tables.hooks.spark_connect_job import refused_in_session_mode
     from spark_tables.operators.aggregation import SparkStreamingAggregationOperator
     from tests.unit.test_aggregation_operator import QUERY, SINK
 
@@ -156,25 +162,24 @@ def test_a_memory_buffer_is_refused_in_session_mode_at_task_start(set_connection
         "or use a spark connection (spark-submit)"
     )
     logged = operator(flush_durable_store="log")
-    assert refused_in_session_mode(logged.build_job(context)) == (
+    assert refused(logged.build_job(context)) == (
         "execution.flush.durable-store=log does not run in session mode: the buffer would live in the Spark Connect "
         "server's Python, where the job cannot flush it: leave it unset (the buffer is then in Spark's state store), "
         "or use a spark connection (spark-submit)"
     )
-    assert refused_in_session_mode(operator().build_job(context)) is None
-    assert refused_in_session_mode(operator(flush_durable_store="state-store").build_job(context)) is None
+    assert refused(operator().build_job(context)) is None
+    assert refused(operator(flush_durable_store="state-store").build_job(context)) is None
 
 
 def test_plan_statements_and_lookup_joins_of_a_stream_run_in_session_mode():
     from spark_tables.core.lookup.job import LookupJoinJob
     from spark_tables.core.lookup.table import LookupSpec, SourceTable
     from spark_tables.core.plan.job import PlanJob, PlanOptions
-    from spark_tables.hooks.spark_connect_job import refused_in_session_mode
     from spark_tables.utils.sql_reader import read_plan_statement
 
     def refusal(statement: str, **configuration: str) -> str | None:
         options = PlanOptions(checkpoints="file:///checkpoints", configuration=configuration)
-        return refused_in_session_mode(PlanJob(statement=read_plan_statement(statement), options=options))
+        return refused(PlanJob(statement=read_plan_statement(statement), options=options))
 
     for statement in (
         "EXECUTE PLAN 'file:///plans/p.json'",
@@ -188,7 +193,7 @@ def test_plan_statements_and_lookup_joins_of_a_stream_run_in_session_mode():
         "execution.flush.memory-buffer-only does not run in session mode"
     )
     assert refusal("EXPLAIN PLAN 'file:///plans/p.json'", **memory_only) is None, "it runs no query"
-    assert refused_in_session_mode(SqlJob(statements=("SELECT 1",))) is None
+    assert refused(SqlJob(statements=("SELECT 1",))) is None
     source = SourceTable(kind="postgres", connection={"host": "db"}, table="crm.customers", key=("customer_id",))
     lookup = LookupSpec(name="customers", source=source, options={"lookup.cache": "NONE"}, snapshots="file:///s")
     streaming = LookupJoinJob(
@@ -199,7 +204,7 @@ def test_plan_statements_and_lookup_joins_of_a_stream_run_in_session_mode():
         output="db.enriched",
         checkpoint="file:///checkpoints/enrich",
     )
-    assert refused_in_session_mode(streaming) is None
+    assert refused(streaming) is None
 
 
 class _EndsAfter:

@@ -5,8 +5,15 @@ from __future__ import annotations
 import pytest
 
 from spark_tables.core.errors import SpecError
+from spark_tables.core.identifiers import TableIdentifier
 from spark_tables.core.plan.statements import shown
-from spark_tables.utils.sql_reader import read_statement, read_statements, split_script, written_table
+from spark_tables.utils.sql_reader import read_statement, read_statements, split_script
+
+
+def written_table(statement: str) -> TableIdentifier | None:
+    """The table ``read_statement`` finds ``statement`` writes."""
+    writes = read_statement(statement).writes
+    return None if writes is None else TableIdentifier.parse(writes)
 
 
 def summary(statement: str, width: int = 80) -> str:
@@ -93,11 +100,15 @@ def test_written_table_reads_backticked_names(statement, parts):
         "insert overwrite local directory '/tmp/out' select 1",
         "DROP TABLE t",
         "SHOW TABLES",
-        "",
     ],
 )
 def test_written_table_is_none_for_statements_that_write_no_table(statement):
     assert written_table(statement) is None
+
+
+def test_an_empty_statement_is_refused():
+    with pytest.raises(SpecError, match=r"^is empty: remove it or give its SQL text$"):
+        read_statement("")
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from spark_tables.core.errors import SpecError
-from spark_tables.utils.sql_reader import is_ctas, read_ctas
+from spark_tables.utils.sql_reader import read_ctas, read_statement
 
 
 def parse_ctas(statement: Any) -> dict[str, Any]:
@@ -328,6 +328,9 @@ CTAS_STATEMENTS = {
     "replace": "REPLACE TABLE t AS TABLE s",
     "parenthesised-query": "CREATE TABLE t AS (SELECT 1)",
     "comments": "-- daily\nCREATE TABLE t /* as select */ COMMENT 'as select' AS\n  SELECT 1",
+}
+#: CTAS statements whose clauses the reader refuses (rather than run them as another kind of statement).
+UNREADABLE_CTAS_STATEMENTS = {
     "unreadable-clause": "CREATE TABLE t USING parquet OPTIONS ('compression' 'zstd') AS SELECT 1",
     "hive-format": "CREATE TABLE t STORED AS parquet AS SELECT 1",
 }
@@ -345,10 +348,16 @@ OTHER_STATEMENTS = {
 
 
 @pytest.mark.parametrize("statement", CTAS_STATEMENTS.values(), ids=CTAS_STATEMENTS.keys())
-def test_a_statement_creating_a_table_from_a_query_is_a_ctas_whatever_its_clauses(statement):
-    assert is_ctas(statement) is True
+def test_a_statement_creating_a_table_from_a_query_is_a_ctas(statement):
+    assert read_statement(statement).ctas is not None
+
+
+@pytest.mark.parametrize("statement", UNREADABLE_CTAS_STATEMENTS.values(), ids=UNREADABLE_CTAS_STATEMENTS.keys())
+def test_a_ctas_with_a_clause_the_reader_cannot_read_is_refused_as_a_ctas(statement):
+    with pytest.raises(SpecError, match=r"^CTAS statement: unexpected .(OPTIONS|STORED) .* before AS: use only USING"):
+        read_statement(statement)
 
 
 @pytest.mark.parametrize("statement", OTHER_STATEMENTS.values(), ids=OTHER_STATEMENTS.keys())
 def test_a_statement_without_a_query_to_fill_its_table_is_not_a_ctas(statement):
-    assert is_ctas(statement) is False
+    assert read_statement(statement).ctas is None

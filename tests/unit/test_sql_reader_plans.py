@@ -6,7 +6,7 @@ import pytest
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.statements import PlanStatement
-from spark_tables.utils.sql_reader import is_plan_statement, join_statement_sets, read_plan_statement
+from spark_tables.utils.sql_reader import join_statement_sets, read_plan_statement, read_statement
 
 
 def parse_plan_statement(text: str) -> PlanStatement:
@@ -27,7 +27,8 @@ def test_the_four_statements() -> None:
         action="execute", uri="/it's.json", if_exists=True
     )
     assert parse_plan_statement("EXPLAIN PLAN '/p.json'").action == "explain"
-    assert is_plan_statement("  EXPLAIN PLAN '/p.json'") and not is_plan_statement("EXPLAIN SELECT 1")
+    assert read_statement("  EXPLAIN PLAN '/p.json'").plan == PlanStatement(action="explain", uri="/p.json")
+    assert read_statement("EXPLAIN SELECT 1").plan is None
 
 
 def test_a_statement_set_holds_several_inserts() -> None:

@@ -1,7 +1,7 @@
 """Typed job outputs: what a job of each kind reports, as a frozen dataclass that checks itself when read back.
 
-Each job kind has one in its capability's package (``core/<capability>/result.py``), registered by kind beside the
-job kinds in ``core.job_result.RESULT_KINDS``. ``to_dict`` gives the JSON shape that goes to XCom (a field left
+Each job kind has one in its capability's package (``core/<capability>/result.py``), named by the kind's
+descriptor (``core.job_kind``). ``to_dict`` gives the JSON shape that goes to XCom (a field left
 ``None`` is left out, unless the class keeps it: where ``None`` itself says something); ``from_dict`` reads it back,
 refusing unknown fields, missing ones and values of the wrong type with one line naming the field.
 """

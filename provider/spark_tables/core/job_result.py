@@ -1,7 +1,7 @@
 """The job result: what the Spark driver writes back for the Airflow side, as one JSON document.
 
-Its ``output`` is the job kind's typed output (``RESULT_KINDS``, beside the job kinds of ``core.job_spec``), and the
-document carries the kind and ``RESULT_VERSION``, as does the task's XCom (``xcom_fields``).
+Its ``output`` is the job kind's typed output (its ``result`` in ``core.kinds``), and the document carries the kind
+and ``RESULT_VERSION``, as does the task's XCom (``xcom_fields``).
 """
 
 from __future__ import annotations
@@ -10,30 +10,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from spark_tables.core.aggregation.result import StreamingAggregationResult
-from spark_tables.core.ctas.result import CtasCleanupResult, CtasResult
 from spark_tables.core.errors import SpecError
 from spark_tables.core.job_output import JobOutput
-from spark_tables.core.lookup.result import LookupJoinResult, LookupReloadResult
-from spark_tables.core.plan.result import PlanResult
-from spark_tables.core.sql.result import SqlResult
+from spark_tables.core.kinds import KINDS, kind_of
 
 RESULT_VERSION = 1
-
-#: The output of every job kind, by name: a kind is one entry here, one in ``core.job_spec.JOB_KINDS`` and its
-#: runner in ``jobs.entry.JOB_RUNNERS`` (a test holds the three in step).
-RESULT_KINDS: dict[str, type[JobOutput]] = {
-    kind.kind: kind
-    for kind in (
-        SqlResult,
-        CtasResult,
-        CtasCleanupResult,
-        LookupJoinResult,
-        LookupReloadResult,
-        PlanResult,
-        StreamingAggregationResult,
-    )
-}
 
 
 @dataclass(frozen=True)
@@ -55,16 +36,15 @@ class JobResult:
     work_seconds: float | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in RESULT_KINDS:
-            raise SpecError(f"unknown job kind {self.kind!r} in a job result: use one of {sorted(RESULT_KINDS)}")
+        described = kind_of(self.kind)
+        if described is None:
+            raise SpecError(f"unknown job kind {self.kind!r} in a job result: use one of {sorted(KINDS)}")
         if isinstance(self.output, dict):
-            object.__setattr__(
-                self, "output", RESULT_KINDS[self.kind].from_dict(self.output, f"{self.kind} job result")
-            )
-        if self.output is not None and not isinstance(self.output, RESULT_KINDS[self.kind]):
+            object.__setattr__(self, "output", described.result.from_dict(self.output, f"{self.kind} job result"))
+        if self.output is not None and not isinstance(self.output, described.result):
             raise SpecError(
                 f"{self.kind} job result: its output is a {type(self.output).__name__}, "
-                f"not a {RESULT_KINDS[self.kind].__name__}"
+                f"not a {described.result.__name__}"
             )
 
     @property

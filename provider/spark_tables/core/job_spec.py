@@ -7,35 +7,19 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any
 
-from spark_tables.core.aggregation.job import StreamingAggregationJob
 from spark_tables.core.cache.descriptor import CacheDescriptor
 from spark_tables.core.cache.table import FILES, CachedTable
-from spark_tables.core.ctas.job import CtasCleanupJob, CtasJob
 from spark_tables.core.errors import SpecError
-from spark_tables.core.lookup.job import LookupJoinJob, LookupReloadJob
-from spark_tables.core.plan.job import PlanJob
-from spark_tables.core.sql.job import SqlJob
+from spark_tables.core.job_kind import Job
+from spark_tables.core.kinds import KINDS, kind_of
 
 SPEC_VERSION = 1
 #: Names of the settings that hold a secret: those Spark's default ``spark.redaction.regex`` hides, and API keys
 #: (OpenLineage's ``spark.openlineage.transport.auth.apiKey``) and JAAS configurations (Kafka's SASL passwords).
 SECRET_PATTERN = r"(?i)secret|password|token|access[.]?key|api[.]?key|jaas"
 SECRET_NAME = re.compile(SECRET_PATTERN)
-
-
-class Job(Protocol):
-    """A job of one kind: a frozen dataclass that validates itself, named by its ``kind``."""
-
-    kind: ClassVar[str]
-
-
-#: Every job kind the driver runs, by name. Adding a kind is one entry here and its runner in ``jobs.entry``.
-JOB_KINDS: dict[str, type[Job]] = {
-    kind.kind: kind
-    for kind in (SqlJob, CtasJob, CtasCleanupJob, LookupJoinJob, LookupReloadJob, PlanJob, StreamingAggregationJob)
-}
 
 
 @dataclass(frozen=True)
@@ -189,9 +173,10 @@ def holds_connection(part: Any) -> bool:
 
 
 def job_from_dict(kind: Any, fields: Any) -> Job:
-    job_class = JOB_KINDS.get(kind)
-    if job_class is None:
-        raise SpecError(f"unknown job kind {kind!r}: use one of {sorted(JOB_KINDS)}")
+    described = kind_of(kind)
+    if described is None:
+        raise SpecError(f"unknown job kind {kind!r}: use one of {sorted(KINDS)}")
+    job_class = described.job
     if not isinstance(fields, dict):
         raise SpecError(f"{kind} job: its fields must be a JSON object")
     known = {f.name for f in dataclasses.fields(job_class)}

@@ -13,10 +13,10 @@ from spark_tables.core.errors import SpecError
 _PRODUCER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
 
 
-def checked_query(query: str | None, producer: str | None, what: str) -> str | None:
+def checked_row_source(query: str | None, producer: str | None, what: str) -> str | None:
     """Validate a query/producer pair for ``what`` (for messages); return the query without a final ``;``, or None.
 
-    That the query is a query, not a command, the Airflow side checks as it reads it (``utils.sql_reader``)."""
+    That the query is a query, not a command, the Airflow side checks as it reads it (``nestable_query``)."""
     if (query is None) == (producer is None):
         raise SpecError(f"{what}: give exactly one of query (a SELECT) or producer ('module:function')")
     if producer is not None:
@@ -27,5 +27,5 @@ def checked_query(query: str | None, producer: str | None, what: str) -> str | N
             )
         return None
     if not isinstance(query, str) or not query.strip():
-        raise SpecError(f"{what}: query must be a query (SELECT, WITH, FROM, VALUES or TABLE ...), not a command")
+        raise SpecError(f"{what}: query is empty or not text: give a query (SELECT, WITH, FROM, VALUES or TABLE ...)")
     return query.rstrip().removesuffix(";").rstrip()

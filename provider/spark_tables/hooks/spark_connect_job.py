@@ -25,8 +25,8 @@ from airflow.providers.common.compat.sdk import AirflowException, AirflowNotFoun
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.job_result import JobResult
-from spark_tables.core.job_spec import Job, JobSpec
-from spark_tables.core.plan.flush import DURABLE_STORE_OPTION, LOG, MEMORY_BUFFER_ONLY_OPTION
+from spark_tables.core.job_spec import JobSpec
+from spark_tables.core.kinds import KINDS
 from spark_tables.hooks.spark_job import CANCEL_GRACE_SECONDS, SparkJobFailed
 from spark_tables.utils import settings
 from spark_tables.utils.job_package import job_package
@@ -73,25 +73,6 @@ def connect_session(url: str) -> Iterator[SparkSession]:
     finally:
         if not marked:
             os.environ.pop(CONNECT_MODE_VARIABLE, None)
-
-
-def refused_in_session_mode(job: Job) -> str | None:
-    """Why ``job`` cannot run in session mode (one line, with what to do), or None when it can.
-
-    FLIP-365's memory buffer, and the durable buffer's log, keep a query's output in the process that runs its
-    foreachBatch function, and flush it on the job's requests: over Spark Connect that process is the server's, out
-    of the job's reach.
-    """
-    streams = (job.kind == "plan" and job.statement.executes) or job.kind == "streaming_aggregation"  # type: ignore[attr-defined]
-    flush = job.options.flush if streams else None  # type: ignore[attr-defined]
-    if flush is not None and (flush.memory_buffer_only or flush.durable_store == LOG):
-        option = MEMORY_BUFFER_ONLY_OPTION if flush.memory_buffer_only else f"{DURABLE_STORE_OPTION}={LOG}"
-        return (
-            f"{option} does not run in session mode: the buffer would live in the Spark Connect server's Python, "
-            f"where the job cannot flush it: leave it unset (the buffer is then in Spark's state store), or use a "
-            "spark connection (spark-submit)"
-        )
-    return None
 
 
 def connects_to_server(conn_id: str) -> bool:
@@ -179,7 +160,7 @@ class SparkConnectJobHook(BaseHook):
         jars: Sequence[str] = (),
     ) -> None:
         super().__init__()
-        refusal = refused_in_session_mode(spec.job)
+        refusal = KINDS[spec.job.kind].refused_in_session_mode(spec.job)
         if refusal is not None:
             raise SpecError(refusal)
         remote = [jar for jar in jars if "://" in jar and not jar.startswith("file://")]

@@ -24,9 +24,11 @@ from pyspark.sql import SparkSession
 
 from spark_tables.core.errors import JobError, SpecError, one_line
 from spark_tables.core.exchange import cancel_uri, started_uri
+from spark_tables.core.job_kind import Job
 from spark_tables.core.job_output import JobOutput
 from spark_tables.core.job_result import JobResult
-from spark_tables.core.job_spec import CacheUse, Job, JobSpec
+from spark_tables.core.job_spec import CacheUse, JobSpec
+from spark_tables.core.kinds import KINDS
 from spark_tables.jobs import files
 from spark_tables.jobs.cache.views import prepare_cached_views
 from spark_tables.jobs.cancellation import Cancellation, watch
@@ -35,23 +37,12 @@ from spark_tables.jobs.shared_folders import check_shared_folders
 
 log = logging.getLogger("spark_tables")
 
-#: The function that runs each job kind, given the session, the validated job and its cancellation, as
-#: ``module:function``: the driver imports only the runner of its own job (``runner``), since the others' modules
-#: cost a driver's start up to a second (a plan's sqlglot, pyarrow and psycopg, before its session starts).
-JOB_RUNNERS: dict[str, str] = {
-    "sql": "spark_tables.jobs.sql.runner:run_sql",
-    "ctas": "spark_tables.jobs.ctas.lifecycle:run_ctas",
-    "ctas_cleanup": "spark_tables.jobs.ctas.lifecycle:run_ctas_cleanup",
-    "lookup_join": "spark_tables.jobs.lookup.join:run_lookup_join",
-    "lookup_reload": "spark_tables.jobs.lookup.reload:run_lookup_reload",
-    "plan": "spark_tables.jobs.plan.runner:run_plan",
-    "streaming_aggregation": "spark_tables.jobs.aggregation.runner:run_streaming_aggregation",
-}
-
 
 def runner(kind: str) -> Callable[[SparkSession, Any, Cancellation], JobOutput]:
-    """The runner of job kind ``kind``, its module imported now."""
-    module, _, function = JOB_RUNNERS[kind].partition(":")
+    """The runner of job kind ``kind`` (``core.kinds``), its module imported now: the driver imports only its own
+    job's, since the others' modules cost a driver's start up to a second (a plan's sqlglot, pyarrow and psycopg,
+    before its session starts)."""
+    module, _, function = KINDS[kind].runner.partition(":")
     return getattr(importlib.import_module(module), function)
 
 

@@ -9,7 +9,7 @@ from spark_tables.core.ctas.job import CtasJob
 from spark_tables.core.errors import SpecError
 from spark_tables.operators.ctas_lifecycle import CtasLifecycleOperator
 from spark_tables.operators.spark_job import SparkJobOperator
-from spark_tables.utils.sql_reader import checked_query, read_ctas
+from spark_tables.utils.sql_reader import nestable_query, read_ctas
 
 _STATEMENT_FIELDS = ("table", "query", "producer", "partitioned_by", "properties", "location", "comment")
 
@@ -85,7 +85,7 @@ class SparkCtasOperator(CtasLifecycleOperator):
         elif "table" not in given:
             raise SpecError("nothing to create: give sql (CREATE TABLE ... AS SELECT ...) or table with query/producer")
         elif "query" in given:
-            given["query"] = checked_query(given["query"], "ctas job")
+            given["query"] = nestable_query(given["query"], "ctas job")
         flags = {"if_not_exists": self.if_not_exists, "replace": self.replace}
         for flag, value in flags.items():
             given[flag] = given.get(flag, False) or value

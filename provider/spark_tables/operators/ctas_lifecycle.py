@@ -9,8 +9,9 @@ from spark_tables.core.ctas.job import CtasCleanupJob, CtasJob
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.ctas.result import CtasCleanupResult, CtasResult
 from spark_tables.core.durable_job import CLEANUP_JOB_SECONDS, CallbackTime, DriverLaunch
+from spark_tables.core.job_kind import Job
 from spark_tables.core.job_result import JobResult
-from spark_tables.core.job_spec import CacheUse, Job
+from spark_tables.core.job_spec import CacheUse
 from spark_tables.core.sql.job import SqlJob
 from spark_tables.core.sql.result import SqlResult
 from spark_tables.hooks.ctas import claims as ctas_claims

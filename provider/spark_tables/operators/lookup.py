@@ -20,7 +20,7 @@ from spark_tables.core.lookup.table import LookupTable
 from spark_tables.hooks.lookup.tables import LookupTableHook
 from spark_tables.operators.spark_job import SparkJobOperator
 from spark_tables.utils import settings
-from spark_tables.utils.sql_reader import checked_query
+from spark_tables.utils.sql_reader import nestable_query
 
 #: The FLIP's counters (added to Airflow's counters of the same name) and gauges (set), plus our hit rate.
 COUNTERS = ("hitCount", "missCount", "loadCount", "numLoadFailure", "unmatchedCount")
@@ -139,7 +139,7 @@ class SparkLookupJoinOperator(_LookupOperator):
             lookup=self.lookup_hook.spec(),
             on=self.on,
             metrics_uri=metrics_uri(self.result_uri(context)),
-            probe=checked_query(self.probe, "lookup join: probe") if self.probe is not None else None,
+            probe=nestable_query(self.probe, "lookup join: probe") if self.probe is not None else None,
             probe_stream=self.probe_stream,
             join_type=self.join_type,
             output=self.output_table,

@@ -24,8 +24,9 @@ from spark_tables.core.catalog_config import PostgresMetastore
 from spark_tables.core.durable_job import CallbackTime, DriverLaunch, DriverState
 from spark_tables.core.errors import SpecError
 from spark_tables.core.exchange import result_uri
+from spark_tables.core.job_kind import Job
 from spark_tables.core.job_result import JobResult
-from spark_tables.core.job_spec import CacheUse, Job, JobSpec
+from spark_tables.core.job_spec import CacheUse, JobSpec
 from spark_tables.core.spark_settings import check_submit_settings
 from spark_tables.core.xcom_keys import FAILED_TRY
 from spark_tables.hooks.cache.claims import CachedTableTrigger

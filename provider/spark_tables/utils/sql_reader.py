@@ -219,15 +219,6 @@ def read_statement(text: str) -> SqlStatement:
 # -- the table a statement writes -----------------------------------------------------------------------------------
 
 
-def written_table(statement: str) -> TableIdentifier | None:
-    """The table a statement creates or writes rows into, or None for queries and other commands.
-
-    Raises ``SpecError`` when the statement writes a table whose name is not a valid identifier.
-    """
-    name = _written_table(_Text.of(statement))
-    return TableIdentifier.parse(name) if name is not None else None
-
-
 def _written_table(read: _Text) -> str | None:
     after = read.head(_WRITE_HEADS)
     if after is None or read.word(after) in ("DIRECTORY", "LOCAL"):
@@ -263,13 +254,9 @@ def _is_name_part(read: _Text, index: int) -> bool:
 # -- CREATE TABLE ... AS SELECT -------------------------------------------------------------------------------------
 
 
-def is_ctas(statement: str) -> bool:
-    """Whether a statement creates or replaces a table from a query (``CREATE [OR REPLACE] TABLE ... AS query``,
-    ``REPLACE TABLE ... AS query``), whatever its clauses: ``read_ctas`` says whether it can read them."""
-    return _is_ctas(_Text.of(statement))
-
-
 def _is_ctas(read: _Text) -> bool:
+    """Whether a statement creates or replaces a table from a query (``CREATE [OR REPLACE] TABLE ... AS query``,
+    ``REPLACE TABLE ... AS query``), whatever its clauses: ``_ctas`` says whether it can read them."""
     after = read.head(_CTAS_HEADS)
     if after is None or not _is_name_part(read, after):
         return False
@@ -312,7 +299,7 @@ def _ctas(read: _Text) -> CtasStatement:
             raise SpecError(f"CTAS statement gives {clause.replace('_', ' ')} twice: give it once")
         fields[clause] = value
         index = after_clause
-    fields["query"] = checked_query(read.rest(index + 1) if index + 1 < len(read.tokens) else "", "ctas job")
+    fields["query"] = nestable_query(read.rest(index + 1) if index + 1 < len(read.tokens) else "", "ctas job")
     return CtasStatement(**fields)
 
 
@@ -389,7 +376,7 @@ def _dotted_key(read: _Text, index: int) -> tuple[str, int] | None:
 # -- queries --------------------------------------------------------------------------------------------------------
 
 
-def checked_query(query: Any, what: str) -> str:
+def nestable_query(query: Any, what: str) -> str:
     """``query`` ready to nest (without its final semicolon and what follows it); ``SpecError`` unless it is a
     query (a command cannot be nested). ``what`` names its place in the message."""
     read = _Text.of(query) if isinstance(query, str) else _Text("", [])
@@ -420,20 +407,16 @@ def _cached_view(read: _Text) -> CachedTable | None:
     if after is None or cached is None or cached == after:
         return None
     table = CachedTable(name=read.between(after, cached - 1), query=read.rest(cached + 2))  # its name checked first
-    return CachedTable(name=table.name, query=checked_query(table.query, f"cached table {table.name}"))
+    return CachedTable(name=table.name, query=nestable_query(table.query, f"cached table {table.name}"))
 
 
 def check_cached_table(table: CachedTable) -> None:
     """A cached table's query is a query (a command cannot be cached)."""
     if table.query is not None:
-        checked_query(table.query, f"cached table {table.name}")
+        nestable_query(table.query, f"cached table {table.name}")
 
 
 # -- plan statements ------------------------------------------------------------------------------------------------
-
-
-def is_plan_statement(statement: str) -> bool:
-    return _plan_head(_Text.of(statement)) is not None
 
 
 def read_plan_statement(statement: str) -> PlanStatement:

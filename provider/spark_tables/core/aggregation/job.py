@@ -1,4 +1,4 @@
-"""The ``streaming_aggregation`` job kind: one Spark SQL aggregation over streams, upserted by key into PostgreSQL
+"""A ``streaming_aggregation`` job: one Spark SQL aggregation over streams, upserted by key into PostgreSQL
 or a catalog table, with FLIP-365's buffered output when ``execution.flush.max-interval`` is set."""
 
 from __future__ import annotations

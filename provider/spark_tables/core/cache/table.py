@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_tables.core.errors import SpecError
-from spark_tables.core.row_source import checked_query
+from spark_tables.core.row_source import checked_row_source
 
 #: A cache name: it names folders and views.
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -54,7 +54,7 @@ class CachedTable:
             raise SpecError(
                 f"cached table name {self.name!r} is invalid: it is a view name, use letters, digits and underscores"
             )
-        query = checked_query(self.query, self.producer, f"cached table {self.name}")
+        query = checked_row_source(self.query, self.producer, f"cached table {self.name}")
         object.__setattr__(self, "query", query.strip() if query is not None else None)
         if self.storage not in STORAGES:
             raise SpecError(

@@ -1,4 +1,4 @@
-"""The ``ctas`` job kind: create a table from a query's (or a PySpark function's) rows, owned by one task try."""
+"""A ``ctas`` job: create a table from a query's (or a PySpark function's) rows, owned by one task try."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import ClassVar
 from spark_tables.core.ctas.ownership import PREFIX, TableOwner
 from spark_tables.core.errors import SpecError
 from spark_tables.core.identifiers import TableIdentifier
-from spark_tables.core.row_source import checked_query
+from spark_tables.core.row_source import checked_row_source
 
 #: Atomicity levels: ``table`` (FLIP-218's: the table is visible from creation and dropped if the job fails) and
 #: ``staging`` (the rows go to a staging table that takes the final name only when complete).
@@ -88,7 +88,7 @@ class CtasJob:
         TableIdentifier.parse(self.table)
         object.__setattr__(self, "owner", TableOwner.from_dict(self.owner))
         object.__setattr__(self, "sweep", sweep_entries(self.sweep, "ctas job"))
-        object.__setattr__(self, "query", checked_query(self.query, self.producer, "ctas job"))
+        object.__setattr__(self, "query", checked_row_source(self.query, self.producer, "ctas job"))
         if not isinstance(self.format, str) or self.format.lower() not in FORMATS:
             raise SpecError(f"ctas job: format {self.format!r} is not supported: use one of {', '.join(FORMATS)}")
         object.__setattr__(self, "format", self.format.lower())

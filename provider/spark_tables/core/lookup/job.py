@@ -1,4 +1,4 @@
-"""The ``lookup_join`` and ``lookup_reload`` job kinds (FLIP-221).
+"""The ``lookup_join`` and ``lookup_reload`` jobs (FLIP-221).
 
 A lookup join enriches each row of a probe side, a query or a stream, with the rows its lookup table holds for
 the row's key: through a per-worker partial cache (``PARTIAL``), per-key queries (``NONE``) or the table's
@@ -16,7 +16,7 @@ from spark_tables.core.errors import SpecError
 from spark_tables.core.identifiers import TableIdentifier
 from spark_tables.core.lookup.options import CacheMode
 from spark_tables.core.lookup.table import LookupSpec, checked_columns
-from spark_tables.core.row_source import checked_query
+from spark_tables.core.row_source import checked_row_source
 
 JOIN_TYPES = ("left", "inner")
 #: How a batch join's output meets a table already there: ``error`` (the default: fail, naming the other two), add
@@ -84,7 +84,7 @@ class LookupJoinJob:
         if (self.probe is None) == (self.probe_stream is None):
             raise SpecError("lookup join: give exactly one of probe (a query) or probe_stream (a streaming source)")
         if self.probe is not None:
-            object.__setattr__(self, "probe", checked_query(self.probe, None, "lookup join: probe"))
+            object.__setattr__(self, "probe", checked_row_source(self.probe, None, "lookup join: probe"))
         else:
             object.__setattr__(self, "probe_stream", StreamSource.from_dict(self.probe_stream))
             if self.output is None or self.checkpoint is None:

@@ -1,4 +1,4 @@
-"""What ``EXPLAIN PLAN`` shows: the node graph with each stateful operator's runner and TTL per input, and warnings.
+"""What ``EXPLAIN PLAN`` shows: the node graph with each stateful node's implementation and TTL per input, and warnings.
 
 The result is structured data (for XCom, and the Airflow UI's graph of the plan) with a text rendering for logs.
 A warning is given where an operator keeps its state for less time than an operator upstream of it: FLIP-292 notes
@@ -13,15 +13,9 @@ from typing import Any
 
 from spark_tables.core.durations import format_duration
 from spark_tables.core.plan.document import CompiledPlan
-from spark_tables.core.plan.nodes import Deduplicate, Join, Node, Sink
-from spark_tables.core.plan.runners import SPARK_STREAM_JOIN, TRANSFORM_WITH_STATE
+from spark_tables.core.plan.implementations import SPARK_STREAM_JOIN, TRANSFORM_WITH_STATE
+from spark_tables.core.plan.nodes import Join, Node, Sink
 from spark_tables.core.plan.state import StateEntry
-
-#: Why a join or a deduplication compiled before runners existed runs on transform-with-state.
-VERSION_1_NOTE = (
-    "a version 1 {kind}, compiled before runners: compile the plan again to let the compiler choose, with a new "
-    "checkpoint"
-)
 
 
 def explain(plan: CompiledPlan, job_ttl: timedelta) -> dict[str, Any]:
@@ -37,9 +31,7 @@ def explain(plan: CompiledPlan, job_ttl: timedelta) -> dict[str, Any]:
             "output_schema": [column.to_dict() for column in node.output_schema],
         }
         if node.stateful:
-            entry["runner"] = node.runs_on
-            if isinstance(node, Join | Deduplicate) and node.version == 1:
-                entry["runner_note"] = VERSION_1_NOTE.format(kind="join" if isinstance(node, Join) else "deduplication")
+            entry["implementation"] = node.runs_on
             entry["state"] = [
                 {**state.to_dict(), "ttl_ms": state.ttl_ms, "from": "plan" if node.state is not None else "job"}
                 for state in node.effective_state(job_ttl)
@@ -90,7 +82,7 @@ def left_join_warnings(plan: CompiledPlan) -> list[str]:
                     f"node {node.id} ({node.TYPE}) sends a left row that met no right row once its TTL has passed, "
                     f"but its query also runs node {on_tws[0]} on {TRANSFORM_WITH_STATE}, and so without no-data "
                     "micro-batches: such a row comes with a later micro-batch that has rows, not in the run after its "
-                    f"TTL; set the join's runner to {TRANSFORM_WITH_STATE} to send it at once",
+                    f"TTL; set the join's implementation to {TRANSFORM_WITH_STATE} to send it at once",
                 )
     return list(warnings.values())
 
@@ -101,9 +93,8 @@ def explain_text(explained: dict[str, Any], uri: str) -> str:
     for node in explained["nodes"]:
         inputs = f" <- {', '.join(str(i) for i in node['inputs'])}" if node["inputs"] else ""
         lines.append(f"[{node['id']}] {node['type']}_{node['version']}{inputs}: {node['description']}")
-        if "runner" in node:
-            note = f" ({node['runner_note']})" if "runner_note" in node else ""
-            lines.append(f"      runner {node['runner']}{note}")
+        if "implementation" in node:
+            lines.append(f"      implementation {node['implementation']}")
         for state in node.get("state", []):
             lines.append(f"      state {state['index']} {state['name']}: ttl {state['ttl']} ({state['from']})")
     lines.extend(f"warning: {warning}" for warning in explained["warnings"])

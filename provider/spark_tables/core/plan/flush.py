@@ -88,6 +88,22 @@ class FlushOptions:
             )
         return cls(max_interval, memory_only, max_entries, store)
 
+    def refused_in_session_mode(self) -> str | None:
+        """Why a streaming job with these options cannot run in session mode (one line, with what to do), or None.
+
+        The memory buffer, and the durable buffer's log, keep a query's output in the process that runs its
+        foreachBatch function, and flush it on the job's requests: over Spark Connect that process is the server's,
+        out of the job's reach.
+        """
+        if not (self.memory_buffer_only or self.durable_store == LOG):
+            return None
+        option = MEMORY_BUFFER_ONLY_OPTION if self.memory_buffer_only else f"{DURABLE_STORE_OPTION}={LOG}"
+        return (
+            f"{option} does not run in session mode: the buffer would live in the Spark Connect server's Python, "
+            "where the job cannot flush it: leave it unset (the buffer is then in Spark's state store), or use a "
+            "spark connection (spark-submit)"
+        )
+
 
 def buffer_store(options: FlushOptions, sink: str, postgres_sink: bool, session_mode: bool) -> str:
     """Where the buffer of sink ``sink`` keeps what it holds (``MEMORY``, ``LOG`` or ``STATE_STORE``); ``SpecError``

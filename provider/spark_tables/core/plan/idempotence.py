@@ -6,7 +6,7 @@ result. FLIP-365 names the group aggregation (in SQL: ``count``, ``sum``, ``sum0
 ``collect_set``, and ``DISTINCT``); in a plan, a sink's rows may be buffered when they come from such an aggregation
 through projections and filters only. Everything else (a join, a deduplication, rows straight from a source) sends
 records that each matter, and buffering them is refused before the job starts. Every aggregate function a plan
-computes (``core.plan.aggregates.FUNCTIONS``) is on FLIP-365's list.
+computes (``core.plan.aggregates.FUNCTIONS``) is on FLIP-365's list (``core.aggregation.idempotent``).
 """
 
 from __future__ import annotations
@@ -15,14 +15,6 @@ from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.document import CompiledPlan
 from spark_tables.core.plan.flush import MAX_INTERVAL_OPTION
 from spark_tables.core.plan.nodes import Calc, GroupAggregate, Sink
-
-#: FLIP-365's idempotent SQL aggregate functions, as a plan spells them.
-IDEMPOTENT_AGGREGATES = frozenset(
-    {
-        "count", "sum", "sum0", "avg", "min", "max", "first_value", "last_value", "listagg",
-        "stddev_pop", "stddev_samp", "var_pop", "var_samp", "collect_list", "collect_set",
-    }
-)  # fmt: skip
 
 
 def buffered_aggregation(plan: CompiledPlan, sink: Sink) -> GroupAggregate:

@@ -1,4 +1,4 @@
-"""The ``plan`` job kind: one plan statement (compile, explain, execute) run in one Spark application."""
+"""A ``plan`` job: one plan statement (compile, explain, execute) run in one Spark application."""
 
 from __future__ import annotations
 

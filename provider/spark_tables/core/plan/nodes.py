@@ -14,7 +14,11 @@ from typing import Any, ClassVar
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.aggregates import AggregateCall
-from spark_tables.core.plan.runners import DEDUPLICATE_RUNNERS, JOIN_RUNNERS, TRANSFORM_WITH_STATE
+from spark_tables.core.plan.implementations import (
+    DEDUPLICATE_IMPLEMENTATIONS,
+    JOIN_IMPLEMENTATIONS,
+    TRANSFORM_WITH_STATE,
+)
 from spark_tables.core.plan.state import StateEntry, default_entries, parse_entries
 
 KEEP = ("first", "last")
@@ -62,7 +66,7 @@ class Node:
 
     @property
     def runs_on(self) -> str | None:
-        """The operator that runs a stateful node (``core.plan.runners``); None for a stateless one."""
+        """A stateful node's implementation (``core.plan.implementations``); None for a stateless one."""
         return TRANSFORM_WITH_STATE if self.stateful else None
 
     def effective_state(self, job_ttl: timedelta) -> tuple[StateEntry, ...]:
@@ -114,28 +118,20 @@ class Calc(Node):
 
 @dataclass(frozen=True)
 class Deduplicate(Node):
-    """Keeps the first (or the latest) row of each key in processing-time order.
-
-    Version 2 names the operator that runs it (``runner``); version 1, compiled before runners existed, runs on
-    transform-with-state.
-    """
+    """Keeps the first (or the latest) row of each key in processing-time order, on its ``implementation``."""
 
     TYPE: ClassVar[str] = "stream-exec-deduplicate"
-    VERSIONS: ClassVar[tuple[int, ...]] = (1, 2)
     STATE_NAMES: ClassVar[tuple[str, ...]] = ("deduplicateState",)
     key: tuple[str, ...] = ()
     keep: str = "first"
-    runner: str = TRANSFORM_WITH_STATE
+    implementation: str = TRANSFORM_WITH_STATE
 
     @property
     def runs_on(self) -> str:
-        return self.runner
+        return self.implementation
 
     def fields(self) -> dict[str, Any]:
-        fields: dict[str, Any] = {"key": list(self.key), "keep": self.keep}
-        if self.version >= 2:
-            fields["runner"] = self.runner
-        return fields
+        return {"key": list(self.key), "keep": self.keep, "implementation": self.implementation}
 
 
 @dataclass(frozen=True)
@@ -153,34 +149,28 @@ class GroupAggregate(Node):
 
 @dataclass(frozen=True)
 class Join(Node):
-    """A regular equi-join of two streams: each side's rows kept in state of their own, with a TTL of their own.
-
-    Version 2 names the operator that runs it (``runner``); version 1, compiled before runners existed, runs on
-    transform-with-state.
-    """
+    """A regular equi-join of two streams, on its ``implementation``: each side's rows kept in state of their own,
+    with a TTL of their own."""
 
     TYPE: ClassVar[str] = "stream-exec-join"
-    VERSIONS: ClassVar[tuple[int, ...]] = (1, 2)
     STATE_NAMES: ClassVar[tuple[str, ...]] = ("leftState", "rightState")
     INPUTS: ClassVar[int] = 2
     join_type: str = "INNER"
     left_key: tuple[str, ...] = ()
     right_key: tuple[str, ...] = ()
-    runner: str = TRANSFORM_WITH_STATE
+    implementation: str = TRANSFORM_WITH_STATE
 
     @property
     def runs_on(self) -> str:
-        return self.runner
+        return self.implementation
 
     def fields(self) -> dict[str, Any]:
-        fields: dict[str, Any] = {
+        return {
             "join_type": self.join_type,
             "left_key": list(self.left_key),
             "right_key": list(self.right_key),
+            "implementation": self.implementation,
         }
-        if self.version >= 2:
-            fields["runner"] = self.runner
-        return fields
 
 
 @dataclass(frozen=True)
@@ -243,10 +233,10 @@ def node_from_dict(data: Any, position: int) -> Node:
         "description": str(data.get("description", "")),
         "state": None if state is None else parse_entries(state, node_class.STATE_NAMES, where),
     }
-    return node_class(**common, **_own_fields(node_class, data, where, version))
+    return node_class(**common, **_own_fields(node_class, data, where))
 
 
-def _own_fields(node_class: type[Node], data: dict[str, Any], where: str, version: int) -> dict[str, Any]:
+def _own_fields(node_class: type[Node], data: dict[str, Any], where: str) -> dict[str, Any]:
     if node_class is SourceScan:
         return {"table": _text(data.get("table"), where, "table")}
     if node_class is Calc:
@@ -265,7 +255,7 @@ def _own_fields(node_class: type[Node], data: dict[str, Any], where: str, versio
         return {
             "key": _names(data.get("key"), where, "key"),
             "keep": data["keep"],
-            "runner": _runner(data, where, version, DEDUPLICATE_RUNNERS),
+            "implementation": _implementation(data, where, DEDUPLICATE_IMPLEMENTATIONS),
         }
     if node_class is GroupAggregate:
         calls = tuple(
@@ -283,22 +273,19 @@ def _own_fields(node_class: type[Node], data: dict[str, Any], where: str, versio
             "join_type": join_type,
             "left_key": left,
             "right_key": right,
-            "runner": _runner(data, where, version, JOIN_RUNNERS),
+            "implementation": _implementation(data, where, JOIN_IMPLEMENTATIONS),
         }
     return {"sink": _text(data.get("sink"), where, "sink")}
 
 
-def _runner(data: dict[str, Any], where: str, version: int, runners: tuple[str, ...]) -> str:
-    """A join's or a deduplication's runner, one of ``runners``: named in version 2, implied (transform-with-state)
-    in version 1."""
-    runner = data.get("runner")
-    if version == 1:
-        if runner is not None:
-            raise SpecError(f"{where}: version 1 has no runner: set version 2 to choose one, or remove the runner")
-        return TRANSFORM_WITH_STATE
-    if runner not in runners:
-        raise SpecError(f"{where}: runner {runner!r} is invalid: use one of {', '.join(runners)}")
-    return runner
+def _implementation(data: dict[str, Any], where: str, implementations: tuple[str, ...]) -> str:
+    """A join's or a deduplication's implementation, one of ``implementations``."""
+    implementation = data.get("implementation")
+    if implementation not in implementations:
+        raise SpecError(
+            f"{where}: implementation {implementation!r} is invalid: use one of {', '.join(implementations)}"
+        )
+    return implementation
 
 
 def _list(value: Any, where: str, what: str) -> list[Any]:

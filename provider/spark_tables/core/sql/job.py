@@ -1,4 +1,4 @@
-"""The ``sql`` job kind: Spark SQL statements run in order in one application."""
+"""A ``sql`` job: Spark SQL statements run in order in one application."""
 
 from __future__ import annotations
 

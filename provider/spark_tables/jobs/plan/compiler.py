@@ -10,8 +10,8 @@ unknown table or column fails the compile with Spark's own message. What compile
   FROM ...) WHERE rn = 1``, keeping the first row (ASC) or the last (DESC) in processing-time order;
 - group aggregation: ``COUNT(*)``, ``COUNT([DISTINCT] x)``, ``SUM``, ``MIN``, ``MAX``, ``AVG`` with ``GROUP BY`` and
   ``HAVING``;
-- regular inner and left joins of two streams on equalities between the sides, each on the operator
-  ``core.plan.runners`` chooses (Spark's stream-stream join for an inner join of insert-only inputs);
+- regular inner and left joins of two streams on equalities between the sides, each on the implementation
+  ``core.plan.implementations`` chooses (Spark's stream-stream join for an inner join of insert-only inputs);
 - ``/*+ STATE_TTL('name' = '1d', ...) */`` on a query block: a join input's or an aggregated table's TTL, as in
   Flink 1.19.
 """
@@ -33,8 +33,8 @@ from spark_tables.core.identifiers import TableIdentifier, quote_part
 from spark_tables.core.plan.aggregates import AggregateCall
 from spark_tables.core.plan.document import CompiledPlan
 from spark_tables.core.plan.hints import hint_pairs, state_ttls
+from spark_tables.core.plan.implementations import deduplicate_implementation, join_implementation
 from spark_tables.core.plan.nodes import Calc, Deduplicate, GroupAggregate, Join, Node, Sink, SourceScan
-from spark_tables.core.plan.runners import deduplicate_runner, join_runner
 from spark_tables.core.plan.sinks import PlanSink, PostgresUpsertSink, TableSink
 from spark_tables.core.plan.state import StateEntry, default_entries, default_ttl
 from spark_tables.core.plan.statements import shown
@@ -312,7 +312,7 @@ class PlanCompiler:
             f"where=[{' AND '.join(f'{lk} = {rk}' for lk, rk in zip(left_keys, right_keys, strict=True))}], "
             f"leftInput=[{left.alias or 'join'}], rightInput=[{right.alias or 'join'}])"
         )
-        runner = join_runner(
+        implementation = join_implementation(
             join_type, [self.pipeline.insert_only[rel.node_id] for rel in (left, right)], state[0].ttl_ms
         )
         node = self._add(
@@ -323,8 +323,7 @@ class PlanCompiler:
                 left_key=tuple(left_keys),
                 right_key=tuple(right_keys),
                 state=state,
-                version=2,
-                runner=runner,
+                implementation=implementation,
             ),
             description,
         )
@@ -425,9 +424,9 @@ class PlanCompiler:
             raise SpecError(f"the deduplication key {missing} must be among the subquery's selected columns")
         description = f"Deduplicate(keep=[{keep.capitalize()}Row], key=[{', '.join(key)}], order=[PROCTIME])"
         state = _state(Deduplicate.STATE_NAMES, self.job_ttl)
-        runner = deduplicate_runner(keep, self.pipeline.insert_only[before.node_id], state[0].ttl_ms)
+        implementation = deduplicate_implementation(keep, self.pipeline.insert_only[before.node_id], state[0].ttl_ms)
         node = self._add(
-            Deduplicate(id=0, inputs=(before.node_id,), key=key, keep=keep, state=state, version=2, runner=runner),
+            Deduplicate(id=0, inputs=(before.node_id,), key=key, keep=keep, state=state, implementation=implementation),
             description,
         )
         deduplicated = Relation.of(node.id, before.columns, from_.this.alias or None)

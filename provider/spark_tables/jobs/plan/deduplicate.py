@@ -113,7 +113,7 @@ def deduplicate(frame: DataFrame, key: Sequence[str], keep: str, ttl_ms: int, cl
 
 
 def spark_drop_duplicates(frame: DataFrame, key: Sequence[str]) -> DataFrame:
-    """Keep first without TTL on Spark's own operator (``core.plan.runners.SPARK_DROP_DUPLICATES``): each key's first
-    row, an insert; its later rows dropped for ever. Its input must insert only (the pipeline checks)."""
+    """Keep first without TTL on Spark's own operator (``core.plan.implementations.SPARK_DROP_DUPLICATES``): each
+    key's first row, an insert; its later rows dropped for ever. Its input must insert only (the pipeline checks)."""
     column_indexes(data_fields(frame, "deduplicate's input"), key, "deduplicate's key")
     return frame.dropDuplicates(list(key))

@@ -8,7 +8,7 @@ Which frames only ever insert is inferred node by node, as Flink's planner infer
 are inserts, and so are those of a keep-first deduplication, of an inner join of insert-only inputs and of a left
 join on Spark's join (which sends a left row's null-padded row only once it expired unmatched); an aggregation, a
 keep-last deduplication and a left join on transform-with-state update their results. A join or a deduplication
-runs on the operator its node names (``core.plan.runners``); one that cannot run there is refused here. A
+runs on the implementation its node names (``core.plan.implementations``); one that cannot run there is refused here. A
 deduplication and a catalog sink take insert-only input (refused here, before any query starts), and an aggregation
 over insert-only input keeps only the extreme value for MIN and MAX.
 """
@@ -20,13 +20,13 @@ from datetime import timedelta
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_tables.core.errors import SpecError, one_line
-from spark_tables.core.plan.nodes import Calc, Column, Deduplicate, GroupAggregate, Join, Node, Sink, SourceScan
-from spark_tables.core.plan.runners import (
+from spark_tables.core.plan.implementations import (
     SPARK_DROP_DUPLICATES,
     SPARK_STREAM_JOIN,
-    check_deduplicate_runner,
-    check_join_runner,
+    check_deduplicate_implementation,
+    check_join_implementation,
 )
+from spark_tables.core.plan.nodes import Calc, Column, Deduplicate, GroupAggregate, Join, Node, Sink, SourceScan
 from spark_tables.core.plan.sinks import PlanSink, TableSink
 from spark_tables.jobs.plan.changelog import ROW_KIND, insert_only
 from spark_tables.jobs.plan.clock import Clock
@@ -96,8 +96,8 @@ class Pipeline:
                     "rows (an aggregation, a keep-last deduplication or a left join on transform-with-state): "
                     "deduplicate before it"
                 )
-            check_deduplicate_runner(node.runner, node.keep, ttls[0], f"node {node.id} ({node.TYPE})")
-            if node.runner == SPARK_DROP_DUPLICATES:
+            check_deduplicate_implementation(node.implementation, node.keep, ttls[0], f"node {node.id} ({node.TYPE})")
+            if node.implementation == SPARK_DROP_DUPLICATES:
                 return spark_drop_duplicates(inputs[0], node.key)
             return deduplicate(inputs[0], node.key, node.keep, ttls[0], self.clock)
         if isinstance(node, GroupAggregate):
@@ -105,14 +105,14 @@ class Pipeline:
                 inputs[0], node.key, node.aggregates, ttls[0], self.clock, insert_only=self.insert_only[node.inputs[0]]
             )
         if isinstance(node, Join):
-            check_join_runner(
-                node.runner,
+            check_join_implementation(
+                node.implementation,
                 node.join_type,
                 [self.insert_only[input_id] for input_id in node.inputs],
                 ttls[0],
                 f"node {node.id} ({node.TYPE})",
             )
-            operator = spark_join if node.runner == SPARK_STREAM_JOIN else join
+            operator = spark_join if node.implementation == SPARK_STREAM_JOIN else join
             return operator(
                 inputs[0],
                 inputs[1],

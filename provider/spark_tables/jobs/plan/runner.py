@@ -19,15 +19,19 @@ from spark_tables.core.names import flat_name
 from spark_tables.core.plan.document import CompiledPlan
 from spark_tables.core.plan.explain import explain, explain_text
 from spark_tables.core.plan.idempotence import buffered_aggregation
+from spark_tables.core.plan.implementations import TRANSFORM_WITH_STATE
 from spark_tables.core.plan.job import PlanJob, PlanOptions
 from spark_tables.core.plan.nodes import Sink
 from spark_tables.core.plan.result import PlanResult
-from spark_tables.core.plan.runners import TRANSFORM_WITH_STATE
 from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.core.plan.state import default_ttl
 from spark_tables.core.plan.statements import PlanStatement
 from spark_tables.jobs.cancellation import Cancellation
-from spark_tables.jobs.plan.checkpoint_runners import check_runners, node_runners, record_runners
+from spark_tables.jobs.plan.checkpoint_implementations import (
+    check_implementations,
+    node_implementations,
+    record_implementations,
+)
 from spark_tables.jobs.plan.clock import BatchClock, Clock
 from spark_tables.jobs.plan.compiler import compile_plan
 from spark_tables.jobs.plan.pipeline import Pipeline
@@ -144,17 +148,17 @@ def execute(
         for node in sinks:  # every sink checked before any query starts
             if flush.enabled:
                 buffered_aggregation(plan, node)
-            check_runners(plan, node, checkpoints[node.id])
+            check_implementations(plan, node, checkpoints[node.id])
         queries = []
         for node in sinks:
             sink = plan.sink(node.sink)
             writer = SinkWriter.for_sink(sink, connection=options.connections.get(sink.name))
             checkpoint = checkpoints[node.id]
-            record_runners(plan, node, checkpoint)
+            record_implementations(plan, node, checkpoint)
             query = SinkQuery(f"plan_sink_{node.id}", pipeline.frames[node.id], writer, checkpoint, {"node": node.id})
             if flush.enabled and isinstance(sink, PostgresUpsertSink):
                 query.buffer_output(flush, clock)
-            if TRANSFORM_WITH_STATE not in node_runners(plan, node).values():
+            if TRANSFORM_WITH_STATE not in node_implementations(plan, node).values():
                 query.confs = NO_DATA_BATCHES
             queries.append(query)
         if options.run_for_ms:

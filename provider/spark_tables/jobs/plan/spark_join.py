@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ByteType
 
 from spark_tables.core.errors import SpecError
-from spark_tables.core.plan.runners import LEFT_JOIN_NEEDS_LEFT_TTL
+from spark_tables.core.plan.implementations import LEFT_JOIN_NEEDS_LEFT_TTL
 from spark_tables.jobs.plan.changelog import INSERT, ROW_KIND, quoted
 from spark_tables.jobs.plan.clock import Clock, time_column
 from spark_tables.jobs.plan.join import join_fields

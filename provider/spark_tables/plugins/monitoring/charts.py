@@ -105,7 +105,7 @@ NODE_WIDTH, NODE_HEIGHT, LAYER_GAP, NODE_GAP = 230, 58, 40, 14
 
 def plan_graph(nodes: Sequence[dict[str, Any]]) -> str:
     """A compiled plan's nodes (EXPLAIN's structured result) as a graph, sources on the left: each node's type and
-    runner, its description and each state's TTL; '' without nodes."""
+    implementation, its description and each state's TTL; '' without nodes."""
     if not nodes:
         return ""
     layer: dict[Any, int] = {}
@@ -137,8 +137,8 @@ def plan_graph(nodes: Sequence[dict[str, Any]]) -> str:
         states = node.get("state") or []
         ttls = ", ".join(f"{state.get('name')} TTL {_duration(state.get('ttl_ms'))}" for state in states)
         label = f"{node['id']}: " + str(node.get("type", "")).removeprefix("stream-exec-")
-        if node.get("runner"):
-            label += f" on {node['runner']}"
+        if node.get("implementation"):
+            label += f" on {node['implementation']}"
         parts.append(
             f'<g class="node{" stateful" if states else ""}"><rect x="{x}" y="{y}" width="{NODE_WIDTH}" '
             f'height="{NODE_HEIGHT}" rx="4"/><title>{escape(str(node.get("description", "")))}</title>'

@@ -3,7 +3,7 @@
 A task's ``return_value`` says what its Spark job did (``SparkJobOperator.xcom_value``: the job's typed output with
 its ``kind`` and ``version``, its application and timings, and ``caches`` when it used cached tables); a failed try
 leaves the same shape under ``FAILED_TRY``, with its error and cleanup. What a page shows of a job's own output is
-its kind's summary, kept with its capability (``KIND_SUMMARIES``), chosen by the kind the XCom names. A registry
+its kind's summary, kept with its capability (``core.kinds``), chosen by the kind the XCom names. A registry
 XCom (``spark_tables.cache.<name>``) is a live copy of a cached table; a task that used one says which copy it
 wrote and which it removed, the release and invalidation tasks which copies they removed, each as it was; a reload
 sensor leaves when its table's next reload is due (``RELOAD_DUE``). The failed tries Airflow records come in as
@@ -14,16 +14,14 @@ routes hand these functions the XComs and task instances, already checked agains
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from spark_tables.core.cache.descriptor import CacheDescriptor, is_descriptor
 from spark_tables.core.cache.table import MEMORY, REGISTRY_KEY_PREFIX
-from spark_tables.core.ctas.monitoring import ctas_summary
-from spark_tables.core.job_result import RESULT_KINDS, RESULT_VERSION
-from spark_tables.core.lookup.monitoring import lookup_join_summary, lookup_reload_summary
-from spark_tables.core.sql.monitoring import sql_summary
+from spark_tables.core.job_result import RESULT_VERSION
+from spark_tables.core.kinds import kind_of
 from spark_tables.core.xcom_keys import FAILED_TRY, RELOAD_DUE
 
 #: The XCom key of a task's result.
@@ -41,25 +39,6 @@ JOB_KEYS = ("application_id", "application_url", "master", "mode", "spark_versio
 FAILURE_KEYS = ("try_number", "error", "cleanup")
 #: The keys that name a job result's kind and version.
 RESULT_KEYS = ("kind", "version")
-
-
-def _no_summary(value: dict[str, Any], failure: dict[str, Any] | None) -> dict[str, Any]:
-    """A kind whose pages show its job line and output only."""
-    return {}
-
-
-#: What the pages show of each job kind's output (its CTAS tables, lookup, what it undid before its work), by kind:
-#: each kind's summary, kept with its capability, given the XCom's value and a failed try's failure; a test holds
-#: this in step with the result kinds.
-KIND_SUMMARIES: dict[str, Callable[[dict[str, Any], dict[str, Any] | None], dict[str, Any]]] = {
-    "sql": sql_summary,
-    "ctas": ctas_summary,
-    "ctas_cleanup": _no_summary,
-    "lookup_join": lookup_join_summary,
-    "lookup_reload": lookup_reload_summary,
-    "plan": _no_summary,
-    "streaming_aggregation": _no_summary,
-}
 
 
 @dataclass(frozen=True)
@@ -121,49 +100,25 @@ def job_of(value: dict[str, Any]) -> dict[str, Any]:
 
 
 def is_job_result(value: Any) -> bool:
-    """Whether ``value`` is a job's result (or a failed try's report that has one): it names its kind and version,
-    or, written by an earlier release, where its job ran."""
-    return isinstance(value, dict) and (_kind_named(value) is not None or "application_id" in value)
+    """Whether ``value`` is a job's result (or a failed try's report that has one): it names its kind and version."""
+    return result_kind(value) is not None
 
 
 def result_kind(value: Any) -> str | None:
-    """The kind of job whose output ``value`` holds, as it names it; for a result of an earlier release, which does
-    not, the kind its keys tell; None for a value that is no job's."""
-    if not isinstance(value, dict):
-        return None
-    return _kind_named(value) or _legacy_kind(value)
-
-
-def _kind_named(value: dict[str, Any]) -> str | None:
-    if value.get("version") == RESULT_VERSION and value.get("kind") in RESULT_KINDS:
+    """The kind of job whose output ``value`` holds, as it names it; None for a value that is no job's (or of
+    another release)."""
+    if isinstance(value, dict) and value.get("version") == RESULT_VERSION and kind_of(value.get("kind")) is not None:
         return value["kind"]
-    return None
-
-
-def _legacy_kind(value: dict[str, Any]) -> str | None:
-    """The kind of an output written before outputs named theirs, from the keys its kind always wrote: the only
-    place a kind is told by keys, so that the pages of earlier runs still render. A value no other kind's keys
-    tell, with ``application_id`` or ``undone``, was a ``sql`` job's (or a failed try's that had no output)."""
-    if "table" in value and ("created" in value or "cleaned_up" in value):
-        return "ctas"
-    if "lookup" in value and "metrics" in value:
-        return "lookup_reload" if "loads" in value else "lookup_join"
-    if "action" in value and "plan_uri" in value:
-        return "plan"
-    if "query" in value:
-        return "streaming_aggregation"
-    if any(key in value for key in ("application_id", "ctas", "undone", "undone_before", "swept")):
-        return "sql"
     return None
 
 
 def kind_summary(entry: XComEntry) -> dict[str, Any]:
     """What the pages show of the job's output in a task's result or a failed try's report: its kind's summary
     (``ctas``, ``lookup``, ``undone_before``, ``undone``); empty for a value that is no job's."""
-    kind = result_kind(entry.value)
+    kind = kind_of(result_kind(entry.value))
     if kind is None:
         return {}
-    return KIND_SUMMARIES[kind](entry.value, failure_of(entry).get("failure"))
+    return kind.summary(entry.value, failure_of(entry).get("failure"))
 
 
 def failure_of(entry: XComEntry) -> dict[str, Any]:
