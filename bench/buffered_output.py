@@ -57,7 +57,7 @@ from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.jobs.aggregation.runner import run_streaming_aggregation
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.plan.runner import run_plan_statement
-from spark_tables.utils.sql_reader import read_plan_statement
+from spark_tables.tasks.sql_reader import read_plan_statement
 
 APP_NAME = "spark_tables-bench-buffered-output"
 SEED = 365

@@ -69,7 +69,7 @@ from spark_tables.jobs.plan.clock import FixedClock
 from spark_tables.jobs.plan.runner import run_plan_statement, state_partitions
 from spark_tables.jobs.plan.spark_join import WATERMARK_DELAY
 from spark_tables.jobs.plan.state_ttl import SESSION_CONFS
-from spark_tables.utils.sql_reader import read_plan_statement
+from spark_tables.tasks.sql_reader import read_plan_statement
 
 APP_NAME = "spark_tables-bench-plan-state-ttl"
 SEED = 292

@@ -53,7 +53,7 @@ CAPABILITIES = {
 }
 #: Modules whose names do not say which capabilities they serve.
 ALSO = {
-    "utils/reload_schedule.py": ("lookup",),
+    "tasks/lookup/reload_schedule.py": ("lookup",),
     "hooks/postgres.py": ("lookup", "plan", "aggregation"),
     "operators/streaming.py": ("plan", "aggregation"),
     "jobs/plan/runner.py": ("plan", "sql"),
@@ -68,7 +68,7 @@ ALSO = {
     "operators/links.py": ("monitoring",),
     "core/xcom_keys.py": ("monitoring",),
     "operators/ctas_lifecycle.py": ("ctas", "sql"),
-    "hooks/ctas/claims.py": ("ctas", "sql"),
+    "tasks/ctas/claims.py": ("ctas", "sql"),
 }
 #: The longest description a module gets in the layout: its docstring's first sentence, cut there.
 WIDTH = 96

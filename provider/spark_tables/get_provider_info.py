@@ -56,7 +56,7 @@ def get_provider_info() -> dict[str, Any]:
         ],
         # The trigger a task waiting for a cached table's copy defers to (single flight).
         "triggers": [
-            {"integration-name": "Spark Tables", "python-modules": ["spark_tables.hooks.cache.claims"]},
+            {"integration-name": "Spark Tables", "python-modules": ["spark_tables.triggers.cached_table"]},
         ],
         # The extra links of every Spark job task; the monitoring pages themselves are the plugin of the
         # airflow.plugins entry point (plugins listed here load only with [core] lazy_discover_providers off).

@@ -12,7 +12,7 @@ from markupsafe import escape
 
 from spark_tables.core.cache.layout import run_folder
 from spark_tables.core.xcom_keys import FAILED_TRY, RELOAD_DUE
-from spark_tables.hooks.cache import storage
+from spark_tables.tasks.cache import storage
 from tests.integration.monitoring_dags.monitored import FAILED_CTAS, MISSING_CONNECTION
 from tests.integration.monitoring_server import SECRET, ApiServer, api_server
 

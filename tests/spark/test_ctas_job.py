@@ -33,7 +33,7 @@ from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.ctas import catalog_tables
 from spark_tables.jobs.ctas import lifecycle as ctas_jobs
 from spark_tables.jobs.ctas.lifecycle import run_ctas_cleanup, undo_unfinished
-from spark_tables.utils.sql_reader import read_ctas
+from spark_tables.tasks.sql_reader import read_ctas
 from tests.spark.catalog_checks import (
     FAILING_QUERY,
     SLOW_QUERY,

@@ -18,7 +18,7 @@ from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.jobs.plan.clock import BatchClock
 from spark_tables.jobs.plan.compiler import compile_plan
 from spark_tables.jobs.plan.pipeline import Pipeline
-from spark_tables.utils.sql_reader import read_plan_statement
+from spark_tables.tasks.sql_reader import read_plan_statement
 
 pytestmark = pytest.mark.spark
 

@@ -21,7 +21,7 @@ from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.plan.clock import FixedClock
 from spark_tables.jobs.plan.runner import run_plan_statement
-from spark_tables.utils.sql_reader import read_plan_statement
+from spark_tables.tasks.sql_reader import read_plan_statement
 from tests.spark.postgres import PG, run_sql
 
 pytestmark = pytest.mark.spark

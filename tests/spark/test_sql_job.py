@@ -21,7 +21,7 @@ from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.ctas.lifecycle import CtasFailed, CtasTable
 from spark_tables.jobs.entry import run_job
 from spark_tables.jobs.sql.runner import run_sql
-from spark_tables.utils.sql_reader import read_statements
+from spark_tables.tasks.sql_reader import read_statements
 from tests.spark.catalog_checks import (
     SLOW_QUERY,
     db_folder,

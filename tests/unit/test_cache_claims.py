@@ -31,10 +31,10 @@ from spark_tables.core.cache.claims import (
 from spark_tables.core.cache.layout import cache_folder_name, claims_folder, run_folder
 from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.ctas.ownership import TableOwner
-from spark_tables.hooks.cache import claims
-from spark_tables.hooks.cache import registry as cache_registry
-from spark_tables.hooks.cache.claims import CachedTableTrigger
-from spark_tables.hooks.cache.uses import CacheWaits, CopyBeingComputed, TaskCaches, claim_missing
+from spark_tables.tasks.cache import claims
+from spark_tables.tasks.cache import registry as cache_registry
+from spark_tables.tasks.cache.uses import CacheWaits, CopyBeingComputed, TaskCaches, claim_missing
+from spark_tables.triggers.cached_table import CachedTableTrigger
 from spark_tables.utils import settings
 from tests.unit.test_cache_operators import FakeJobs, context
 from tests.unit.test_cache_registry import InMemoryXCom, registered_copy, ti
@@ -284,7 +284,7 @@ class TestTrigger:
     def test_it_serializes_to_what_rebuilds_it(self):
         trigger = self.trigger()
         path, kwargs = trigger.serialize()
-        assert path == "spark_tables.hooks.cache.claims.CachedTableTrigger"
+        assert path == "spark_tables.triggers.cached_table.CachedTableTrigger"
         assert CachedTableTrigger(**kwargs).serialize() == (path, kwargs)
 
     def test_it_fires_when_the_claim_is_released(self):

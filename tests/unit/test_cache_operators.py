@@ -19,10 +19,10 @@ from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.errors import SpecError
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.xcom_keys import FAILED_TRY
-from spark_tables.hooks.cache import registry as cache_registry
 from spark_tables.hooks.spark_job import SparkJobFailed, SparkJobHook
 from spark_tables.operators.cache import SparkCacheInvalidateOperator, SparkCacheReleaseOperator, release_caches
 from spark_tables.operators.sql import SparkSqlJobOperator
+from spark_tables.tasks.cache import registry as cache_registry
 from spark_tables.utils import settings
 from tests.unit.test_cache_registry import InMemoryXCom, written_report
 

@@ -31,10 +31,10 @@ from spark_tables.core.cache.layout import (
 from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.errors import SpecError
-from spark_tables.hooks.cache import memory as cache_memory
-from spark_tables.hooks.cache import registry as cache_registry
-from spark_tables.hooks.cache import storage as cache_storage
-from spark_tables.hooks.cache import uses as cache_uses
+from spark_tables.tasks.cache import memory as cache_memory
+from spark_tables.tasks.cache import registry as cache_registry
+from spark_tables.tasks.cache import storage as cache_storage
+from spark_tables.tasks.cache import uses as cache_uses
 from spark_tables.utils import settings
 from spark_tables.xcom.cache_registry import CacheRegistryXComBackend, deleting
 
@@ -424,11 +424,11 @@ class TestStorage:
         local(broken).mkdir(parents=True)
         (local(broken) / RUN_MARKER).write_text('{"dag_id": "flip36"}')
 
-        with caplog.at_level(logging.WARNING, logger="spark_tables.hooks.cache.storage"):
+        with caplog.at_level(logging.WARNING, logger="spark_tables.tasks.cache.storage"):
             found = cache_storage.runs(root, "flip36")
 
         assert [r[:2] for r in found] == [("flip36", RUN)]
-        [record] = [r for r in caplog.records if r.name == "spark_tables.hooks.cache.storage"]
+        [record] = [r for r in caplog.records if r.name == "spark_tables.tasks.cache.storage"]
         assert broken.removeprefix("file://") in record.getMessage() and "left out of the sweep" in record.getMessage()
 
     def test_copies_are_sized_and_dated_by_their_last_use(self):

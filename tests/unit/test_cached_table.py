@@ -28,7 +28,7 @@ from spark_tables.core.errors import SpecError
 from spark_tables.core.job_spec import CacheUse, JobSpec
 from spark_tables.core.sizes import parse_size
 from spark_tables.core.sql.job import SqlJob
-from spark_tables.utils.sql_reader import check_cached_table, split_cached_views
+from spark_tables.tasks.sql_reader import check_cached_table, split_cached_views
 
 QUERY = "SELECT k, max(sha2(CAST(id AS STRING), 256)) AS h FROM a GROUP BY k"
 OWNER = TableOwner(dag_id="flip36", run_id="manual__2026-11-22T10:00:00+00:00", task_id="max_b", try_number=2)
@@ -146,7 +146,7 @@ class TestCachedTable:
             CachedTable("b", query=QUERY, storage="disk")
 
 
-class TestSplitCachedViews:  # the SQL reader's (utils.sql_reader)
+class TestSplitCachedViews:  # the SQL reader's (tasks.sql_reader)
     def test_cached_views_are_taken_out_and_declared(self):
         statements = (
             "CREATE TEMPORARY VIEW b CACHED AS " + QUERY,

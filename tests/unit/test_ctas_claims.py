@@ -11,8 +11,8 @@ import pytest
 
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.exchange import claim_uri, local_path
-from spark_tables.hooks.ctas import claims as ctas_claims
-from spark_tables.hooks.ctas.claims import Claim, read_claim, release_claim, sweepable, write_claim
+from spark_tables.tasks.ctas import claims as ctas_claims
+from spark_tables.tasks.ctas.claims import Claim, read_claim, release_claim, sweepable, write_claim
 from spark_tables.utils import settings
 
 pytestmark = pytest.mark.usefixtures("spark_tables_home")

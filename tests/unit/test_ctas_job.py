@@ -12,7 +12,7 @@ from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.errors import SpecError
 from spark_tables.core.identifiers import TableIdentifier
 from spark_tables.core.job_spec import JobSpec
-from spark_tables.utils.sql_reader import nestable_query
+from spark_tables.tasks.sql_reader import nestable_query
 
 _OWNER = {"dag_id": "sales", "run_id": "scheduled__2026-01-01", "task_id": "load", "map_index": 2, "try_number": 3}
 
@@ -98,7 +98,7 @@ def test_a_query_may_start_with_a_parenthesis_comments_or_white_space(query):
     ],
 )
 def test_a_query_that_is_a_command_or_not_text_is_rejected(query):
-    # The Airflow side reads the query as it builds the job (utils.sql_reader; core keeps no SQL lexer).
+    # The Airflow side reads the query as it builds the job (tasks.sql_reader; core keeps no SQL lexer).
     with pytest.raises(SpecError) as caught:
         _job(query=nestable_query(query, "ctas job"))
     assert "query must be a query" in str(caught.value) and "\n" not in str(caught.value)

@@ -15,7 +15,7 @@ from spark_tables.core.lookup.table import LookupSpec, SourceTable
 from spark_tables.core.plan.job import PlanJob, PlanOptions
 from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.core.sql.job import SqlJob
-from spark_tables.utils.sql_reader import read_plan_statement
+from spark_tables.tasks.sql_reader import read_plan_statement
 
 
 def _spec_document(**overrides) -> str:
@@ -47,7 +47,7 @@ def test_spec_json_names_version_and_kind():
     assert document["version"] == SPEC_VERSION
     assert document["kind"] == "sql"
     assert document["job"] == {
-        # each statement with what the Airflow side read it to be (utils.sql_reader)
+        # each statement with what the Airflow side read it to be (tasks.sql_reader)
         "statements": [{"text": "SELECT 1", "summary": "SELECT 1", "writes": None, "ctas": None, "plan": None}],
         "max_result_rows": 100,
         "owner": None,

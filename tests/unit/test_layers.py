@@ -60,9 +60,9 @@ def test_core_imports_only_the_standard_library() -> None:
         ("jobs/lookup/metrics.py", "import airflow.sdk", "spark_tables.jobs.lookup.metrics -> airflow (l.1)"),
         ("hooks/catalog.py", "import spark_tables.jobs.entry", "spark_tables.hooks.catalog -> spark_tables.jobs.entry"),
         (
-            "hooks/cache/registry.py",
+            "tasks/cache/registry.py",
             "import spark_tables.xcom.cache_registry",
-            "spark_tables.hooks.cache.registry -> spark_tables.xcom.cache_registry (l.1)",
+            "spark_tables.tasks.cache.registry -> spark_tables.xcom.cache_registry (l.1)",
         ),
     ],
 )
@@ -94,7 +94,7 @@ API_SERVER_MODULES = (
 
 
 #: Airflow's public modules outside its providers: the Task SDK, and the base of triggers (Airflow's public
-#: interface names it; the Task SDK has none: hooks/cache/claims.py's trigger subclasses it).
+#: interface names it; the Task SDK has none: triggers/cached_table.py's trigger subclasses it).
 PUBLIC_CORE_MODULES = ("airflow.sdk", "airflow.triggers.base")
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from spark_tables.hooks.cache import storage
 from spark_tables.plugins.monitoring.app import TEMPLATES, StorageListing, path, when
 from spark_tables.plugins.monitoring.summaries import RecentResult, XComEntry, overview, task_summary
+from spark_tables.tasks.cache import storage
 from tests.unit.test_monitoring_summaries import JOB, result
 
 

@@ -565,9 +565,9 @@ def test_the_overview_shows_the_copies_kept_in_servers_memory_apart_from_the_fil
     """A copy kept in memory has a record folder under the cache root: it is counted by server against the memory
     quota, not as bytes on files; the page shows the table."""
     from spark_tables.core.cache.layout import memory_location
-    from spark_tables.hooks.cache import storage
     from spark_tables.plugins.monitoring.app import overview_charts, render, storage_use
     from spark_tables.plugins.monitoring.summaries import overview
+    from spark_tables.tasks.cache import storage
     from spark_tables.utils import settings
 
     monkeypatch.setenv("AIRFLOW__SPARK_TABLES__CACHE_MEMORY_QUOTA", "8 KiB")

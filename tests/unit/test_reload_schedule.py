@@ -9,7 +9,7 @@ import pytest
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.lookup.options import LookupOptions
-from spark_tables.utils.reload_schedule import FailedLoads, LastLoad, next_reload
+from spark_tables.tasks.lookup.reload_schedule import FailedLoads, LastLoad, next_reload
 
 BERLIN = "Europe/Berlin"
 

@@ -175,7 +175,7 @@ def test_plan_statements_and_lookup_joins_of_a_stream_run_in_session_mode():
     from spark_tables.core.lookup.job import LookupJoinJob
     from spark_tables.core.lookup.table import LookupSpec, SourceTable
     from spark_tables.core.plan.job import PlanJob, PlanOptions
-    from spark_tables.utils.sql_reader import read_plan_statement
+    from spark_tables.tasks.sql_reader import read_plan_statement
 
     def refusal(statement: str, **configuration: str) -> str | None:
         options = PlanOptions(checkpoints="file:///checkpoints", configuration=configuration)

@@ -11,7 +11,7 @@ from spark_tables.core.job_spec import JobSpec
 from spark_tables.core.sql.job import MAX_RESULT_ROWS_LIMIT
 from spark_tables.core.sql.job import SqlJob as ReadSqlJob
 from spark_tables.core.sql.statement import SqlStatement
-from spark_tables.utils.sql_reader import read_statements
+from spark_tables.tasks.sql_reader import read_statements
 
 
 def SqlJob(statements, **fields) -> ReadSqlJob:

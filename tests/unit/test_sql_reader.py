@@ -7,7 +7,7 @@ import pytest
 from spark_tables.core.errors import SpecError
 from spark_tables.core.identifiers import TableIdentifier
 from spark_tables.core.plan.statements import shown
-from spark_tables.utils.sql_reader import read_statement, read_statements, split_script
+from spark_tables.tasks.sql_reader import read_statement, read_statements, split_script
 
 
 def written_table(statement: str) -> TableIdentifier | None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from spark_tables.core.errors import SpecError
-from spark_tables.utils.sql_reader import read_ctas, read_statement
+from spark_tables.tasks.sql_reader import read_ctas, read_statement
 
 
 def parse_ctas(statement: Any) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import pytest
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.statements import PlanStatement
-from spark_tables.utils.sql_reader import join_statement_sets, read_plan_statement, read_statement
+from spark_tables.tasks.sql_reader import join_statement_sets, read_plan_statement, read_statement
 
 
 def parse_plan_statement(text: str) -> PlanStatement:

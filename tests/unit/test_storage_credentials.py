@@ -8,9 +8,9 @@ import fsspec
 import pytest
 
 from spark_tables.core.storage_credentials import CredentialsMissing, missing_credentials, names_missing_credentials
-from spark_tables.hooks.cache import storage
 from spark_tables.hooks.plan import CompiledPlanHook
 from spark_tables.jobs import files
+from spark_tables.tasks.cache import storage
 
 PLAN_URI = "s3://pipelines/plans/shop_counts.json"  # the README's object-storage form
 

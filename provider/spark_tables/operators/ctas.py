@@ -9,7 +9,7 @@ from spark_tables.core.ctas.job import CtasJob
 from spark_tables.core.errors import SpecError
 from spark_tables.operators.ctas_lifecycle import CtasLifecycleOperator
 from spark_tables.operators.spark_job import SparkJobOperator
-from spark_tables.utils.sql_reader import nestable_query, read_ctas
+from spark_tables.tasks.sql_reader import nestable_query, read_ctas
 
 _STATEMENT_FIELDS = ("table", "query", "producer", "partitioned_by", "properties", "location", "comment")
 

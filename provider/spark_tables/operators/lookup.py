@@ -19,8 +19,8 @@ from spark_tables.core.lookup.result import LookupJoinResult, LookupReloadResult
 from spark_tables.core.lookup.table import LookupTable
 from spark_tables.hooks.lookup.tables import LookupTableHook
 from spark_tables.operators.spark_job import SparkJobOperator
+from spark_tables.tasks.sql_reader import nestable_query
 from spark_tables.utils import settings
-from spark_tables.utils.sql_reader import nestable_query
 
 #: The FLIP's counters (added to Airflow's counters of the same name) and gauges (set), plus our hit rate.
 COUNTERS = ("hitCount", "missCount", "loadCount", "numLoadFailure", "unmatchedCount")

@@ -13,7 +13,7 @@ from spark_tables.core.plan.result import PlanResult
 from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.hooks.plan import CompiledPlanHook
 from spark_tables.operators.streaming import StreamingJobOperator, duration_text
-from spark_tables.utils.sql_reader import read_plan_statement
+from spark_tables.tasks.sql_reader import read_plan_statement
 
 
 def _quoted(uri: str) -> str:

@@ -29,8 +29,6 @@ from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse, JobSpec
 from spark_tables.core.spark_settings import check_submit_settings
 from spark_tables.core.xcom_keys import FAILED_TRY
-from spark_tables.hooks.cache.claims import CachedTableTrigger
-from spark_tables.hooks.cache.uses import CacheWaits, CopyBeingComputed, TaskCaches
 from spark_tables.hooks.catalog import SparkTablesCatalogHook
 from spark_tables.hooks.spark_connect_job import SparkConnectJobHook, connects_to_server
 from spark_tables.hooks.spark_job import (
@@ -42,9 +40,11 @@ from spark_tables.hooks.spark_job import (
     stop_detached_driver,
 )
 from spark_tables.operators.links import SparkApplicationLink, SparkJobTabLink
+from spark_tables.tasks.cache.uses import CacheWaits, CopyBeingComputed, TaskCaches
+from spark_tables.tasks.sql_reader import check_cached_table
+from spark_tables.triggers.cached_table import CachedTableTrigger
 from spark_tables.utils import settings
 from spark_tables.utils.metastore_schema import ensure_metastore_schema
-from spark_tables.utils.sql_reader import check_cached_table
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ from spark_tables.core.sql.job import SqlJob
 from spark_tables.hooks.plan import CompiledPlanHook
 from spark_tables.operators.ctas_lifecycle import CtasLifecycleOperator
 from spark_tables.operators.spark_job import SparkJobOperator
-from spark_tables.utils.sql_reader import join_statement_sets, read_statements, split_cached_views, split_script
+from spark_tables.tasks.sql_reader import join_statement_sets, read_statements, split_cached_views, split_script
 
 
 class SparkSqlJobOperator(CtasLifecycleOperator):
@@ -29,7 +29,7 @@ class SparkSqlJobOperator(CtasLifecycleOperator):
     existed before; it is marked complete once every statement has run. XCom's ``ctas`` says what each did.
 
     :param sql: a list of statements, or one string (or ``.sql`` file) split on the ``;`` outside strings and
-        comments (``utils.sql_reader``). (templated) A statement
+        comments (``tasks.sql_reader``). (templated) A statement
         ``CREATE TEMPORARY VIEW name CACHED AS query`` declares a cached table (as ``caches`` does) instead of
         running: the first task of the DAG run that declares it computes and writes it, later ones read it.
     :param max_result_rows: how many rows of the last query come back in XCom.

@@ -22,8 +22,8 @@ from spark_tables.core.errors import SpecError
 from spark_tables.core.lookup.table import LookupTable
 from spark_tables.core.xcom_keys import RELOAD_DUE
 from spark_tables.hooks.lookup.tables import LookupTableHook
+from spark_tables.tasks.lookup.reload_schedule import DEFAULT_FAILURE_BACKOFF, FailedLoads, LastLoad, next_reload
 from spark_tables.utils import settings
-from spark_tables.utils.reload_schedule import DEFAULT_FAILURE_BACKOFF, FailedLoads, LastLoad, next_reload
 
 
 class LookupReloadSensor(BaseSensorOperator):

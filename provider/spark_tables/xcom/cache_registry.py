@@ -25,7 +25,7 @@ from airflow.sdk import BaseXCom
 
 from spark_tables.core.cache.descriptor import CacheDescriptor, UntrustedDescriptor, is_descriptor
 from spark_tables.core.errors import SpecError
-from spark_tables.hooks.cache import memory, storage
+from spark_tables.tasks.cache import memory, storage
 from spark_tables.utils import settings
 
 log = logging.getLogger(__name__)

@@ -3,9 +3,9 @@
 Declaring one runs nothing. The first task of a DAG run whose job uses it computes it and writes it to cache
 storage; later tasks of the run read that copy, registered in the run's XComs; the run's end releases it.
 A cached table is declared in Python (``CachedTable``, given to an operator's ``caches``) or in SQL
-(``CREATE TEMPORARY VIEW name CACHED AS query`` in a SQL job, read by ``utils.sql_reader``); either way, its job
+(``CREATE TEMPORARY VIEW name CACHED AS query`` in a SQL job, read by ``tasks.sql_reader``); either way, its job
 sees it as a temporary view. That a query is a query, not a command, the operator given it checks as the DAG is
-parsed (``utils.sql_reader.check_cached_table``).
+parsed (``tasks.sql_reader.check_cached_table``).
 """
 
 from __future__ import annotations

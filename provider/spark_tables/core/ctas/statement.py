@@ -1,4 +1,4 @@
-"""A ``CREATE TABLE ... AS SELECT`` statement's parts, as the Airflow side read them (``utils.sql_reader``)."""
+"""A ``CREATE TABLE ... AS SELECT`` statement's parts, as the Airflow side read them (``tasks.sql_reader``)."""
 
 from __future__ import annotations
 

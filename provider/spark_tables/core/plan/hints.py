@@ -2,7 +2,7 @@
 join inputs or aggregated tables it names.
 
 Both sides parse the SQL with sqlglot's Spark dialect and hand each hint's items to ``hint_pairs``, whose pairs
-``state_ttls`` checks: the Airflow side (``utils.sql_reader``) every hint of a ``COMPILE PLAN``'s statements before any
+``state_ttls`` checks: the Airflow side (``tasks.sql_reader``) every hint of a ``COMPILE PLAN``'s statements before any
 job starts, the compiler each query block's as it applies them (and checks their names against the block's inputs,
 which only the catalog knows). ``hint_pairs`` reads sqlglot's nodes by their kind (``key``), so that ``core`` imports
 no parser.

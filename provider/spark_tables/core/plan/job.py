@@ -109,7 +109,7 @@ class PlanOptions:
 @dataclass(frozen=True)
 class PlanJob:
     """Runs one plan statement: ``COMPILE [AND EXECUTE] PLAN``, ``EXECUTE PLAN`` or ``EXPLAIN PLAN``, read on the
-    Airflow side (``utils.sql_reader.read_plan_statement``)."""
+    Airflow side (``tasks.sql_reader.read_plan_statement``)."""
 
     kind: ClassVar[str] = "plan"
     statement: PlanStatement

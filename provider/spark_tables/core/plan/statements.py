@@ -1,4 +1,4 @@
-"""The plan statements, as the Airflow side read them (``utils.sql_reader``): the words around the plan's URI, as
+"""The plan statements, as the Airflow side read them (``tasks.sql_reader``): the words around the plan's URI, as
 Flink spells them.
 
 ```

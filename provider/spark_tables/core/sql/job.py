@@ -28,7 +28,7 @@ def statement_list(statements: Any) -> tuple[Any, ...]:
 class SqlJob:
     """Statements run in order; the rows of the last one, if it returns rows, come back capped.
 
-    Each statement comes read (``SqlStatement``, made by ``utils.sql_reader.read_statements`` on the Airflow side):
+    Each statement comes read (``SqlStatement``, made by ``tasks.sql_reader.read_statements`` on the Airflow side):
     its text, the table it writes, and its CTAS or plan statement.
 
     A ``CREATE TABLE ... AS SELECT`` among them runs as a CTAS job (``ctas``): its table is marked as ``owner``'s

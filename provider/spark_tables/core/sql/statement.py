@@ -1,4 +1,4 @@
-"""One statement of a ``sql`` job, as the Airflow side read it (``utils.sql_reader``): its text and what it is."""
+"""One statement of a ``sql`` job, as the Airflow side read it (``tasks.sql_reader``): its text and what it is."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ class SqlStatement:
     @classmethod
     def from_dict(cls, data: Any) -> SqlStatement:
         """A statement from the job spec; a bare string is a plain statement, read as nothing in particular (no
-        table written, no CTAS lifecycle, no plan): read SQL with ``utils.sql_reader.read_statements``."""
+        table written, no CTAS lifecycle, no plan): read SQL with ``tasks.sql_reader.read_statements``."""
         if isinstance(data, SqlStatement):
             return data
         if isinstance(data, str):
@@ -56,6 +56,6 @@ class SqlStatement:
         if not isinstance(data, dict) or not {"text"} <= set(data) <= known:
             raise SpecError(
                 "is not a read statement: give an object with text (and summary, writes, ctas, plan), as "
-                "spark_tables.utils.sql_reader.read_statements makes"
+                "spark_tables.tasks.sql_reader.read_statements makes"
             )
         return cls(**data)

@@ -26,7 +26,6 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 
 from spark_tables.core.xcom_keys import FAILED_TRY, RELOAD_DUE
-from spark_tables.hooks.cache import storage
 from spark_tables.plugins.monitoring.airflow_api import (
     READ_DAG,
     GetUserDep,
@@ -51,6 +50,7 @@ from spark_tables.plugins.monitoring.summaries import (
     run_summary,
     task_summary,
 )
+from spark_tables.tasks.cache import storage
 from spark_tables.utils import settings
 from spark_tables.utils.monitoring_urls import app_path, run_path, task_path
 

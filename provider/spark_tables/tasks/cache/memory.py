@@ -11,8 +11,8 @@ import uuid
 from spark_tables.core.cache.descriptor import CacheDescriptor
 from spark_tables.core.cache.layout import cache_name, memory_parts, memory_record_folder, run_folder
 from spark_tables.core.errors import SpecError
-from spark_tables.hooks.cache import storage
 from spark_tables.hooks.spark_connect_job import ConnectServer, SparkConnectUnreachable, connect_session
+from spark_tables.tasks.cache import storage
 from spark_tables.utils import settings
 
 log = logging.getLogger(__name__)

@@ -1,22 +1,16 @@
-"""The claims of single-flight cached tables on the cache storage, and the wait for a copy another task computes.
+"""The claims of single-flight cached tables on the cache storage.
 
 A claim is a file created exclusively (fsspec's ``xb`` mode through Airflow's object storage: ``O_EXCL`` on local
 and NFS file systems, a conditional put on S3), so that of the consumers that create the same claim at once
 exactly one does, on whichever machines their Celery workers run. ``core.cache.claims`` decides what a consumer
-does with them; ``CachedTableTrigger`` waits in the triggerer, watching the claims only: whether a holder still
-runs, the waiting task asks Airflow itself when the trigger says it is time to (``check_holder``).
+does with them; ``triggers.cached_table`` waits for a claim's copy in the triggerer.
 """
 
 from __future__ import annotations
 
-import asyncio
-import datetime
 import time
-from collections.abc import AsyncIterator
-from typing import Any
 
 from airflow.sdk import ObjectStoragePath
-from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from spark_tables.core.cache.claims import (
     CacheClaim,
@@ -24,7 +18,6 @@ from spark_tables.core.cache.claims import (
     claim_number,
     claimed_cache_folder,
     released_file_name,
-    wait_step,
 )
 from spark_tables.core.cache.layout import claims_folder
 from spark_tables.core.storage_credentials import reached_by_airflow
@@ -86,56 +79,3 @@ def create(run: str, cache_folder: str, claim: CacheClaim) -> bool:
 def release(run: str, cache_folder: str, number: int) -> None:
     """Mark claim ``number`` released: its holder is done with it (its copy registered, or its job failed)."""
     (ObjectStoragePath(claims_folder(run)) / released_file_name(cache_folder, number)).write_text("")
-
-
-class CachedTableTrigger(BaseTrigger):
-    """Waits, in the triggerer, while claim ``number`` of a cached table (``cache_folder`` in the run folder
-    ``run``) is current and not released: until ``check_at``, when the task asks Airflow whether the holder still
-    runs, and never past ``deadline`` (both ISO). Fires one event: ``outcome`` (``core.cache.claims.WaitOutcome``),
-    ``cache`` and ``cache_folder``."""
-
-    def __init__(
-        self,
-        *,
-        run: str,
-        cache_folder: str,
-        number: int,
-        check_at: str,
-        deadline: str,
-        poll_seconds: float,
-        cache: str,
-    ) -> None:
-        super().__init__()
-        self.run_folder = run
-        self.cache_folder = cache_folder
-        self.number = number
-        self.check_at = check_at
-        self.deadline = deadline
-        self.poll_seconds = poll_seconds
-        self.cache = cache
-
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "run": self.run_folder,
-                "cache_folder": self.cache_folder,
-                "number": self.number,
-                "check_at": self.check_at,
-                "deadline": self.deadline,
-                "poll_seconds": self.poll_seconds,
-                "cache": self.cache,
-            },
-        )
-
-    async def run(self) -> AsyncIterator[TriggerEvent]:
-        check_at = datetime.datetime.fromisoformat(self.check_at)
-        deadline = datetime.datetime.fromisoformat(self.deadline)
-        while True:
-            claim = await asyncio.to_thread(current, self.run_folder, self.cache_folder)
-            outcome = wait_step(self.number, claim, datetime.datetime.now(datetime.UTC), check_at, deadline)
-            if outcome is not None:
-                self.log.info("cache %s, claim %d: %s", self.cache, self.number, outcome.value)
-                yield TriggerEvent({"outcome": outcome.value, "cache": self.cache, "cache_folder": self.cache_folder})
-                return
-            await asyncio.sleep(self.poll_seconds)

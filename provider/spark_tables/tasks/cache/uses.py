@@ -36,8 +36,8 @@ from spark_tables.core.cache.table import MEMORY, CachedTable
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse
-from spark_tables.hooks.cache import claims, memory, registry, storage
-from spark_tables.hooks.task_states import FINISHED_STATES, task_state
+from spark_tables.tasks.cache import claims, memory, registry, storage
+from spark_tables.tasks.states import FINISHED_STATES, task_state
 from spark_tables.utils import settings
 
 log = logging.getLogger(__name__)

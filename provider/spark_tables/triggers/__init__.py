@@ -1,0 +1,1 @@
+"""The provider's triggers: they wait in Airflow's triggerer and serialise themselves."""
