@@ -12,7 +12,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from spark_tables.hooks.spark_job import CANCEL_GRACE_SECONDS, STOP_GRACE_SECONDS, SparkJobFailed
+from spark_tables.hooks.driver_processes import CANCEL_GRACE_SECONDS, STOP_GRACE_SECONDS
+from spark_tables.hooks.spark_job import SparkJobFailed
 from spark_tables.jobs.cancellation import DEFAULT_DEADLINE_SECONDS
 from tests.integration.conftest import VENV_BIN
 from tests.integration.long_job import long_job_hook

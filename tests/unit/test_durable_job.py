@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
@@ -17,14 +18,11 @@ from spark_tables.core.exchange import cancel_uri, spec_uri, started_uri
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import JobSpec
 from spark_tables.core.sql.job import SqlJob
-from spark_tables.hooks.spark_job import (
-    SparkJobHook,
-    follow_log,
-    forget_launched_files,
-    read_launched_spec,
-    stop_detached_driver,
-)
+from spark_tables.hooks.driver_processes import ended_how, stop_detached_driver
+from spark_tables.hooks.job_exchange import forget_launched_files, read_launched_spec
+from spark_tables.hooks.spark_job import SparkJobHook
 from spark_tables.jobs.entry import announce_start
+from spark_tables.utils.log_following import follow_log
 from spark_tables.utils.spark_master import application_active, master_ui_urls
 
 LAUNCH = DriverLaunch(result_uri="file:///x/r.json", host="worker-1", pid=4242, launched_at=1000.0, try_number=1)
@@ -195,18 +193,14 @@ class TestLaunchedFiles:
         assert [path.name for path in tmp_path.iterdir()] == ["kept.json"]
 
     def test_a_driver_gone_without_a_result_is_reported_with_what_can_be_seen_of_it(self, tmp_path):
-        import socket
-
-        from spark_tables.hooks.spark_job import _ended_how
-
         result_uri = f"file://{tmp_path}/r.json"
         no_such_pid = 2**22 + 1  # above Linux's largest pid
         launch = DriverLaunch(result_uri, socket.gethostname(), no_such_pid, 1000.0, 1)
-        assert _ended_how(launch) == "its process is gone; its application: never announced"
+        assert ended_how(launch) == "its process is gone; its application: never announced"
 
         announce_start(result_uri, "app-7")
         elsewhere = DriverLaunch(result_uri, "another-host", 4242, 1000.0, 1)
-        assert _ended_how(elsewhere) == "its process is out of sight; its application: app-7"
+        assert ended_how(elsewhere) == "its process is out of sight; its application: app-7"
 
     def test_stopping_a_lost_try_s_driver_that_has_finished_takes_its_result_and_writes_no_marker(self, tmp_path):
         spec = self._spec(tmp_path, True)

@@ -24,8 +24,9 @@ from spark_tables.core.job_spec import JobSpec
 from spark_tables.core.lookup.snapshot import POINTER, FailedReloads, Pointer, Snapshot
 from spark_tables.core.lookup.table import LookupTable
 from spark_tables.core.xcom_keys import RELOAD_DUE
+from spark_tables.hooks.job_exchange import write_private_file
 from spark_tables.hooks.lookup.tables import LookupTableHook
-from spark_tables.hooks.spark_job import SparkJobHook, _write_private
+from spark_tables.hooks.spark_job import SparkJobHook
 from spark_tables.operators.lookup import SparkLookupJoinOperator, SparkLookupReloadOperator
 from spark_tables.sensors.lookup_reload import LookupReloadSensor
 from tests.unit.task_context import task_context
@@ -405,6 +406,6 @@ def test_a_spec_carrying_a_password_goes_through_a_file_only_its_owner_reads(
     assert "s3cret" not in " ".join(hook.submit_command("entry.py"))
     spec_path, spec_json = hook._spec_file
     spec_path.parent.mkdir(parents=True, exist_ok=True)
-    _write_private(spec_path, spec_json)
+    write_private_file(spec_path, spec_json)
     local = spec_path.path
     assert stat.S_IMODE(os.stat(local).st_mode) == 0o600 and "s3cret" in Path(local).read_text()

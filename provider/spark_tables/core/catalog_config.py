@@ -75,6 +75,22 @@ class EmbeddedCatalog:
     def describe(self) -> str:
         return f"embedded Derby metastore at {self.metastore_path}, warehouse {self.warehouse}"
 
+    def in_use_error(self) -> str:
+        """The one line of a job that found the metastore booted by another application (``says_derby_in_use``)."""
+        return (
+            f"the embedded Derby metastore {self.metastore_path} is in use by another Spark application: run one at a "
+            "time, or configure a PostgreSQL metastore (docs/configuration.md)"
+        )
+
+
+#: Derby's words for a database another JVM has booted (XSDB6), or the failure to start it that wraps them (XJ040).
+_DERBY_IN_USE = ("ERROR XSDB6", "ERROR XJ040", "Another instance of Derby may have already booted the database")
+
+
+def says_derby_in_use(line: str) -> bool:
+    """Whether a line of a driver's log says its embedded Derby metastore is booted by another application."""
+    return any(marker in line for marker in _DERBY_IN_USE)
+
 
 @dataclass(frozen=True)
 class PostgresMetastore:

@@ -27,7 +27,8 @@ from spark_tables.core.errors import SpecError
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import JobSpec
 from spark_tables.core.kinds import KINDS
-from spark_tables.hooks.spark_job import CANCEL_GRACE_SECONDS, SparkJobFailed
+from spark_tables.hooks.driver_processes import CANCEL_GRACE_SECONDS
+from spark_tables.hooks.spark_job import SparkJobFailed
 from spark_tables.utils import settings
 from spark_tables.utils.job_package import job_package
 from spark_tables.utils.reachability import connection_problem

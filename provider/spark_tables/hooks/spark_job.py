@@ -1,13 +1,13 @@
-"""Runs one job of this provider through the Spark provider's ``SparkSubmitHook`` and reads its result back."""
+"""Runs one job of this provider through the Spark provider's ``SparkSubmitHook`` and reads its result back: in
+this process, or as a durable job's driver detached from it (``core/durable_job.py``). The files it exchanges with
+the driver are ``job_exchange``'s; stopping a driver, and watching a detached one, ``driver_processes``'s."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -20,21 +20,34 @@ from urllib.parse import quote
 from airflow.providers.common.compat.sdk import AirflowException, AirflowNotFoundException
 from airflow.sdk import ObjectStoragePath
 
-from spark_tables.core.catalog_config import Catalog
+from spark_tables.core.catalog_config import Catalog, EmbeddedCatalog, says_derby_in_use
 from spark_tables.core.durable_job import DriverFacts, DriverLaunch, DriverState, driver_state
 from spark_tables.core.errors import SpecError
-from spark_tables.core.exchange import cancel_uri, local_path, log_uri, spec_uri, started_uri
+from spark_tables.core.exchange import cancel_uri, spec_uri, started_uri
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import SECRET_NAME, SECRET_PATTERN, JobSpec
-from spark_tables.core.private_files import guard_shared_folder, open_private, write_private
+from spark_tables.core.private_files import guard_shared_folder, open_private
 from spark_tables.core.spark_log import LineTally
-from spark_tables.core.storage_credentials import reached_by_airflow
+from spark_tables.hooks.driver_processes import (
+    CANCEL_GRACE_SECONDS,
+    ended_how,
+    process_alive,
+    stop_process_group,
+)
+from spark_tables.hooks.job_exchange import (
+    driver_log_path,
+    forget_launched_files,
+    prepare_exchange,
+    started_application,
+    take_result,
+)
 from spark_tables.hooks.spark_submit import SparkSubmitAdapter
 from spark_tables.utils import settings
 from spark_tables.utils.catalog_lock import exclusive_catalog
 from spark_tables.utils.class_archive import ClassArchive
 from spark_tables.utils.job_package import ENTRY_SCRIPT, job_package
 from spark_tables.utils.local_spark import java_binary, spark_binary_path
+from spark_tables.utils.log_following import follow_log, wait_until
 from spark_tables.utils.spark_master import (
     MASTER_UI_EXTRA,
     application_active,
@@ -49,17 +62,11 @@ HISTORY_SERVER_EXTRA = "history-server-url"
 DEPLOY_MODES = ("client", "cluster")
 #: Spark's setting of which settings its UI, event log and ``SET`` output hide.
 REDACTION = "spark.redaction.regex"
-#: Seconds a stopped job has to undo what it created and exit, before its process group is ended.
-CANCEL_GRACE_SECONDS = 60
-#: Seconds between SIGTERM and SIGKILL when the process group is ended.
-STOP_GRACE_SECONDS = 3
 #: Longest spec passed on the command line (Linux refuses an argument over 128 KiB); a longer one, with the
 #: descriptors of many cached partitions say, goes to a file in the exchange, as does one carrying a password (the
 #: metastore's) or a database connection's arguments (a lookup table's, a sink's): a command line is visible to every
 #: user of the machine, the file only to its owner.
 INLINE_SPEC_BYTES = 64 * 1024
-#: Derby's words for a database another JVM has booted (XSDB6), or the failure to start it that wraps them (XJ040).
-_DERBY_BUSY = ("ERROR XSDB6", "ERROR XJ040", "Another instance of Derby may have already booted the database")
 
 
 class SparkJobFailed(AirflowException):
@@ -217,7 +224,7 @@ class SparkJobHook(SparkSubmitAdapter):
         """
         result_path = ObjectStoragePath(self._spec.result_uri)
         cancel_path = ObjectStoragePath(cancel_uri(self._spec.result_uri))
-        _prepare_exchange(result_path, cancel_path, self._spec_file)
+        prepare_exchange(result_path, cancel_path, self._spec_file)
         self._cancel_path = cancel_path
         self.last_result = None
         failure: AirflowException | None = None
@@ -236,7 +243,7 @@ class SparkJobHook(SparkSubmitAdapter):
             cancel_path.unlink(missing_ok=True)
             if self._spec_file is not None:
                 self._spec_file[0].unlink(missing_ok=True)
-            self.last_result = _take_result(result_path)
+            self.last_result = take_result(result_path)
             if self._class_archive is not None:
                 self._class_archive.keep()
         if failure is not None:
@@ -253,7 +260,7 @@ class SparkJobHook(SparkSubmitAdapter):
         file, not stopping when this process ends. What a later try needs to find it again."""
         result_path = ObjectStoragePath(self._spec.result_uri)
         cancel_path = ObjectStoragePath(cancel_uri(self._spec.result_uri))
-        _prepare_exchange(result_path, cancel_path, self._spec_file)
+        prepare_exchange(result_path, cancel_path, self._spec_file)
         ObjectStoragePath(started_uri(self._spec.result_uri)).unlink(missing_ok=True)
         self._use_class_archive()
         log_path = driver_log_path(self._spec.result_uri)
@@ -280,7 +287,7 @@ class SparkJobHook(SparkSubmitAdapter):
     def driver_state(self, launch: DriverLaunch) -> tuple[DriverState, str | None]:
         """What became of a launched driver, and the application it started, as far as this process can learn."""
         result_written = ObjectStoragePath(launch.result_uri).exists()
-        application_id = _started_application(launch.result_uri)
+        application_id = started_application(launch.result_uri)
         active = None
         if application_id is not None and not result_written:
             urls = master_ui_urls(self.connection_settings["master"], self.master_ui)
@@ -290,7 +297,7 @@ class SparkJobHook(SparkSubmitAdapter):
             result_written=result_written or ObjectStoragePath(launch.result_uri).exists(),
             application_id=application_id,
             application_active=active,
-            process_alive=_process_alive(launch),
+            process_alive=process_alive(launch),
             seconds_since_launch=time.time() - launch.launched_at,
         )
         return driver_state(facts), application_id
@@ -330,7 +337,7 @@ class SparkJobHook(SparkSubmitAdapter):
         """Take the result a detached driver wrote, and the files beside it; raise ``SparkJobFailed`` as ``run``
         does when there is none, or it says the job failed. ``own``: the driver's process, when this one started
         it."""
-        self.last_result = _take_result(ObjectStoragePath(launch.result_uri))
+        self.last_result = take_result(ObjectStoragePath(launch.result_uri))
         if self.last_result is not None or own is not None:  # a lost driver's files stay, for who looks into it
             forget_launched_files(launch.result_uri)
         if self._class_archive is not None and own is not None:
@@ -340,7 +347,7 @@ class SparkJobHook(SparkSubmitAdapter):
                 raise SparkJobFailed(self._failure_line(None))
             raise SparkJobFailed(
                 f"the Spark driver of try {launch.try_number} (pid {launch.pid} on {launch.host}) ended without "
-                f"writing its result to {launch.result_uri} ({_ended_how(launch)})"
+                f"writing its result to {launch.result_uri} ({ended_how(launch)})"
             )
         if not self.last_result.succeeded:
             raise SparkJobFailed(self.last_result.error)
@@ -361,11 +368,8 @@ class SparkJobHook(SparkSubmitAdapter):
             self.spark_conf["spark.driver.extraJavaOptions"] = f"{options} {option}".strip()
 
     def _failure_line(self, result: JobResult | None) -> str:
-        if self._derby_busy:
-            return (
-                f"the embedded Derby metastore {getattr(self._catalog, 'metastore_path', '')} is in use by another "
-                "Spark application: run one at a time, or configure a PostgreSQL metastore (docs/configuration.md)"
-            )
+        if self._derby_busy and isinstance(self._catalog, EmbeddedCatalog):
+            return self._catalog.in_use_error()
         if result is not None and result.error:
             return result.error
         returncode = self.submit_process.returncode if self.submit_process else None
@@ -377,7 +381,7 @@ class SparkJobHook(SparkSubmitAdapter):
         """Each line on to the task log, but those of known harmless causes: counted, and summed up at the end."""
         tally = LineTally()
         for line in lines:
-            if any(marker in line for marker in _DERBY_BUSY):
+            if says_derby_in_use(line):
                 self._derby_busy = True
             if tally.admit(line):
                 yield line
@@ -422,7 +426,7 @@ class SparkJobHook(SparkSubmitAdapter):
             process.wait(timeout=CANCEL_GRACE_SECONDS)
         except subprocess.TimeoutExpired:
             self.log.warning("the job did not stop in %d s: ending process group %d", CANCEL_GRACE_SECONDS, process.pid)
-            _stop_process_group(process)
+            stop_process_group(process)
             super().on_kill()  # the Spark provider's kill: YARN application, standalone driver, Kubernetes pod
 
 
@@ -455,165 +459,3 @@ def _session_conf(catalog: Catalog, conf: dict[str, Any], session_conf: Any) -> 
     if secrets and REDACTION not in conf:  # Spark's UI, event log and SET output hide what the job was given
         secrets[REDACTION] = SECRET_PATTERN
     return {**secrets, **session_conf}
-
-
-def _stop_process_group(process: subprocess.Popen) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=STOP_GRACE_SECONDS)
-    except subprocess.TimeoutExpired:
-        pass
-    except ProcessLookupError:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)  # what of the group outlived the JVM, such as the Python driver
-
-
-def read_launched_spec(result_uri: str) -> JobSpec | None:
-    """The spec a durable job's driver was started with, left beside its result; None once its result is taken."""
-    path = ObjectStoragePath(spec_uri(result_uri))
-    try:
-        spec = JobSpec.from_json(path.read_text())
-    except (FileNotFoundError, SpecError):
-        return None
-    return spec if spec.durable else None
-
-
-def forget_launched_files(result_uri: str) -> None:
-    """Remove what a durable job leaves beside its result: spec, cancel and started markers, and its log."""
-    for leftover in (result_uri, cancel_uri(result_uri), spec_uri(result_uri), started_uri(result_uri)):
-        ObjectStoragePath(leftover).unlink(missing_ok=True)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(driver_log_path(result_uri))
-
-
-#: Seconds a stopped detached driver has to write its result: the task's grace, then the driver's own deadline.
-DETACHED_STOP_SECONDS = CANCEL_GRACE_SECONDS + 120
-
-
-def stop_detached_driver(result_uri: str, log: Any, wait_seconds: float = DETACHED_STOP_SECONDS) -> None:
-    """Ask the detached driver of a lost try (its job's result at ``result_uri``) to stop and undo what it created,
-    wait for it to say it did (``wait_seconds`` at most), and remove its files. Nothing when that try started no
-    durable job, or it ended. A driver that has not answered in time still stops on its own: its files stay for the
-    claim's sweep."""
-    if read_launched_spec(result_uri) is None:
-        return
-    result_path = ObjectStoragePath(result_uri)
-    if not result_path.exists():
-        log.warning("the lost try's Spark driver may still run: asking it to stop and undo what it created")
-        ObjectStoragePath(cancel_uri(result_uri)).write_text("stop")
-        ends = time.monotonic() + wait_seconds
-        while not result_path.exists() and time.monotonic() < ends:
-            time.sleep(min(STATE_POLL_SECONDS, max(ends - time.monotonic(), 0.0)))
-        if not result_path.exists():
-            log.warning("the lost try's Spark driver has not answered in %.0f s: it stops on its own", wait_seconds)
-            return
-    result = _take_result(result_path)
-    log.info("the lost try's Spark driver: %s", result.error or "succeeded" if result is not None else "no result")
-    forget_launched_files(result_uri)
-
-
-def driver_log_path(result_uri: str) -> str:
-    """Where a detached driver's output goes: beside its result when the exchange is a local (or mounted) folder,
-    else in ``[spark_tables] home``, on the machine that started it."""
-    name = log_uri(result_uri)
-    return local_path(name) or os.path.join(settings.home(), "drivers", os.path.basename(name))
-
-
-#: Seconds between two looks at a detached driver, when its log has nothing new.
-FOLLOW_POLL_SECONDS = 0.5
-#: Seconds between two questions about a lost try's driver (its files, the master's JSON) while following its log.
-STATE_POLL_SECONDS = 5.0
-
-
-def follow_log(path: str, ended: Callable[[], bool], ask_every: float = STATE_POLL_SECONDS) -> Iterator[str]:
-    """The lines of a log file another process writes, as they come, until ``ended()`` says it is done; then the
-    rest. ``ended`` is asked at most every ``ask_every`` seconds while the file has nothing new."""
-    asked: float | None = None
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        partial = ""
-        while True:
-            chunk = handle.readline()
-            if chunk:
-                partial += chunk
-                if partial.endswith("\n"):
-                    yield partial
-                    partial = ""
-                continue
-            if asked is None or time.monotonic() - asked >= ask_every:
-                asked = time.monotonic()
-                if ended():
-                    rest = partial + handle.read()
-                    yield from rest.splitlines(keepends=True)
-                    return
-            time.sleep(FOLLOW_POLL_SECONDS)
-
-
-def wait_until(ended: Callable[[], bool]) -> None:
-    """Ask ``ended`` every ``STATE_POLL_SECONDS`` until it says yes: another process's state, which sends no event."""
-    while not ended():
-        time.sleep(STATE_POLL_SECONDS)
-
-
-def _ended_how(launch: DriverLaunch) -> str:
-    """What can be seen of a detached driver that left no result, for the one line that says so."""
-    alive = _process_alive(launch)
-    process = {True: "its process still runs", False: "its process is gone", None: "its process is out of sight"}
-    return f"{process[alive]}; its application: {_started_application(launch.result_uri) or 'never announced'}"
-
-
-def _started_application(result_uri: str) -> str | None:
-    """The application a durable job's driver said it started, if it did."""
-    note = ObjectStoragePath(started_uri(result_uri))
-    try:
-        return json.loads(note.read_text()).get("application_id")
-    except (FileNotFoundError, ValueError, AttributeError):
-        return None
-
-
-def _process_alive(launch: DriverLaunch) -> bool | None:
-    """Whether the launch's spark-submit still runs; None on another machine, where this one cannot see it. The
-    process's command line must name the job's spec file (a durable job's spec always goes to one), so a process id
-    used again is not taken for it."""
-    if launch.host != socket.gethostname():
-        return None
-    try:
-        with open(f"/proc/{launch.pid}/cmdline", "rb") as handle:
-            command = handle.read()
-    except OSError:
-        return False
-    return spec_uri(launch.result_uri).encode() in command
-
-
-def _write_private(path: ObjectStoragePath, text: str) -> None:
-    """Write a file only its owner reads and no one else can swap, where the file system has permissions (a local
-    one: ``core.private_files``); on object storage, the bucket's access rules decide."""
-    local = local_path(str(path))
-    if local is None:
-        path.write_text(text)
-        return
-    guard_shared_folder(os.path.dirname(local))
-    write_private(local, text)
-
-
-@reached_by_airflow
-def _prepare_exchange(
-    result_path: ObjectStoragePath, cancel_path: ObjectStoragePath, spec_file: tuple[ObjectStoragePath, str] | None
-) -> None:
-    """Clear what an earlier attempt of this try may have left, and write the spec file if the job has one."""
-    for stale in (result_path, cancel_path):
-        stale.unlink(missing_ok=True)
-    if spec_file is not None:
-        spec_path, spec_json = spec_file
-        spec_path.parent.mkdir(parents=True, exist_ok=True)
-        _write_private(spec_path, spec_json)
-
-
-@reached_by_airflow
-def _take_result(path: ObjectStoragePath) -> JobResult | None:
-    """Read the result the driver wrote and delete it; None if it wrote none."""
-    if not path.exists():
-        return None
-    result = JobResult.from_json(path.read_text())
-    path.unlink()
-    return result

@@ -30,15 +30,10 @@ from spark_tables.core.job_spec import CacheUse, JobSpec
 from spark_tables.core.spark_settings import check_submit_settings
 from spark_tables.core.xcom_keys import FAILED_TRY
 from spark_tables.hooks.catalog import SparkTablesCatalogHook
+from spark_tables.hooks.driver_processes import DETACHED_STOP_SECONDS, stop_detached_driver
+from spark_tables.hooks.job_exchange import forget_launched_files, read_launched_spec
 from spark_tables.hooks.spark_connect_job import SparkConnectJobHook, connects_to_server
-from spark_tables.hooks.spark_job import (
-    DETACHED_STOP_SECONDS,
-    SparkJobFailed,
-    SparkJobHook,
-    forget_launched_files,
-    read_launched_spec,
-    stop_detached_driver,
-)
+from spark_tables.hooks.spark_job import SparkJobFailed, SparkJobHook
 from spark_tables.operators.links import SparkApplicationLink, SparkJobTabLink
 from spark_tables.tasks.cache.uses import CacheWaits, CopyBeingComputed, TaskCaches
 from spark_tables.tasks.sql_reader import check_cached_table

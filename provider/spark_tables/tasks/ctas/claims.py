@@ -20,7 +20,7 @@ from airflow.sdk import ObjectStoragePath
 
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.exchange import claim_uri, result_uri
-from spark_tables.hooks.spark_job import forget_launched_files
+from spark_tables.hooks.job_exchange import forget_launched_files
 from spark_tables.tasks.states import FINISHED_STATES, task_state
 from spark_tables.utils import settings
 
