@@ -27,7 +27,8 @@ from spark_tables.core.xcom_keys import FAILED_TRY
 from spark_tables.hooks.spark_job import SparkJobFailed, SparkJobHook
 from spark_tables.operators.ctas import SparkCtasOperator
 from spark_tables.operators.ctas_lifecycle import clean_up_after_lost_try, clean_up_before_retry
-from spark_tables.operators.spark_job import SparkJobOperator, stop_lost_driver
+from spark_tables.operators.durable_jobs import stop_lost_driver
+from spark_tables.operators.spark_job import SparkJobOperator
 from spark_tables.operators.sql import SparkSqlJobOperator
 from spark_tables.tasks.ctas import claims as ctas_claims
 from spark_tables.tasks.ctas.claims import Claim, read_claim, write_claim

@@ -16,7 +16,7 @@ from spark_tables.core.cache.descriptor import CacheDescriptor
 from spark_tables.core.cache.layout import CLAIMS, cache_name, run_folder
 from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.errors import SpecError
-from spark_tables.operators.spark_job import cache_writers
+from spark_tables.operators.cache_waits import cache_writers
 from spark_tables.tasks.cache import claims, memory, registry, storage
 from spark_tables.tasks.cache.uses import COUNTS
 from spark_tables.utils import settings

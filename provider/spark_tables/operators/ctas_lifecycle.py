@@ -14,7 +14,8 @@ from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse
 from spark_tables.core.sql.job import SqlJob
 from spark_tables.core.sql.result import SqlResult
-from spark_tables.operators.spark_job import JobHook, SparkJobOperator, as_list, callback_time
+from spark_tables.operators.durable_jobs import callback_time
+from spark_tables.operators.spark_job import JobHook, SparkJobOperator, as_list
 from spark_tables.tasks.ctas import claims as ctas_claims
 
 

@@ -1,27 +1,23 @@
-"""The base of every operator of this provider: validate, resolve the catalog, run one Spark job."""
+"""The base of every operator of this provider: validate, resolve the catalog, choose the hook, run one Spark job,
+and report it to XCom. Durable jobs are ``durable_jobs``'s, waits for cached tables' copies ``cache_waits``'s."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import json
-import logging
-from collections.abc import Iterator, Sequence
-from typing import Any, ClassVar, NoReturn
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
-import pendulum
 from airflow.providers.common.compat.openlineage.utils.spark import (
     inject_parent_job_information_into_spark_properties,
     inject_transport_information_into_spark_properties,
 )
-from airflow.providers.common.compat.sdk import AirflowFailException, BaseOperator, ResumableJobMixin, conf
+from airflow.providers.common.compat.sdk import BaseOperator, conf
 
-from spark_tables.core.cache.claims import WaitOutcome
-from spark_tables.core.cache.layout import cache_folder_name
 from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.catalog_config import PostgresMetastore
-from spark_tables.core.durable_job import CallbackTime, DriverLaunch, DriverState
+from spark_tables.core.durable_job import DriverLaunch
 from spark_tables.core.errors import SpecError
 from spark_tables.core.exchange import result_uri
 from spark_tables.core.job_kind import Job
@@ -30,26 +26,15 @@ from spark_tables.core.job_spec import CacheUse, JobSpec
 from spark_tables.core.spark_settings import check_submit_settings
 from spark_tables.core.xcom_keys import FAILED_TRY
 from spark_tables.hooks.catalog import SparkTablesCatalogHook
-from spark_tables.hooks.driver_processes import DETACHED_STOP_SECONDS, stop_detached_driver
-from spark_tables.hooks.job_exchange import forget_launched_files, read_launched_spec
 from spark_tables.hooks.spark_connect_job import SparkConnectJobHook, connects_to_server
-from spark_tables.hooks.spark_job import SparkJobFailed, SparkJobHook
+from spark_tables.hooks.spark_job import SparkJobHook
+from spark_tables.operators.cache_waits import CacheWaitMixin
+from spark_tables.operators.durable_jobs import DurableJobMixin, stop_lost_driver
 from spark_tables.operators.links import SparkApplicationLink, SparkJobTabLink
 from spark_tables.tasks.cache.uses import CacheWaits, CopyBeingComputed, TaskCaches
 from spark_tables.tasks.sql_reader import check_cached_table
-from spark_tables.triggers.cached_table import CachedTableTrigger
 from spark_tables.utils import settings
 from spark_tables.utils.metastore_schema import ensure_metastore_schema
-
-
-@contextlib.contextmanager
-def _bad_input_fails_the_task() -> Iterator[None]:
-    """Bad input (``SpecError``) fails the task at once, without retries, with its one line."""
-    try:
-        yield
-    except SpecError as err:
-        raise AirflowFailException(str(err)) from None
-
 
 #: The hook that runs a task's job: through spark-submit, or on a Spark Connect server (session mode).
 JobHook = SparkJobHook | SparkConnectJobHook
@@ -64,16 +49,13 @@ SUBMIT_ONLY_ARGUMENTS = (
     "deploy_mode",
 )
 
-#: How often a task waiting for a cached table's copy looks at its claim, in the triggerer.
-_CLAIM_POLL_SECONDS = 2.0
-
 
 def _abridged(output: dict[str, Any], width: int = 2000) -> str:
     text = json.dumps(output, default=str)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-class SparkJobOperator(ResumableJobMixin, BaseOperator):
+class SparkJobOperator(DurableJobMixin, CacheWaitMixin, BaseOperator):
     """Runs one job of this provider through spark-submit; subclasses say which job in ``build_job``.
 
     XCom gets the job's output with its application (``application_id``, ``application_url`` in the history server
@@ -95,9 +77,6 @@ class SparkJobOperator(ResumableJobMixin, BaseOperator):
         process (a worker killed, its machine gone): the next try finds it, waits for it and takes its result
         instead of running the job again. A user's stop still stops it. No effect on other masters.
     """
-
-    #: The task state store's key of the launched driver (``DriverLaunch``): renaming it strands running drivers.
-    external_id_key = "spark_tables.driver"
 
     template_fields: Sequence[str] = ("conf", "name", "py_files", "jars")
     template_fields_renderers: ClassVar[dict[str, str]] = {"conf": "json"}
@@ -188,146 +167,10 @@ class SparkJobOperator(ResumableJobMixin, BaseOperator):
             self.application_url = self._hook.application_url(last.application_id) if last is not None else None
         return {**self.xcom_value(result), **self._caches.settle(result)}
 
-    # ResumableJobMixin: a try whose task process was lost leaves its driver running on a cluster (``durable``);
-    # the next try finds it in the task state store, waits for it and takes its result (core/durable_job.py).
-
     @functools.cached_property
     def in_session_mode(self) -> bool:
         """Whether the job runs in session mode: ``conn_id`` is a Spark Connect server's (read once a task try)."""
         return connects_to_server(self.conn_id)
-
-    def submit_job(self, context: Any) -> dict[str, Any] | None:
-        """Prepare and start this try's job. Its driver starts detached on a standalone master when ``durable``:
-        what finds it again is returned, for the task state store. Elsewhere it runs to its end here, and None
-        is returned."""
-        with _bad_input_fails_the_task():
-            job = self.build_job(context)
-            tables = self.cached_tables(context, job)
-            writers = cache_writers(context) if tables else ()
-            server = self.conn_id if tables and self.in_session_mode else None  # keeps them in memory
-            self._caches = TaskCaches.prepare(context["ti"], tables, writers, self._cache_waits, server)
-            self._hook = self.hook_for(context, job, self._caches.uses)
-        if self._hook.durable:
-            return self._hook.start_detached(context["ti"].try_number).to_dict()
-        if self.durable and self._hook.mode == SparkConnectJobHook.mode:
-            self.log.info("durable: does not apply in session mode: the job runs on the Spark Connect server")
-        elif self.durable:
-            self.log.info(
-                "durable: does not apply on %s here: a lost task process ends its Spark job (it applies to "
-                "spark-submit on a standalone spark:// master in client mode, with a catalog other than the embedded "
-                "Derby one)",
-                self._hook.master,
-            )
-        self._result = self.run_hook(self._hook)
-        return None
-
-    def get_job_status(self, external_id: Any, context: Any) -> str:
-        """What became of the driver an earlier try launched: a driver that ended without a result, or with a
-        failed one, is undone and its job started again; else this try waits for it and takes its result."""
-        launch = DriverLaunch.from_dict(external_id)
-        if launch is None or launch.try_number >= context["ti"].try_number:
-            return DriverState.LOST
-        with _bad_input_fails_the_task():
-            self._hook = self._hook_for_launch(context, launch)
-        if self._hook is None:
-            state, application = DriverState.LOST, None
-        else:
-            state, application = self._hook.driver_state(launch)
-        self.log.info(
-            "try %d's Spark driver (pid %d on %s, application %s): %s",
-            launch.try_number,
-            launch.pid,
-            launch.host,
-            application or "not started",
-            state,
-        )
-        if state == DriverState.FINISHED and not self._finished_well(context, launch):
-            state = DriverState.LOST
-        if state == DriverState.LOST:
-            self.undo_lost_job(context, launch)
-            self._hook, self._caches = None, TaskCaches(context["ti"])
-        return state
-
-    def is_job_active(self, status: str) -> bool:
-        return status in (DriverState.STARTING, DriverState.RUNNING)
-
-    def is_job_succeeded(self, status: str) -> bool:
-        return status == DriverState.FINISHED
-
-    def poll_until_complete(self, external_id: Any, context: Any) -> JobResult:
-        """Wait for the job's detached driver and take its result (for a job run here, the result it had)."""
-        launch = DriverLaunch.from_dict(external_id)
-        if launch is None or self._hook is None:
-            return self._result
-        try:
-            self._result = self.run_hook(self._hook, launch)
-        finally:
-            if self._hook.last_result is not None:
-                _forget_launch(context, self.external_id_key)
-        return self._result
-
-    def get_job_result(self, external_id: Any, context: Any) -> JobResult:
-        """The result ``poll_until_complete`` (or, for a finished driver, ``get_job_status``) took."""
-        return self._result
-
-    def _hook_for_launch(self, context: Any, launch: DriverLaunch) -> SparkJobHook | None:
-        """A hook for the job an earlier try launched, from the spec it left in the exchange; None when it left
-        none (its result taken already)."""
-        spec = read_launched_spec(launch.result_uri)
-        if spec is None:
-            return None
-        hook = self.hook_for(context, spec.job, spec.caches, result_uri=spec.result_uri)
-        self._caches = TaskCaches.of_launched(context["ti"], cache_writers(context) if spec.caches else (), spec.caches)
-        return hook
-
-    def _finished_well(self, context: Any, launch: DriverLaunch) -> bool:
-        """Take a finished driver's result: True when its job succeeded; a failed job is run again, as a retry
-        would run it."""
-        assert self._hook is not None
-        try:
-            self._result = self._hook.take_detached_result(launch)
-        except SparkJobFailed as err:
-            self.log.info("try %d's Spark job failed (%s): running it again", launch.try_number, err)
-            return False
-        finally:
-            _forget_launch(context, self.external_id_key)
-        self.log_job_done(self._result)
-        return True
-
-    def undo_lost_job(self, context: Any, launch: DriverLaunch) -> None:
-        """Undo what the driver of an earlier try, lost without a result, may have left: nothing by default; a job
-        that makes tables undoes them (``CtasLifecycleOperator``)."""
-        forget_launched_files(launch.result_uri)
-
-    def _wait_for_copy(self, busy: CopyBeingComputed, waits: CacheWaits) -> NoReturn:
-        """Defer until the task computing ``busy``'s table is done with it (or was lost, or the bound has passed)."""
-        now = pendulum.now("UTC")
-        waits = waits.waiting(busy, now.isoformat())
-        deadline = pendulum.parse(waits.since[cache_folder_name(busy.table)]) + settings.cache_wait_timeout()
-        self.log.info(
-            "cache %s: waiting, deferred, for its copy: %s, at most until %s", busy.table.name, busy, deadline
-        )
-        trigger = CachedTableTrigger(
-            run=busy.run,
-            cache_folder=cache_folder_name(busy.table),
-            number=busy.claim.number,
-            check_at=min(now + settings.cache_wait_check_interval(), deadline).isoformat(),
-            deadline=deadline.isoformat(),
-            poll_seconds=_CLAIM_POLL_SECONDS,
-            cache=busy.table.name,
-        )
-        self.defer(trigger=trigger, method_name="execute_after_waiting", kwargs={"waits": waits.to_dict()})
-
-    def execute_after_waiting(self, context: Any, event: Any = None, waits: dict[str, Any] | None = None) -> Any:
-        """Resumed after waiting for a cached table's copy: prepare again (a hit now, a takeover, or another wait)."""
-        event = event or {}
-        past_bound = event.get("outcome") == WaitOutcome.TIMED_OUT.value
-        self.log.info("cache %s: done waiting (%s)", event.get("cache"), event.get("outcome"))
-        if past_bound:
-            self.log.warning("cache %s: waited past [spark_tables] cache_wait_timeout: computes it", event["cache"])
-        now = pendulum.now("UTC").isoformat()
-        self._cache_waits = CacheWaits.from_dict(waits).resumed(event.get("cache_folder", ""), now, past_bound)
-        return self.execute(context)
 
     def shared_folders(self, job: Job, caches: tuple[CacheUse, ...]) -> dict[str, str]:
         """The folders the job's executors write and its driver reads, by the setting (or parameter) that names
@@ -468,41 +311,8 @@ class SparkJobOperator(ResumableJobMixin, BaseOperator):
             self._hook.on_kill()
 
 
-def stop_lost_driver(context: Any) -> None:
-    """Failure callback: stop the detached driver of a try that was lost and will not be retried.
-
-    Run by the DAG processor once Airflow notices the lost task (after a retry, the next try takes the driver
-    over instead). Asks the driver to stop and undo what it created, as ``on_kill`` would have, and waits for it;
-    the CTAS cleanup runs after it. A try that ended in its task process left nothing here.
-    """
-    operator = context["task"]
-    wait = callback_time().stop_wait
-    stop_detached_driver(operator.result_uri(context), log=operator.log, wait_seconds=wait)
-
-
-def callback_time() -> CallbackTime:
-    """How this provider's failure and retry callbacks spend the time the DAG processor gives them."""
-    timeout = conf.getfloat("dag_processor", "dag_file_processor_timeout", fallback=50.0)
-    return CallbackTime.within(timeout, DETACHED_STOP_SECONDS)
-
-
-def _forget_launch(context: Any, key: str) -> None:
-    """Take the launched driver out of the task state store once its result is taken: a later try starts anew."""
-    store = context.get("task_state_store")
-    if store is not None:
-        try:
-            store.delete(key)
-        except Exception as err:  # a stale launch is found finished or lost by the next try: harmless
-            logging.getLogger(__name__).warning("could not forget the launched Spark driver: %s", err)
-
-
 def as_list(callbacks: Any) -> list[Any]:
     """Callbacks as a list, however the DAG gave them."""
     if callbacks is None:
         return []
     return list(callbacks) if isinstance(callbacks, list | tuple) else [callbacks]
-
-
-def cache_writers(context: Any) -> list[str]:
-    """The tasks of this DAG that can register a copy of a cached table: this provider's job operators."""
-    return [task.task_id for task in context["dag"].tasks if isinstance(task, SparkJobOperator)]
