@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from spark_tables.core.xcom_keys import FAILED_TRY
-from spark_tables.plugins.monitoring.summaries import XComEntry, task_summary
+from spark_tables.plugins.monitoring.entries import XComEntry
+from spark_tables.plugins.monitoring.summaries import task_summary
 from tests.integration.conftest import Deployment, ExampleRun, dags_test
 from tests.integration.ctas_checks import (
     STATE,

@@ -23,7 +23,8 @@ from spark_tables.core.kinds import KINDS
 from spark_tables.core.sql.job import SqlJob
 from spark_tables.core.sql.result import SqlResult
 from spark_tables.jobs.entry import run_job
-from spark_tables.plugins.monitoring.summaries import XComEntry, kind_summary, run_summary, task_summary
+from spark_tables.plugins.monitoring.entries import XComEntry
+from spark_tables.plugins.monitoring.summaries import kind_summary, run_summary, task_summary
 
 _SPARK = SimpleNamespace(conf=SimpleNamespace(get={"spark.app.id": "local-1"}.__getitem__), version="4.2.0")
 RUNNER_MODULE = "spark_tables.jobs.echo_for_tests"

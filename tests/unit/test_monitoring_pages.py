@@ -8,7 +8,9 @@ import re
 from typing import Any
 
 from spark_tables.plugins.monitoring.app import TEMPLATES, StorageListing, path, when
-from spark_tables.plugins.monitoring.summaries import RecentResult, XComEntry, overview, task_summary
+from spark_tables.plugins.monitoring.entries import XComEntry
+from spark_tables.plugins.monitoring.overview import RecentResult, overview
+from spark_tables.plugins.monitoring.summaries import task_summary
 from spark_tables.tasks.cache import storage
 from tests.unit.test_monitoring_summaries import JOB, result
 

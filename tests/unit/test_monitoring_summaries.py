@@ -13,25 +13,20 @@ from spark_tables.core.kinds import KINDS
 from spark_tables.core.lookup.result import LookupJoinResult, LookupReloadResult
 from spark_tables.core.plan.result import PlanResult
 from spark_tables.core.xcom_keys import FAILED_TRY, RELOAD_DUE
-from spark_tables.plugins.monitoring.summaries import (
+from spark_tables.plugins.monitoring.cache_copies import (
     EVICTED,
     INVALIDATED,
     LIVE,
     RELEASED,
     REMOVED,
-    FailedTry,
-    RecentResult,
-    XComEntry,
     cache_storage,
     copy_state,
-    error_line,
-    failed_tries,
     memory_storage,
-    overview,
-    run_label,
-    run_summary,
-    task_summary,
 )
+from spark_tables.plugins.monitoring.entries import XComEntry
+from spark_tables.plugins.monitoring.failed_tries import FailedTry, error_line, failed_tries
+from spark_tables.plugins.monitoring.overview import RecentResult, overview
+from spark_tables.plugins.monitoring.summaries import run_label, run_summary, task_summary
 
 COPY_B = "file:///cache/example_spark_cache/run/b-f32b/max_b__-1__1"
 COPY_B2 = "file:///cache/example_spark_cache/run/b-f32b/normalise_b__-1__1"
@@ -566,7 +561,7 @@ def test_the_overview_shows_the_copies_kept_in_servers_memory_apart_from_the_fil
     quota, not as bytes on files; the page shows the table."""
     from spark_tables.core.cache.layout import memory_location
     from spark_tables.plugins.monitoring.app import overview_charts, render, storage_use
-    from spark_tables.plugins.monitoring.summaries import overview
+    from spark_tables.plugins.monitoring.overview import overview
     from spark_tables.tasks.cache import storage
     from spark_tables.utils import settings
 

@@ -30,7 +30,9 @@ from fastapi import Depends
 from sqlalchemy import select
 from sqlalchemy.orm import joinedload
 
-from spark_tables.plugins.monitoring.summaries import FailedTry, RecentResult, XComEntry, error_line
+from spark_tables.plugins.monitoring.entries import XComEntry
+from spark_tables.plugins.monitoring.failed_tries import FailedTry, error_line
+from spark_tables.plugins.monitoring.overview import RecentResult
 
 __all__ = [
     "READ_DAG",

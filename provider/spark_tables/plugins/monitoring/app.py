@@ -38,18 +38,12 @@ from spark_tables.plugins.monitoring.airflow_api import (
     try_error_line,
     xcom_readable,
 )
+from spark_tables.plugins.monitoring.cache_copies import cache_storage, memory_storage
 from spark_tables.plugins.monitoring.charts import Group, bar_chart, plan_graph
-from spark_tables.plugins.monitoring.summaries import (
-    RETURN_VALUE,
-    FailedTry,
-    cache_storage,
-    failed_tries,
-    memory_storage,
-    overview,
-    run_label,
-    run_summary,
-    task_summary,
-)
+from spark_tables.plugins.monitoring.entries import RETURN_VALUE
+from spark_tables.plugins.monitoring.failed_tries import FailedTry, failed_tries
+from spark_tables.plugins.monitoring.overview import overview
+from spark_tables.plugins.monitoring.summaries import run_label, run_summary, task_summary
 from spark_tables.tasks.cache import storage
 from spark_tables.utils import settings
 from spark_tables.utils.monitoring_urls import app_path, run_path, task_path
