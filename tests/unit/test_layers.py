@@ -93,9 +93,10 @@ API_SERVER_MODULES = (
 )
 
 
-#: Airflow's public modules outside its providers: the Task SDK, and the base of triggers (Airflow's public
-#: interface names it; the Task SDK has none: triggers/cached_table.py's trigger subclasses it).
-PUBLIC_CORE_MODULES = ("airflow.sdk", "airflow.triggers.base")
+#: Airflow's public modules outside its providers: the Task SDK, its protocol of a running task instance (the type of
+#: a context's ``ti``), and the base of triggers (Airflow's public interface names it; the Task SDK has none:
+#: triggers/cached_table.py's trigger subclasses it).
+PUBLIC_CORE_MODULES = ("airflow.sdk", "airflow.sdk.types", "airflow.triggers.base")
 
 
 def test_airflow_is_used_through_its_public_modules() -> None:

@@ -7,6 +7,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from airflow.sdk import Context
+from airflow.sdk.types import RuntimeTaskInstanceProtocol
+
 from spark_tables.core.aggregation.job import StreamingAggregationJob
 from spark_tables.core.aggregation.result import StreamingAggregationResult
 from spark_tables.core.job_result import JobResult
@@ -58,7 +61,7 @@ class SparkStreamingAggregationOperator(StreamingJobOperator):
         self.sink = sink
         self.checkpoint = checkpoint
 
-    def build_job(self, context: Any) -> StreamingAggregationJob:
+    def build_job(self, context: Context) -> StreamingAggregationJob:
         options = PlanOptions(  # checked first: a bad option fails before the connection is looked up
             configuration=self.job_configuration(),
             run_for=duration_text(self.run_for),
@@ -81,7 +84,7 @@ class SparkStreamingAggregationOperator(StreamingJobOperator):
         return super().xcom_value(result)
 
 
-def default_checkpoint(ti: Any) -> str:
+def default_checkpoint(ti: RuntimeTaskInstanceProtocol) -> str:
     """A task instance's own checkpoint folder: its DAG, task and map index, hashed exactly (``flat_name``), so that
     no two tasks share one (``a.b`` + ``c`` and ``a`` + ``b.c``, a task group's ``g.t``) and no two mapped instances do.
     """

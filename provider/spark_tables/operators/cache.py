@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow.providers.common.compat.sdk import AirflowFailException, BaseOperator
+from airflow.sdk import Context
+from airflow.sdk.types import RuntimeTaskInstanceProtocol
 
 from spark_tables.core.cache.descriptor import CacheDescriptor
 from spark_tables.core.cache.layout import CLAIMS, cache_name, run_folder
@@ -25,7 +27,7 @@ from spark_tables.utils import settings
 _ACTIVE_RUN_STATES = ["queued", "running"]
 
 
-def invalidate(context: Any, name: str) -> list[CacheDescriptor]:
+def invalidate(context: Context, name: str) -> list[CacheDescriptor]:
     """Delete every copy of cache ``name`` in this DAG run, its files or its memory and its registry entry; the copies
     removed."""
     registry.require_backend()
@@ -68,7 +70,7 @@ class SparkCacheInvalidateOperator(BaseOperator):
         super().__init__(**kwargs)
         self.caches = tuple(caches)
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, Any]:
         try:
             removed = removed_copies({table.name: invalidate(context, table.name) for table in self.caches})
         except SpecError as err:
@@ -87,7 +89,7 @@ class SparkCacheReleaseOperator(BaseOperator):
 
     ui_color = "#fbeee0"
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, Any]:
         try:
             registry.require_backend()
         except SpecError as err:
@@ -108,7 +110,7 @@ class SparkCacheReleaseOperator(BaseOperator):
         }
 
 
-def sweep(ti: Any, dag_id: str | None = None) -> list[str]:
+def sweep(ti: RuntimeTaskInstanceProtocol, dag_id: str | None = None) -> list[str]:
     """Remove the cache folders of runs (of ``dag_id``, or of every DAG) that have ended or no longer exist.
 
     Deleting a DAG run, or ``airflow db clean``, removes its registry XComs without purging them: this is what
@@ -133,7 +135,7 @@ class SparkCacheSweepOperator(BaseOperator):
 
     ui_color = "#fbeee0"
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, Any]:
         return {"swept_runs": sweep(context["ti"])}
 
 
@@ -147,7 +149,7 @@ def release_caches(task_id: str = "release_caches", **kwargs: Any) -> SparkCache
     return release.as_teardown()
 
 
-def _usage(context: Any) -> dict[str, dict[str, int]]:
+def _usage(context: Context) -> dict[str, dict[str, int]]:
     """Each cache's counts over this run's tasks, from the cache summaries in their XComs."""
     totals: dict[str, dict[str, int]] = {}
     for value in context["ti"].xcom_pull(task_ids=cache_writers(context)):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, NoReturn
 
 import pendulum
+from airflow.sdk import Context
 
 from spark_tables.core.cache.claims import WaitOutcome
 from spark_tables.core.cache.layout import cache_folder_name
@@ -40,7 +41,7 @@ class CacheWaitMixin:
         )
         self.defer(trigger=trigger, method_name="execute_after_waiting", kwargs={"waits": waits.to_dict()})
 
-    def execute_after_waiting(self, context: Any, event: Any = None, waits: dict[str, Any] | None = None) -> Any:
+    def execute_after_waiting(self, context: Context, event: Any = None, waits: dict[str, Any] | None = None) -> Any:
         """Resumed after waiting for a cached table's copy: prepare again (a hit now, a takeover, or another wait)."""
         event = event or {}
         past_bound = event.get("outcome") == WaitOutcome.TIMED_OUT.value
@@ -52,7 +53,7 @@ class CacheWaitMixin:
         return self.execute(context)
 
 
-def cache_writers(context: Any) -> list[str]:
+def cache_writers(context: Context) -> list[str]:
     """The tasks of this DAG that can register a copy of a cached table: this provider's job operators (each of
     them a ``CacheWaitMixin``)."""
     return [task.task_id for task in context["dag"].tasks if isinstance(task, CacheWaitMixin)]

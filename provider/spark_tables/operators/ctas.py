@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from airflow.sdk import Context
+
 from spark_tables.core.ctas.job import CtasJob
 from spark_tables.core.errors import SpecError
 from spark_tables.operators.ctas_lifecycle import CtasLifecycleOperator
@@ -76,7 +78,7 @@ class SparkCtasOperator(CtasLifecycleOperator):
         self.replace = replace
         self.atomicity = atomicity
 
-    def build_job(self, context: Any) -> CtasJob:
+    def build_job(self, context: Context) -> CtasJob:
         given = {name: getattr(self, name) for name in _STATEMENT_FIELDS if getattr(self, name) is not None}
         if self.sql is not None:
             if given:

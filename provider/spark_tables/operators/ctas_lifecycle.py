@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow.sdk import Context
+
 from spark_tables.core.ctas.job import CtasCleanupJob, CtasJob
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.ctas.result import CtasCleanupResult, CtasResult
@@ -36,11 +38,11 @@ class CtasLifecycleOperator(SparkJobOperator):
         self.on_retry_callback = [*as_list(self.on_retry_callback), clean_up_before_retry]
         self._claim: ctas_claims.Claim | None = None
 
-    def table_owner(self, context: Any) -> TableOwner:
+    def table_owner(self, context: Context) -> TableOwner:
         """The try whose marks the job's tables carry until the job has succeeded."""
         return TableOwner.of_task_instance(context["ti"])
 
-    def sweep(self, context: Any) -> list[CtasCleanupJob]:
+    def sweep(self, context: Context) -> list[CtasCleanupJob]:
         """What lost tries of other tasks on this catalog left: the job undoes it before its own work."""
         try:
             claims = ctas_claims.sweepable(context["ti"], self.catalog_conn_id)
@@ -55,7 +57,7 @@ class CtasLifecycleOperator(SparkJobOperator):
             )
         return [CtasCleanupJob(tables=claim.tables, owner=claim.owner) for claim in claims]
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, Any]:
         self._claim = None
         try:
             value = super().execute(context)
@@ -73,7 +75,7 @@ class CtasLifecycleOperator(SparkJobOperator):
         return value
 
     def _settle_failed_claim(
-        self, context: Any, claim: ctas_claims.Claim, result: JobResult | None
+        self, context: Context, claim: ctas_claims.Claim, result: JobResult | None
     ) -> list[str] | None:
         """Release the claim of a failed job that undid its tables; else run the cleanup job, which releases it.
         What the cleanup job undid; None when none ran, or it failed."""
@@ -93,7 +95,7 @@ class CtasLifecycleOperator(SparkJobOperator):
 
     def hook_for(
         self,
-        context: Any,
+        context: Context,
         job: Job,
         caches: tuple[CacheUse, ...] = (),
         purpose: str = "",
@@ -105,7 +107,7 @@ class CtasLifecycleOperator(SparkJobOperator):
             ctas_claims.write_claim(self._claim)  # the same again when this try takes over a lost try's job
         return hook
 
-    def undo_lost_job(self, context: Any, launch: DriverLaunch) -> None:
+    def undo_lost_job(self, context: Context, launch: DriverLaunch) -> None:
         """Undo the tables the lost try's driver claimed, before the job runs again."""
         claim = ctas_claims.read_claim(TableOwner.of_task_instance(context["ti"]))
         if claim is not None and claim.owner.try_number == launch.try_number:
@@ -113,7 +115,7 @@ class CtasLifecycleOperator(SparkJobOperator):
         super().undo_lost_job(context, launch)
 
 
-def clean_up_after_lost_try(context: Any) -> None:
+def clean_up_after_lost_try(context: Context) -> None:
     """Failure and retry callback: clean up after a try that died before it knew whether it left anything.
 
     In the task process a try that ended normally has released its claim already, so this does nothing. After
@@ -136,7 +138,7 @@ def clean_up_after_lost_try(context: Any) -> None:
     _run_cleanup(context["task"], context, claim)
 
 
-def clean_up_before_retry(context: Any) -> None:
+def clean_up_before_retry(context: Context) -> None:
     """Retry callback: as ``clean_up_after_lost_try``, but a lost try's durable job is left to the next try, which
     takes over its driver, or undoes what it left if it is gone."""
     claim = ctas_claims.read_claim(TableOwner.of_task_instance(context["ti"]))
@@ -145,7 +147,7 @@ def clean_up_before_retry(context: Any) -> None:
     clean_up_after_lost_try(context)
 
 
-def _run_cleanup(operator: SparkJobOperator, context: Any, claim: ctas_claims.Claim) -> list[str]:
+def _run_cleanup(operator: SparkJobOperator, context: Context, claim: ctas_claims.Claim) -> list[str]:
     """Run the cleanup job for a claim, then release it; what it undid."""
     operator.log.info("cleanup job for %s, after %s", ", ".join(claim.tables), claim.owner.describe())
     cleanup = CtasCleanupJob(tables=claim.tables, owner=claim.owner)

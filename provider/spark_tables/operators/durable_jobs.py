@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from airflow.providers.common.compat.sdk import AirflowFailException, ResumableJobMixin, conf
+from airflow.sdk import Context
 
 from spark_tables.core.durable_job import CallbackTime, DriverLaunch, DriverState
 from spark_tables.core.errors import SpecError
@@ -39,7 +40,7 @@ class DurableJobMixin(ResumableJobMixin):
     #: The task state store's key of the launched driver (``DriverLaunch``): renaming it strands running drivers.
     external_id_key = "spark_tables.driver"
 
-    def submit_job(self, context: Any) -> dict[str, Any] | None:
+    def submit_job(self, context: Context) -> dict[str, Any] | None:
         """Prepare and start this try's job. Its driver starts detached on a standalone master when ``durable``:
         what finds it again is returned, for the task state store. Elsewhere it runs to its end here, and None
         is returned."""
@@ -64,7 +65,7 @@ class DurableJobMixin(ResumableJobMixin):
         self._result = self.run_hook(self._hook)
         return None
 
-    def get_job_status(self, external_id: Any, context: Any) -> str:
+    def get_job_status(self, external_id: Any, context: Context) -> str:
         """What became of the driver an earlier try launched: a driver that ended without a result, or with a
         failed one, is undone and its job started again; else this try waits for it and takes its result."""
         launch = DriverLaunch.from_dict(external_id)
@@ -97,7 +98,7 @@ class DurableJobMixin(ResumableJobMixin):
     def is_job_succeeded(self, status: str) -> bool:
         return status == DriverState.FINISHED
 
-    def poll_until_complete(self, external_id: Any, context: Any) -> JobResult:
+    def poll_until_complete(self, external_id: Any, context: Context) -> JobResult:
         """Wait for the job's detached driver and take its result (for a job run here, the result it had)."""
         launch = DriverLaunch.from_dict(external_id)
         if launch is None or self._hook is None:
@@ -109,11 +110,11 @@ class DurableJobMixin(ResumableJobMixin):
                 _forget_launch(context, self.external_id_key)
         return self._result
 
-    def get_job_result(self, external_id: Any, context: Any) -> JobResult:
+    def get_job_result(self, external_id: Any, context: Context) -> JobResult:
         """The result ``poll_until_complete`` (or, for a finished driver, ``get_job_status``) took."""
         return self._result
 
-    def _hook_for_launch(self, context: Any, launch: DriverLaunch) -> SparkJobHook | None:
+    def _hook_for_launch(self, context: Context, launch: DriverLaunch) -> SparkJobHook | None:
         """A hook for the job an earlier try launched, from the spec it left in the exchange; None when it left
         none (its result taken already)."""
         spec = read_launched_spec(launch.result_uri)
@@ -123,7 +124,7 @@ class DurableJobMixin(ResumableJobMixin):
         self._caches = TaskCaches.of_launched(context["ti"], cache_writers(context) if spec.caches else (), spec.caches)
         return hook
 
-    def _finished_well(self, context: Any, launch: DriverLaunch) -> bool:
+    def _finished_well(self, context: Context, launch: DriverLaunch) -> bool:
         """Take a finished driver's result: True when its job succeeded; a failed job is run again, as a retry
         would run it."""
         assert self._hook is not None
@@ -137,13 +138,13 @@ class DurableJobMixin(ResumableJobMixin):
         self.log_job_done(self._result)
         return True
 
-    def undo_lost_job(self, context: Any, launch: DriverLaunch) -> None:
+    def undo_lost_job(self, context: Context, launch: DriverLaunch) -> None:
         """Undo what the driver of an earlier try, lost without a result, may have left: nothing by default; a job
         that makes tables undoes them (``CtasLifecycleOperator``)."""
         forget_launched_files(launch.result_uri)
 
 
-def stop_lost_driver(context: Any) -> None:
+def stop_lost_driver(context: Context) -> None:
     """Failure callback: stop the detached driver of a try that was lost and will not be retried.
 
     Run by the DAG processor once Airflow notices the lost task (after a retry, the next try takes the driver
@@ -161,7 +162,7 @@ def callback_time() -> CallbackTime:
     return CallbackTime.within(timeout, DETACHED_STOP_SECONDS)
 
 
-def _forget_launch(context: Any, key: str) -> None:
+def _forget_launch(context: Context, key: str) -> None:
     """Take the launched driver out of the task state store once its result is taken: a later try starts anew."""
     store = context.get("task_state_store")
     if store is not None:

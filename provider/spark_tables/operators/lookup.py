@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from airflow.providers.common.compat.sdk import Stats
+from airflow.sdk import Context
 
 from spark_tables.core.durable_job import DriverLaunch
 from spark_tables.core.exchange import metrics_uri
@@ -134,7 +135,7 @@ class SparkLookupJoinOperator(_LookupOperator):
             folders["checkpoint"] = job.checkpoint
         return folders
 
-    def build_job(self, context: Any) -> LookupJoinJob:
+    def build_job(self, context: Context) -> LookupJoinJob:
         return LookupJoinJob(
             lookup=self.lookup_hook.spec(),
             on=self.on,
@@ -181,7 +182,7 @@ class SparkLookupReloadOperator(_LookupOperator):
         self.num_partitions = num_partitions
         self.retained = retained
 
-    def build_job(self, context: Any) -> LookupReloadJob:
+    def build_job(self, context: Context) -> LookupReloadJob:
         return LookupReloadJob(
             lookup=self.lookup_hook.spec(),
             scheduled_for=self.scheduled_for or None,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from airflow.sdk import Context
+
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse
 from spark_tables.core.plan.configuration import FORCE_RECOMPILE_OPTION
@@ -59,7 +61,7 @@ class _PlanOperator(StreamingJobOperator):
     def statement(self) -> str:
         raise NotImplementedError
 
-    def build_job(self, context: Any) -> PlanJob:
+    def build_job(self, context: Context) -> PlanJob:
         statement = read_plan_statement(self.statement())
         options = CompiledPlanHook().plan_options(
             [statement],

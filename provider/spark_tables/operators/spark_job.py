@@ -14,6 +14,7 @@ from airflow.providers.common.compat.openlineage.utils.spark import (
     inject_transport_information_into_spark_properties,
 )
 from airflow.providers.common.compat.sdk import BaseOperator, conf
+from airflow.sdk import Context
 
 from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.catalog_config import PostgresMetastore
@@ -135,11 +136,11 @@ class SparkJobOperator(DurableJobMixin, CacheWaitMixin, BaseOperator):
         self._result: JobResult | None = None
         self._cache_waits = CacheWaits()
 
-    def build_job(self, context: Any) -> Job:
+    def build_job(self, context: Context) -> Job:
         """The validated job this task runs; raise ``SpecError`` for bad input."""
         raise NotImplementedError
 
-    def cached_tables(self, context: Any, job: Job) -> tuple[CachedTable, ...]:
+    def cached_tables(self, context: Context, job: Job) -> tuple[CachedTable, ...]:
         """The cached tables this task's job reads, their queries rendered for this task."""
         return tuple(
             dataclasses.replace(table, query=self.render_template(table.query, context))
@@ -148,7 +149,7 @@ class SparkJobOperator(DurableJobMixin, CacheWaitMixin, BaseOperator):
             for table in self.caches
         )
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, Any]:
         self._hook, self._caches, self._result = None, TaskCaches(context["ti"]), None
         try:  # a try that fails before its job starts (a missing connection, say) is reported as well
             result = self.execute_resumable(context)
@@ -199,7 +200,7 @@ class SparkJobOperator(DurableJobMixin, CacheWaitMixin, BaseOperator):
 
     def hook_for(
         self,
-        context: Any,
+        context: Context,
         job: Job,
         caches: tuple[CacheUse, ...] = (),
         purpose: str = "",
@@ -260,7 +261,7 @@ class SparkJobOperator(DurableJobMixin, CacheWaitMixin, BaseOperator):
         hook.check_master()
         return hook
 
-    def result_uri(self, context: Any, purpose: str = "") -> str:
+    def result_uri(self, context: Context, purpose: str = "") -> str:
         """Where this try's job writes its result (and, beside it, where the task asks it to stop)."""
         ti = context["ti"]
         return result_uri(
@@ -289,7 +290,7 @@ class SparkJobOperator(DurableJobMixin, CacheWaitMixin, BaseOperator):
             "work_seconds": result.work_seconds,
         }
 
-    def report_failed_try(self, context: Any, error: BaseException, cleanup: list[str] | None = None) -> None:
+    def report_failed_try(self, context: Context, error: BaseException, cleanup: list[str] | None = None) -> None:
         """Leave the failed try's report in XCom (``FAILED_TRY``) for the monitoring pages: what the job said before
         it failed (shaped as a result), where it ran, the error's first line and what a cleanup after it undid.
         Called again after a cleanup, it replaces the report; it never raises over the job's error."""

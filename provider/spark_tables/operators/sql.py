@@ -6,6 +6,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from airflow.sdk import Context
+
 from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.sinks import PostgresUpsertSink
@@ -76,7 +78,7 @@ class SparkSqlJobOperator(CtasLifecycleOperator):
         self.postgres_sinks = tuple(postgres_sinks)
         self.checkpoints = checkpoints
 
-    def build_job(self, context: Any) -> SqlJob:
+    def build_job(self, context: Context) -> SqlJob:
         statements = read_statements(split_cached_views(self._statements())[0])
         plan_statements = [statement.plan for statement in statements if statement.plan is not None]
         plans = (
@@ -99,7 +101,7 @@ class SparkSqlJobOperator(CtasLifecycleOperator):
         )
         return dataclasses.replace(job, sweep=self.sweep(context)) if job.ctas else job
 
-    def cached_tables(self, context: Any, job: Any) -> tuple[CachedTable, ...]:
+    def cached_tables(self, context: Context, job: Any) -> tuple[CachedTable, ...]:
         """The ``caches`` given, and those the SQL declares with ``CREATE TEMPORARY VIEW name CACHED AS``."""
         return (*super().cached_tables(context, job), *split_cached_views(self._statements())[1])
 

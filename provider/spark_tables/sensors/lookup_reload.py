@@ -15,7 +15,7 @@ from typing import Any
 import pendulum
 from airflow.providers.common.compat.sdk import AirflowFailException, conf
 from airflow.providers.standard.triggers.temporal import DateTimeTrigger
-from airflow.sdk import BaseSensorOperator, PokeReturnValue
+from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 
 from spark_tables.core.durations import parse_duration
 from spark_tables.core.errors import SpecError
@@ -74,7 +74,7 @@ class LookupReloadSensor(BaseSensorOperator):
             deferrable = conf.getboolean("operators", "default_deferrable", fallback=False)
         self.deferrable = deferrable
 
-    def due(self, context: Any) -> pendulum.DateTime:
+    def due(self, context: Context) -> pendulum.DateTime:
         """When the next reload is due, from the last load published and the loads failing since; also left in
         XCom (``RELOAD_DUE``) for the monitoring overview, since a deferred sensor has returned nothing yet."""
         try:
@@ -107,7 +107,7 @@ class LookupReloadSensor(BaseSensorOperator):
         )
         return due
 
-    def execute(self, context: Any) -> Any:
+    def execute(self, context: Context) -> Any:
         if not self.deferrable:
             return super().execute(context)
         due = self.due(context)
@@ -117,12 +117,12 @@ class LookupReloadSensor(BaseSensorOperator):
         self.log.info("the next reload of lookup table %s is due at %s: deferring", self.lookup.name, due.isoformat())
         self.defer(trigger=DateTimeTrigger(moment=due), method_name="execute_complete", timeout=self.timeout)
 
-    def execute_complete(self, context: Any, event: Any = None) -> str:
+    def execute_complete(self, context: Context, event: Any = None) -> str:
         """The trigger fired: the reload is due. The due time is computed again from the same last load."""
         due = self.due(context).isoformat()
         self.log.info("the reload of lookup table %s is due (%s)", self.lookup.name, due)
         return due
 
-    def poke(self, context: Any) -> PokeReturnValue:
+    def poke(self, context: Context) -> PokeReturnValue:
         due = self.due(context)
         return PokeReturnValue(is_done=due <= pendulum.now("UTC"), xcom_value=due.isoformat())

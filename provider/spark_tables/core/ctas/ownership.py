@@ -8,10 +8,21 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.identifiers import TableIdentifier
+
+
+class TaskTry(Protocol):
+    """What a task instance says of the try it runs (the Task SDK's ``RuntimeTaskInstanceProtocol`` has it)."""
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    map_index: int | None
+    try_number: int
+
 
 PREFIX = "spark_tables.ctas."
 #: ``filling`` from creation until the rows are all written, then ``complete``.
@@ -57,7 +68,7 @@ class TableOwner:
         return cls(**data)
 
     @classmethod
-    def of_task_instance(cls, ti: Any) -> TableOwner:
+    def of_task_instance(cls, ti: TaskTry) -> TableOwner:
         """The try an Airflow task instance is running."""
         return cls(
             dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id, map_index=ti.map_index, try_number=ti.try_number

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any
 
 from airflow.providers.common.compat.sdk import XCom
+from airflow.sdk.types import RuntimeTaskInstanceProtocol
 
 from spark_tables.core.cache.descriptor import CacheDescriptor, UntrustedDescriptor
 from spark_tables.core.cache.table import registry_key
@@ -34,7 +34,9 @@ def require_backend() -> None:
         )
 
 
-def registered(ti: Any, name: str, task_ids: Iterable[str], fingerprint: str | None = None) -> list[CacheDescriptor]:
+def registered(
+    ti: RuntimeTaskInstanceProtocol, name: str, task_ids: Iterable[str], fingerprint: str | None = None
+) -> list[CacheDescriptor]:
     """The copies of cache ``name`` this run has registered (of one definition, if ``fingerprint``), oldest first."""
     found: list[CacheDescriptor] = []
     for task_id in task_ids:
@@ -44,7 +46,7 @@ def registered(ti: Any, name: str, task_ids: Iterable[str], fingerprint: str | N
     return sorted(matching, key=lambda d: (d.written_at, d.location))
 
 
-def _trusted(descriptor: CacheDescriptor, ti: Any, task_id: str) -> bool:
+def _trusted(descriptor: CacheDescriptor, ti: RuntimeTaskInstanceProtocol, task_id: str) -> bool:
     """Whether a registry entry names a copy of its own task's, under the cache root (an XCom can be written through
     Airflow's API by anyone who may edit the DAG's XComs): one that does not is logged and left alone."""
     try:
@@ -55,7 +57,7 @@ def _trusted(descriptor: CacheDescriptor, ti: Any, task_id: str) -> bool:
     return True
 
 
-def register(ti: Any, descriptor: CacheDescriptor) -> None:
+def register(ti: RuntimeTaskInstanceProtocol, descriptor: CacheDescriptor) -> None:
     XCom.set(
         key=registry_key(descriptor.name),
         value=descriptor,

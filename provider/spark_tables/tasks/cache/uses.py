@@ -20,6 +20,7 @@ from typing import Any
 
 import pendulum
 from airflow.providers.common.compat.sdk import Stats
+from airflow.sdk.types import RuntimeTaskInstanceProtocol
 
 from spark_tables.core.cache.claims import CacheClaim, ClaimStep, claim_step
 from spark_tables.core.cache.descriptor import CacheDescriptor, UntrustedDescriptor, descriptor_of_copy
@@ -111,7 +112,7 @@ class TaskCaches:
     DAG that can register a copy; ``server`` is the Spark connection of the Spark Connect server the task's job runs
     on (session mode), None in per-job mode: it reads and keeps copies in that server's memory."""
 
-    ti: Any
+    ti: RuntimeTaskInstanceProtocol
     writers: tuple[str, ...] = ()
     uses: tuple[CacheUse, ...] = ()
     held: tuple[tuple[str, str, CacheClaim], ...] = ()  # (run folder, cache folder, claim) of each it computes
@@ -121,7 +122,7 @@ class TaskCaches:
     @classmethod
     def prepare(
         cls,
-        ti: Any,
+        ti: RuntimeTaskInstanceProtocol,
         tables: Iterable[CachedTable],
         writers: Iterable[str],
         waits: CacheWaits = CacheWaits(),
@@ -136,7 +137,9 @@ class TaskCaches:
         return cls(ti, writers, cache_uses(ti, tables, list(writers), server), held, waits, server)
 
     @classmethod
-    def of_launched(cls, ti: Any, writers: Iterable[str], uses: tuple[CacheUse, ...]) -> TaskCaches:
+    def of_launched(
+        cls, ti: RuntimeTaskInstanceProtocol, writers: Iterable[str], uses: tuple[CacheUse, ...]
+    ) -> TaskCaches:
         """The cached tables of the job an earlier try of this task launched, which this try takes the result of:
         with the claims that try held, which this one releases once it has settled them."""
         run, me = run_folder(settings.cache_uri(), ti.dag_id, ti.run_id), TableOwner.of_task_instance(ti)
@@ -181,7 +184,7 @@ class TaskCaches:
 
 
 def cache_uses(
-    ti: Any, tables: Iterable[CachedTable], task_ids: list[str], server: str | None = None
+    ti: RuntimeTaskInstanceProtocol, tables: Iterable[CachedTable], task_ids: list[str], server: str | None = None
 ) -> tuple[CacheUse, ...]:
     """What the job needs to know of each cached table: the registered copies it can read, oldest first, and where
     it keeps a new one: a new folder, or a new view in the server's memory."""
@@ -203,7 +206,9 @@ def cache_uses(
     return tuple(uses)
 
 
-def readable_copies(ti: Any, table: CachedTable, task_ids: list[str], server: str | None) -> list[CacheDescriptor]:
+def readable_copies(
+    ti: RuntimeTaskInstanceProtocol, table: CachedTable, task_ids: list[str], server: str | None
+) -> list[CacheDescriptor]:
     """The copies of ``table`` this run has registered that a task's job can read, oldest first: every copy on
     files, and those kept in the memory of the server it runs on (``server``, its Spark connection; None in per-job
     mode, whose application is the job's own)."""
@@ -212,7 +217,7 @@ def readable_copies(ti: Any, table: CachedTable, task_ids: list[str], server: st
 
 
 def claim_missing(
-    ti: Any,
+    ti: RuntimeTaskInstanceProtocol,
     tables: tuple[CachedTable, ...],
     task_ids: list[str],
     unclaimed: Collection[str] = (),
@@ -238,7 +243,12 @@ def claim_missing(
 
 
 def _claim(
-    ti: Any, run: str, table: CachedTable, task_ids: list[str], me: TableOwner, server: str | None
+    ti: RuntimeTaskInstanceProtocol,
+    run: str,
+    table: CachedTable,
+    task_ids: list[str],
+    me: TableOwner,
+    server: str | None,
 ) -> CacheClaim | None:
     """The claim of ``table`` this try holds now; None if a copy was registered meanwhile."""
     folder = cache_folder_name(table)
@@ -269,7 +279,7 @@ def _claim(
 
 
 def settle(
-    ti: Any,
+    ti: RuntimeTaskInstanceProtocol,
     uses: tuple[CacheUse, ...],
     reports: dict[str, dict[str, Any]],
     task_ids: list[str],
@@ -330,7 +340,7 @@ def _check_reported_copy(use: CacheUse, report: dict[str, Any]) -> None:
         )
 
 
-def release_leases(ti: Any, uses: tuple[CacheUse, ...]) -> None:
+def release_leases(ti: RuntimeTaskInstanceProtocol, uses: tuple[CacheUse, ...]) -> None:
     """Release the leases this task took on the copies it could read (``cache_uses``)."""
     run, reader = run_folder(settings.cache_uri(), ti.dag_id, ti.run_id), TableOwner.of_task_instance(ti)
     for use in uses:
@@ -345,7 +355,7 @@ def _folder_of(run: str, copy: CacheDescriptor) -> str:
     return copy.location
 
 
-def leased(ti: Any, found: list[storage.Copy]) -> set[str]:
+def leased(ti: RuntimeTaskInstanceProtocol, found: list[storage.Copy]) -> set[str]:
     """The copies (their folders) that a task holding a lease on may be reading now: its task instance has not
     finished. A lease of a finished task is stale, and removed."""
     live: set[str] = set()
@@ -359,7 +369,7 @@ def leased(ti: Any, found: list[storage.Copy]) -> set[str]:
     return live
 
 
-def evict_over_quota(ti: Any, summary: dict[str, Any]) -> list[str]:
+def evict_over_quota(ti: RuntimeTaskInstanceProtocol, summary: dict[str, Any]) -> list[str]:
     """Evict least recently used copies past ``[spark_tables] cache_quota`` (on files) and ``cache_memory_quota``
     (kept in a server's memory), never one this task just used, nor one another task may be reading: their
     locations."""
@@ -374,7 +384,9 @@ def evict_over_quota(ti: Any, summary: dict[str, Any]) -> list[str]:
     return evicted
 
 
-def _withdrawn(ti: Any, table: CachedTable, written: str, task_ids: list[str], server: str | None) -> str | None:
+def _withdrawn(
+    ti: RuntimeTaskInstanceProtocol, table: CachedTable, written: str, task_ids: list[str], server: str | None
+) -> str | None:
     """None when the copy just written is the first the run holds of those this task can read; if two tasks missed
     at once and both wrote one, the copy registered first stays and this one is withdrawn (its files deleted, or its
     memory released): why, then."""
@@ -403,7 +415,7 @@ def _summary(table: CachedTable, report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _emit_metrics(ti: Any, name: str, summary: dict[str, Any]) -> None:
+def _emit_metrics(ti: RuntimeTaskInstanceProtocol, name: str, summary: dict[str, Any]) -> None:
     tags = {"dag_id": ti.dag_id, "task_id": ti.task_id, "cache": name}
     for count in COUNTS:
         if summary[count]:

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from airflow.sdk import ObjectStoragePath
+from airflow.sdk.types import RuntimeTaskInstanceProtocol
 
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.exchange import claim_uri, result_uri
@@ -86,7 +87,7 @@ def release_claim(owner: TableOwner) -> None:
     _path(owner).unlink(missing_ok=True)
 
 
-def sweepable(ti: Any, catalog_conn_id: str) -> list[Claim]:
+def sweepable(ti: RuntimeTaskInstanceProtocol, catalog_conn_id: str) -> list[Claim]:
     """Claims on this catalog by other tasks that have finished: what their lost tries may have left.
 
     A task without a state (its run deleted, or cleared and not yet queued) is left alone: it may run again.
