@@ -53,7 +53,7 @@ from pyspark.sql import SparkSession
 
 from spark_tables.core.aggregation.job import StreamingAggregationJob
 from spark_tables.core.plan.job import PlanOptions
-from spark_tables.core.plan.sinks import PostgresUpsertSink
+from spark_tables.core.streaming.sinks import PostgresUpsertSink
 from spark_tables.jobs.aggregation.runner import run_streaming_aggregation
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.plan.runner import run_plan_statement

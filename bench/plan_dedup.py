@@ -48,10 +48,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_tables.core.plan.job import PlanOptions
-from spark_tables.core.plan.sinks import PostgresUpsertSink
+from spark_tables.core.streaming.sinks import PostgresUpsertSink
 from spark_tables.jobs.cancellation import Cancellation
-from spark_tables.jobs.plan.runner import run_plan_statement, state_partitions
-from spark_tables.jobs.plan.state_ttl import SESSION_CONFS
+from spark_tables.jobs.plan.runner import run_plan_statement
+from spark_tables.jobs.streaming.session_confs import SESSION_CONFS, state_partitions
 from spark_tables.tasks.sql_reader import read_plan_statement
 
 APP_NAME = "spark_tables-bench-plan-dedup"
@@ -222,7 +222,7 @@ def main(argv: list[str]) -> int:
     with working_in(root, args.keep):
         notes = [machine_note("before", APP_NAME)]
         spark = local_spark(APP_NAME, root, **{"spark.sql.catalogImplementation": "in-memory"})
-        partitions = state_partitions(spark, PlanOptions())
+        partitions = state_partitions(spark, PlanOptions().state_partitions)
         for name, value in {**SESSION_CONFS, "spark.sql.shuffle.partitions": str(partitions)}.items():
             spark.conf.set(name, value)
         try:

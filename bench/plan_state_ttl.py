@@ -65,10 +65,10 @@ from pyspark.sql.streaming import StreamingQueryListener
 from spark_tables.core.durations import parse_duration, whole_milliseconds
 from spark_tables.core.plan.job import PlanOptions
 from spark_tables.jobs.cancellation import Cancellation
-from spark_tables.jobs.plan.clock import FixedClock
-from spark_tables.jobs.plan.runner import run_plan_statement, state_partitions
+from spark_tables.jobs.plan.runner import run_plan_statement
 from spark_tables.jobs.plan.spark_join import WATERMARK_DELAY
-from spark_tables.jobs.plan.state_ttl import SESSION_CONFS
+from spark_tables.jobs.streaming.clock import FixedClock
+from spark_tables.jobs.streaming.session_confs import SESSION_CONFS, state_partitions
 from spark_tables.tasks.sql_reader import read_plan_statement
 
 APP_NAME = "spark_tables-bench-plan-state-ttl"
@@ -200,7 +200,7 @@ def start_spark(root: str) -> SparkSession:
     spark = local_spark(APP_NAME, root, **{"spark.sql.catalogImplementation": "in-memory"})
     # What the plan runner sets around each execution, for the built-in join too: RocksDB, no no-data batches, and
     # as many shuffle partitions as the plan's state has.
-    partitions = state_partitions(spark, PlanOptions())
+    partitions = state_partitions(spark, PlanOptions().state_partitions)
     for name, value in {**SESSION_CONFS, "spark.sql.shuffle.partitions": str(partitions)}.items():
         spark.conf.set(name, value)
     return spark

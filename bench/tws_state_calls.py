@@ -48,7 +48,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle, TimerValues
 from pyspark.sql.types import ArrayType, ByteType, LongType, StringType, StructField, StructType
 
-from spark_tables.jobs.plan.state_ttl import SESSION_CONFS
+from spark_tables.jobs.streaming.session_confs import SESSION_CONFS
 
 APP_NAME = "spark_tables-bench-tws-state-calls"
 SEED = 292

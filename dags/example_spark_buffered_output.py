@@ -25,7 +25,7 @@ import pendulum
 from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
 from airflow.sdk import DAG, Param
 
-from spark_tables.core.plan.sinks import PostgresUpsertSink
+from spark_tables.core.streaming.sinks import PostgresUpsertSink
 from spark_tables.operators.aggregation import SparkStreamingAggregationOperator
 from spark_tables.operators.sql import SparkSqlJobOperator
 

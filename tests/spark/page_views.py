@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from spark_tables.core.plan.sinks import PostgresUpsertSink
+from spark_tables.core.streaming.sinks import PostgresUpsertSink
 from tests.spark.postgres import run_sql
 
 #: The test schema, one per pytest-xdist worker: the ``views`` fixture drops and creates it around each test.

@@ -13,9 +13,16 @@ from typing import Any
 
 from pyspark.sql import DataFrame, DataFrameReader, Row, SparkSession
 
-from spark_tables.jobs.plan.changelog import DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE, insert_only, is_accumulate
-from spark_tables.jobs.plan.state_ttl import SESSION_CONFS
 from spark_tables.jobs.session_conf import session_conf
+from spark_tables.jobs.streaming.changelog import (
+    DELETE,
+    INSERT,
+    UPDATE_AFTER,
+    UPDATE_BEFORE,
+    insert_only,
+    is_accumulate,
+)
+from spark_tables.jobs.streaming.session_confs import SESSION_CONFS
 
 #: How Flink prints each row kind.
 SHORT_NAMES = {INSERT: "+I", UPDATE_BEFORE: "-U", UPDATE_AFTER: "+U", DELETE: "-D"}

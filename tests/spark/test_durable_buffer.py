@@ -1,4 +1,4 @@
-"""The durable buffer's log (``jobs/plan/durable_buffer.py``) as data: a batch's changes go into the checkpoint as
+"""The durable buffer's log (``jobs/streaming/durable_buffer.py``) as data: a batch's changes go into the checkpoint as
 Spark's Arrow rows and come back the same, every type a sink column takes; and a file in the log folder that is not
 one of its logs (a pickle, which would run code when unpickled) is refused in one line, never read."""
 
@@ -13,12 +13,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark_tables.core.errors import JobError
-from spark_tables.core.plan.flush import FlushOptions
-from spark_tables.core.plan.sinks import PostgresUpsertSink
-from spark_tables.jobs.plan.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE
-from spark_tables.jobs.plan.clock import FixedClock
-from spark_tables.jobs.plan.durable_buffer import DurableBuffer
-from spark_tables.jobs.plan.sinks import PostgresSinkWriter
+from spark_tables.core.streaming.flush import FlushOptions
+from spark_tables.core.streaming.sinks import PostgresUpsertSink
+from spark_tables.jobs.streaming.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE
+from spark_tables.jobs.streaming.clock import FixedClock
+from spark_tables.jobs.streaming.durable_buffer import DurableBuffer
+from spark_tables.jobs.streaming.sinks.postgres_upsert import PostgresSinkWriter
 from tests.spark.page_views import PG_SCHEMA, T0
 from tests.spark.postgres import PG, run_sql
 

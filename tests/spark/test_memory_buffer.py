@@ -17,9 +17,9 @@ from spark_tables.core.errors import JobError
 from spark_tables.core.plan.job import PlanOptions
 from spark_tables.jobs.aggregation.runner import aggregation_confs, aggregation_query, run_streaming_aggregation
 from spark_tables.jobs.cancellation import Cancellation
-from spark_tables.jobs.plan.clock import FixedClock
-from spark_tables.jobs.plan.memory_buffer import MemoryBuffer
 from spark_tables.jobs.session_conf import session_conf
+from spark_tables.jobs.streaming.clock import FixedClock
+from spark_tables.jobs.streaming.memory_buffer import MemoryBuffer
 from tests.spark.page_views import PG_SCHEMA, T0, add_views, pg_sink, pg_table
 from tests.spark.postgres import PG, run_sql
 

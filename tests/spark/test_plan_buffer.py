@@ -10,11 +10,11 @@ import pytest
 from pyspark.sql import DataFrame, Row, SparkSession
 
 from spark_tables.core.plan.aggregates import AggregateCall
-from spark_tables.jobs.plan.buffer import FLUSH_CAUSE, buffered
-from spark_tables.jobs.plan.changelog import UPDATE_BEFORE
-from spark_tables.jobs.plan.clock import FixedClock
-from spark_tables.jobs.plan.flush_requests import flush_requests, prepare_requests, request_flush
 from spark_tables.jobs.plan.group_aggregate import group_aggregate
+from spark_tables.jobs.streaming.buffer import FLUSH_CAUSE, buffered
+from spark_tables.jobs.streaming.changelog import UPDATE_BEFORE
+from spark_tables.jobs.streaming.clock import FixedClock
+from spark_tables.jobs.streaming.flush_requests import flush_requests, prepare_requests, request_flush
 from tests.spark.plan_streams import SHORT_NAMES, JsonSource, run, stream_session
 
 pytestmark = pytest.mark.spark

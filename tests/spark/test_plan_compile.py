@@ -14,10 +14,10 @@ from pyspark.sql import SparkSession
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.document import CompiledPlan
 from spark_tables.core.plan.nodes import GroupAggregate, SourceScan
-from spark_tables.core.plan.sinks import PostgresUpsertSink
-from spark_tables.jobs.plan.clock import BatchClock
+from spark_tables.core.streaming.sinks import PostgresUpsertSink
 from spark_tables.jobs.plan.compiler import compile_plan
 from spark_tables.jobs.plan.pipeline import Pipeline
+from spark_tables.jobs.streaming.clock import BatchClock
 from spark_tables.tasks.sql_reader import read_plan_statement
 
 pytestmark = pytest.mark.spark

@@ -17,10 +17,10 @@ from spark_tables.core.errors import JobError, SpecError
 from spark_tables.core.names import flat_name
 from spark_tables.core.plan.job import PlanOptions
 from spark_tables.core.plan.result import PlanResult
-from spark_tables.core.plan.sinks import PostgresUpsertSink
+from spark_tables.core.streaming.sinks import PostgresUpsertSink
 from spark_tables.jobs.cancellation import Cancellation
-from spark_tables.jobs.plan.clock import FixedClock
 from spark_tables.jobs.plan.runner import run_plan_statement
+from spark_tables.jobs.streaming.clock import FixedClock
 from spark_tables.tasks.sql_reader import read_plan_statement
 from tests.spark.postgres import PG, run_sql
 

@@ -12,10 +12,11 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark_tables.core.errors import JobError, SpecError
-from spark_tables.core.plan.sinks import PlanSink, PostgresUpsertSink, TableSink
-from spark_tables.jobs.plan import sinks as plan_sinks
-from spark_tables.jobs.plan.changelog import DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE
-from spark_tables.jobs.plan.sinks import TABLE_MARKS, SinkWriter
+from spark_tables.core.streaming.sinks import PlanSink, PostgresUpsertSink, TableSink
+from spark_tables.jobs.streaming.changelog import DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE
+from spark_tables.jobs.streaming.sinks import postgres_upsert
+from spark_tables.jobs.streaming.sinks.catalog_table import TABLE_MARKS
+from spark_tables.jobs.streaming.sinks.writers import sink_writer
 from tests.spark.postgres import PG
 
 pytestmark = pytest.mark.spark
@@ -64,7 +65,7 @@ class Changelog:
 
     def run(self, sink: PlanSink) -> dict:
         """One available-now query over the files not read yet; what the sink reports it wrote."""
-        writer = SinkWriter.for_sink(sink, connection=dict(PG))
+        writer = sink_writer(sink, connection=dict(PG))
         frame = self.spark.readStream.schema(self.schema).json(str(self.folder))
         writer.start(frame, checkpoint=str(self.checkpoint), query_name=f"sink_{sink.name}").awaitTermination()
         return writer.report()
@@ -92,7 +93,7 @@ def _counts(report: dict, *names: str) -> tuple[int, ...]:
 def test_postgres_sink_applies_the_last_change_of_each_key_once_per_batch_across_restarts_and_replays(
     spark: SparkSession, pg_schema: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(plan_sinks, "ROWS_PER_STATEMENT", 3)
+    monkeypatch.setattr(postgres_upsert, "ROWS_PER_STATEMENT", 3)
     table = f"{pg_schema}.totals"
     _execute(
         f"CREATE TABLE {table} (id integer PRIMARY KEY, name text NOT NULL, amount bigint)",
@@ -199,7 +200,7 @@ def test_a_postgres_sink_that_cannot_connect_names_the_server_but_not_the_passwo
     spark: SparkSession, tmp_path: Path
 ) -> None:
     sink = PostgresUpsertSink(name="unreachable", conn_id="warehouse", table="totals", key=["id"])
-    writer = SinkWriter.for_sink(sink, connection={**PG, "port": 1, "password": "s3cret-password"})
+    writer = sink_writer(sink, connection={**PG, "port": 1, "password": "s3cret-password"})
     folder = tmp_path / "changes"
     folder.mkdir()
     frame = spark.readStream.schema(TOTALS).json(str(folder))
@@ -279,7 +280,7 @@ def test_a_replayed_batch_of_a_stateful_query_is_skipped_with_its_state_committe
     changes.add((INSERT, "a", 1), (INSERT, "a", 1), (INSERT, "b", 2))
 
     def run() -> dict:
-        writer = SinkWriter.for_sink(TableSink(table), connection=None)
+        writer = sink_writer(TableSink(table), connection=None)
         frame = spark.readStream.schema(changes.schema).json(str(changes.folder)).dropDuplicates(["id"])
         writer.start(frame, checkpoint=str(changes.checkpoint), query_name="deduplicated").awaitTermination()
         return writer.report()

@@ -16,10 +16,10 @@ import pytest
 from pyspark.sql import DataFrame, Row, SparkSession
 
 from spark_tables.core.errors import SpecError
-from spark_tables.jobs.plan.clock import BatchClock, FixedClock
 from spark_tables.jobs.plan.join import join
-from spark_tables.jobs.plan.runner import NO_DATA_BATCHES
 from spark_tables.jobs.plan.spark_join import spark_join
+from spark_tables.jobs.streaming.clock import BatchClock, FixedClock
+from spark_tables.jobs.streaming.session_confs import NO_DATA_BATCHES
 from tests.spark.plan_streams import JsonSource, changes, materialize, run, stream_session
 
 pytestmark = pytest.mark.spark

@@ -22,13 +22,13 @@ from pyspark.sql import SparkSession
 from spark_tables.core.errors import SpecError
 from spark_tables.core.lookup.job import LookupJoinJob, LookupReloadJob
 from spark_tables.core.lookup.table import LookupSpec, SourceTable
-from spark_tables.core.plan.sinks import PostgresUpsertSink
+from spark_tables.core.streaming.sinks import PostgresUpsertSink
 from spark_tables.hooks.postgres import connect_args
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.lookup.join import run_lookup_join
 from spark_tables.jobs.lookup.postgres import ASYNC_CONNECTIONS, PostgresLookupSource
 from spark_tables.jobs.lookup.reload import run_lookup_reload
-from spark_tables.jobs.plan.sinks import SinkWriter
+from spark_tables.jobs.streaming.sinks.writers import sink_writer
 from tests.spark.postgres import PG
 from tests.throwaway_postgres import throwaway_postgres
 
@@ -199,7 +199,7 @@ def test_the_postgres_sink_writes_its_table_through_the_connections_extras(
     names = [field.split()[0] for field in CHANGES.split(",")]
     (folder / "1.json").write_text("".join(json.dumps(dict(zip(names, c, strict=True))) + "\n" for c in changes))
     sink = PostgresUpsertSink(name="counts", conn_id="warehouse", table=COUNTS, key=("page",))
-    writer = SinkWriter.for_sink(sink, connection=connection)
+    writer = sink_writer(sink, connection=connection)
 
     frame = spark.readStream.schema(CHANGES).json(str(folder))
     writer.start(frame, checkpoint=str(tmp_path / "checkpoint"), query_name="sink_by_extras").awaitTermination()
@@ -218,7 +218,7 @@ def test_a_sink_whose_connection_lacks_the_options_extra_fails_naming_the_table(
     (tmp_path / "changes").mkdir()
 
     with pytest.raises(SpecError, match=f"postgres sink counts: table {COUNTS} does not exist"):
-        SinkWriter.for_sink(sink, connection=without).start(
+        sink_writer(sink, connection=without).start(
             spark.readStream.schema(CHANGES).json(str(tmp_path / "changes")),
             checkpoint=str(tmp_path / "checkpoint"),
             query_name="sink_without_extras",

@@ -14,7 +14,7 @@ from spark_tables.core.aggregation.idempotent import SPARK_IDEMPOTENT_AGGREGATES
 from spark_tables.core.aggregation.job import StreamingAggregationJob
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.job import PlanOptions
-from spark_tables.core.plan.sinks import PostgresUpsertSink
+from spark_tables.core.streaming.sinks import PostgresUpsertSink
 from spark_tables.jobs.aggregation.runner import (
     aggregation_confs,
     aggregation_query,
@@ -22,8 +22,8 @@ from spark_tables.jobs.aggregation.runner import (
     run_streaming_aggregation,
 )
 from spark_tables.jobs.cancellation import Cancellation
-from spark_tables.jobs.plan.clock import FixedClock
 from spark_tables.jobs.session_conf import session_conf
+from spark_tables.jobs.streaming.clock import FixedClock
 from tests.spark.page_views import PG_SCHEMA, T0, TWO_RUNS, add_views, lose_commit, pg_sink, pg_table, rounded
 from tests.spark.postgres import PG, run_sql
 

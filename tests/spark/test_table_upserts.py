@@ -14,11 +14,11 @@ from pyspark.sql import SparkSession
 from spark_tables.core.aggregation.job import StreamingAggregationJob
 from spark_tables.core.errors import JobError, SpecError
 from spark_tables.core.plan.job import PlanOptions
-from spark_tables.core.plan.sinks import TableUpsertSink
+from spark_tables.core.streaming.sinks import TableUpsertSink
 from spark_tables.jobs.aggregation.runner import run_streaming_aggregation
 from spark_tables.jobs.cancellation import Cancellation
-from spark_tables.jobs.plan import sinks
-from spark_tables.jobs.plan.clock import FixedClock
+from spark_tables.jobs.streaming.clock import FixedClock
+from spark_tables.jobs.streaming.sinks import table_upsert
 from tests.spark.page_views import T0, TWO_RUNS, add_views, lose_commit
 
 pytestmark = pytest.mark.spark
@@ -128,17 +128,17 @@ def test_a_writer_waits_for_another_s_switch_and_loses_none_of_its_rows(
     first = _location(spark, sink.name).removeprefix("file:")
     versions = Path(first + ".versions")
     versions.mkdir()
-    lock = versions / sinks.SWITCH_LOCK
+    lock = versions / table_upsert.SWITCH_LOCK
     lock.write_text('{"query": "the-other-query", "table": "x"}')
     waiting = threading.Event()
-    holder = sinks._lock_holder
+    holder = table_upsert._lock_holder
 
     def seen(path: str) -> str | None:
         waiting.set()
         return holder(path)
 
-    monkeypatch.setattr(sinks, "_lock_holder", seen)
-    monkeypatch.setattr(sinks, "SWITCH_POLL_SECONDS", 0.01)
+    monkeypatch.setattr(table_upsert, "_lock_holder", seen)
+    monkeypatch.setattr(table_upsert, "SWITCH_POLL_SECONDS", 0.01)
     add_views(views, "a", ("home", "u1", 120, "2026-01-01 00:00:01"))
     outcome: dict[str, Any] = {}
     writer = threading.Thread(target=lambda: outcome.update(_run(spark, sink, tmp_path / "checkpoint")))
@@ -163,24 +163,25 @@ def test_a_writer_waits_for_another_s_switch_and_loses_none_of_its_rows(
 def test_a_switch_lock_another_query_never_releases_fails_in_one_line(tmp_path: Path) -> None:
     versions = tmp_path / "t.versions"
     versions.mkdir()
-    (versions / sinks.SWITCH_LOCK).write_text('{"query": "q-gone", "table": "db.t"}')
+    (versions / table_upsert.SWITCH_LOCK).write_text('{"query": "q-gone", "table": "db.t"}')
 
-    with pytest.raises(JobError) as caught, sinks.switch_lock(str(versions), "db.t", "q-mine", wait_seconds=0):
+    with pytest.raises(JobError) as caught, table_upsert.switch_lock(str(versions), "db.t", "q-mine", wait_seconds=0):
         pass
 
     assert str(caught.value) == (
         f"catalog sink db.t: another streaming query (q-gone) has held the table's switch lock for over 0 s: if it "
-        f"has stopped, remove {versions}/{sinks.SWITCH_LOCK}, then run again"
+        f"has stopped, remove {versions}/{table_upsert.SWITCH_LOCK}, then run again"
     )
-    assert (versions / sinks.SWITCH_LOCK).exists(), "another query's lock is never removed"
+    assert (versions / table_upsert.SWITCH_LOCK).exists(), "another query's lock is never removed"
 
 
 def test_a_query_takes_over_the_switch_lock_it_left(tmp_path: Path) -> None:
     versions = tmp_path / "t.versions"
     versions.mkdir()
-    (versions / sinks.SWITCH_LOCK).write_text('{"query": "q-mine", "table": "db.t"}')  # its driver died holding it
+    # its driver died holding it
+    (versions / table_upsert.SWITCH_LOCK).write_text('{"query": "q-mine", "table": "db.t"}')
 
-    with sinks.switch_lock(str(versions), "db.t", "q-mine", wait_seconds=0):
-        held = (versions / sinks.SWITCH_LOCK).exists()
+    with table_upsert.switch_lock(str(versions), "db.t", "q-mine", wait_seconds=0):
+        held = (versions / table_upsert.SWITCH_LOCK).exists()
 
-    assert held and not (versions / sinks.SWITCH_LOCK).exists()
+    assert held and not (versions / table_upsert.SWITCH_LOCK).exists()

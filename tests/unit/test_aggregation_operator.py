@@ -19,7 +19,7 @@ from spark_tables.core.aggregation.job import StreamingAggregationJob
 from spark_tables.core.errors import SpecError
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import JobSpec
-from spark_tables.core.plan.sinks import PostgresUpsertSink, TableUpsertSink
+from spark_tables.core.streaming.sinks import PostgresUpsertSink, TableUpsertSink
 from spark_tables.jobs.aggregation.query_tokens import called_names, groups_rows
 from spark_tables.operators.aggregation import SparkStreamingAggregationOperator, default_checkpoint
 from tests.unit.task_context import task_context

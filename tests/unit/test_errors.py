@@ -180,7 +180,7 @@ def test_a_foreach_batch_functions_failure_gives_the_spark_error_its_traceback_r
         "[STREAM_FAILED] Query [id = 6b3e, runId = 4f98] terminated with exception: [FOREACH_BATCH_USER_FUNCTION_ERROR]"
         " An error occurred in the user provided function in foreach batch sink. Reason: An exception was raised by "
         "the Python Proxy. Return Message: Traceback (most recent call last):\n"
-        '  File "/jobs/plan/sinks.py", line 179, in write_counted\n    self._write_batch(batch, batch_id)\n'
+        '  File "/jobs/streaming/sinks/writer.py", line 179, in write_counted\n    self._write_batch(batch, batch_id)\n'
         "pyspark.errors.exceptions.captured.ArithmeticException: [DIVIDE_BY_ZERO] Division by zero. Use `try_divide` "
         "to tolerate divisor being 0 and return NULL instead. SQLSTATE: 22012\n== SQL (line 1, position 1) ==\n"
         "`amount` DIV (`amount` - 10) AS `__arg0`\n\n SQLSTATE: 39000 SQLSTATE: XXKST\n=== Streaming Query ===\n"

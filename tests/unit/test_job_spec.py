@@ -13,8 +13,8 @@ from spark_tables.core.kinds import KINDS
 from spark_tables.core.lookup.job import LookupJoinJob, LookupReloadJob
 from spark_tables.core.lookup.table import LookupSpec, SourceTable
 from spark_tables.core.plan.job import PlanJob, PlanOptions
-from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.core.sql.job import SqlJob
+from spark_tables.core.streaming.sinks import PostgresUpsertSink
 from spark_tables.tasks.sql_reader import read_plan_statement
 
 

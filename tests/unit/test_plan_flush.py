@@ -13,10 +13,10 @@ from spark_tables.core.durations import format_duration
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.aggregates import FUNCTIONS
 from spark_tables.core.plan.document import CompiledPlan
-from spark_tables.core.plan.flush import DEFAULT_MAX_ENTRIES, FlushOptions, buffer_store
 from spark_tables.core.plan.idempotence import buffered_aggregation
 from spark_tables.core.plan.job import PlanOptions
 from spark_tables.core.plan.nodes import Sink
+from spark_tables.core.streaming.flush import DEFAULT_MAX_ENTRIES, FlushOptions, buffer_store
 from tests.unit.test_plan_document import example_2
 
 

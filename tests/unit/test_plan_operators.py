@@ -16,10 +16,10 @@ from airflow.providers.common.compat.sdk import AirflowFailException
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.job_result import JobResult
-from spark_tables.core.plan.flush import FlushOptions
 from spark_tables.core.plan.job import PlanJob
-from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.core.sql.job import SqlJob
+from spark_tables.core.streaming.flush import FlushOptions
+from spark_tables.core.streaming.sinks import PostgresUpsertSink
 from spark_tables.operators.plan import SparkCompilePlanOperator, SparkExecutePlanOperator, SparkExplainPlanOperator
 from spark_tables.operators.sql import SparkSqlJobOperator
 from tests.unit.task_context import task_context

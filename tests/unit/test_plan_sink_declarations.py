@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spark_tables.core.errors import SpecError
-from spark_tables.core.plan.sinks import PostgresUpsertSink
+from spark_tables.core.streaming.sinks import PostgresUpsertSink
 from spark_tables.hooks.plan import check_declared
 
 DECLARED = PostgresUpsertSink(name="counts", conn_id="serving", table="public.counts", key=("cid",))

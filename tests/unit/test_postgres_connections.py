@@ -15,8 +15,8 @@ from spark_tables.core.errors import SpecError
 from spark_tables.core.job_spec import JobSpec
 from spark_tables.core.lookup.job import LookupJoinJob
 from spark_tables.core.lookup.table import LookupTable
-from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.core.postgres import jdbc_properties, jdbc_url
+from spark_tables.core.streaming.sinks import PostgresUpsertSink
 from spark_tables.hooks.catalog import SparkTablesCatalogHook
 from spark_tables.hooks.lookup.tables import LookupTableHook
 from spark_tables.hooks.postgres import CONNECT_TIMEOUT_SECONDS, PROVIDER_EXTRAS, PostgresSinkHook, connect_args

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pyspark.sql import Row
 
-from spark_tables.jobs.plan.progress import input_rows, observed_metrics
+from spark_tables.jobs.streaming.progress import input_rows, observed_metrics
 
 SOURCES = [
     {"description": "FileStreamSource[file:/data/views]", "numInputRows": 2000},

@@ -13,9 +13,9 @@ from spark_tables.core.errors import SpecError
 from spark_tables.core.identifiers import TableIdentifier
 from spark_tables.core.plan.document import CompiledPlan
 from spark_tables.core.plan.job import PlanOptions
-from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.core.plan.statements import PlanStatement
 from spark_tables.core.storage_credentials import reached_by_airflow
+from spark_tables.core.streaming.sinks import PostgresUpsertSink
 from spark_tables.hooks.postgres import PostgresSinkHook
 from spark_tables.utils import settings
 

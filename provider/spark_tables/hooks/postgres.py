@@ -18,8 +18,8 @@ from airflow.providers.postgres.hooks.postgres import PostgresHook
 from psycopg.conninfo import make_conninfo
 
 from spark_tables.core.errors import SpecError
-from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.core.postgres import DEFAULT_PORT
+from spark_tables.core.streaming.sinks import PostgresUpsertSink
 
 #: Airflow connection types that name a PostgreSQL database.
 POSTGRES_TYPES = ("postgres", "postgresql")

@@ -16,7 +16,7 @@ from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse
 from spark_tables.core.names import flat_name
 from spark_tables.core.plan.job import PlanOptions
-from spark_tables.core.plan.sinks import KeyedSink, PostgresUpsertSink, TableUpsertSink
+from spark_tables.core.streaming.sinks import KeyedSink, PostgresUpsertSink, TableUpsertSink
 from spark_tables.hooks.postgres import PostgresSinkHook
 from spark_tables.operators.streaming import StreamingJobOperator, duration_text
 from spark_tables.utils import settings

@@ -12,7 +12,7 @@ from spark_tables.core.job_spec import CacheUse
 from spark_tables.core.plan.configuration import FORCE_RECOMPILE_OPTION
 from spark_tables.core.plan.job import PlanJob
 from spark_tables.core.plan.result import PlanResult
-from spark_tables.core.plan.sinks import PostgresUpsertSink
+from spark_tables.core.streaming.sinks import PostgresUpsertSink
 from spark_tables.hooks.plan import CompiledPlanHook
 from spark_tables.operators.streaming import StreamingJobOperator, duration_text
 from spark_tables.tasks.sql_reader import read_plan_statement

@@ -10,8 +10,8 @@ from airflow.sdk import Context
 
 from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.errors import SpecError
-from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.core.sql.job import SqlJob
+from spark_tables.core.streaming.sinks import PostgresUpsertSink
 from spark_tables.hooks.plan import CompiledPlanHook
 from spark_tables.operators.ctas_lifecycle import CtasLifecycleOperator
 from spark_tables.operators.spark_job import SparkJobOperator

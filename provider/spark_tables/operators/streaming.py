@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from spark_tables.core.durations import format_duration
 from spark_tables.core.errors import SpecError
-from spark_tables.core.plan.flush import (
+from spark_tables.core.streaming.flush import (
     DURABLE_STORE_OPTION,
     MAX_ENTRIES_OPTION,
     MAX_INTERVAL_OPTION,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from spark_tables.core.errors import SpecError
-from spark_tables.core.plan.flush import MAX_INTERVAL_OPTION
+from spark_tables.core.streaming.flush import MAX_INTERVAL_OPTION
 
 #: Spark SQL's names of FLIP-365's idempotent aggregates (aliases included), lower case.
 SPARK_IDEMPOTENT_AGGREGATES = frozenset(

@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.job import PlanOptions
-from spark_tables.core.plan.sinks import KeyedSink, PostgresUpsertSink, TableUpsertSink, sink_from_dict
+from spark_tables.core.streaming.sinks import KeyedSink, PostgresUpsertSink, TableUpsertSink, sink_from_dict
 
 
 @dataclass(frozen=True)

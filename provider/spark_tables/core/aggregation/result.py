@@ -10,7 +10,7 @@ from spark_tables.core.job_output import JobOutput
 
 @dataclass(frozen=True)
 class StreamingAggregationResult(JobOutput):
-    """The query's report, as a plan's sink queries report theirs (``jobs.plan.sink_queries.SinkQuery.report``)."""
+    """The query's report, as a plan's sink queries report theirs (``jobs.streaming.sink_queries.SinkQuery.report``)."""
 
     kind: ClassVar[str] = "streaming_aggregation"
     query: dict[str, Any]

@@ -7,13 +7,13 @@ import difflib
 from typing import Any
 
 from spark_tables.core.errors import SpecError
-from spark_tables.core.plan.flush import (
+from spark_tables.core.plan.state import STATE_TTL_OPTION
+from spark_tables.core.streaming.flush import (
     DURABLE_STORE_OPTION,
     MAX_ENTRIES_OPTION,
     MAX_INTERVAL_OPTION,
     MEMORY_BUFFER_ONLY_OPTION,
 )
-from spark_tables.core.plan.state import STATE_TTL_OPTION
 
 #: Flink's option that lets COMPILE PLAN replace an existing plan file.
 FORCE_RECOMPILE_OPTION = "table.plan.force-recompile"

@@ -20,7 +20,7 @@ from typing import Any
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.configuration import check_option_names
 from spark_tables.core.plan.nodes import Node, Sink, SourceScan, node_from_dict
-from spark_tables.core.plan.sinks import PlanSink, sink_from_dict
+from spark_tables.core.streaming.sinks import PlanSink, sink_from_dict
 
 FORMAT_VERSION = 1
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.document import CompiledPlan
-from spark_tables.core.plan.flush import MAX_INTERVAL_OPTION
 from spark_tables.core.plan.nodes import Calc, GroupAggregate, Sink
+from spark_tables.core.streaming.flush import MAX_INTERVAL_OPTION
 
 
 def buffered_aggregation(plan: CompiledPlan, sink: Sink) -> GroupAggregate:

@@ -8,10 +8,10 @@ from typing import Any, ClassVar
 from spark_tables.core.durations import parse_duration, whole_milliseconds
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.configuration import FORCE_RECOMPILE_OPTION, PARALLELISM_OPTION, check_option_names
-from spark_tables.core.plan.flush import FlushOptions
-from spark_tables.core.plan.sinks import PostgresUpsertSink, sink_from_dict
 from spark_tables.core.plan.state import default_ttl
 from spark_tables.core.plan.statements import PlanStatement
+from spark_tables.core.streaming.flush import FlushOptions
+from spark_tables.core.streaming.sinks import PostgresUpsertSink, sink_from_dict
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class PlanOptions:
 
     :param configuration: job-level options: ``table.exec.state.ttl`` (every stateful node's default TTL),
         ``table.plan.force-recompile`` (``true``: COMPILE PLAN replaces an existing plan file) and FLIP-365's
-        buffered output (``core.plan.flush``).
+        buffered output (``core.streaming.flush``).
     :param postgres_sinks: the PostgreSQL tables ``INSERT INTO`` may name, for compiling.
     :param connections: each PostgreSQL sink's connection settings by sink name, for executing (with passwords:
         never logged).

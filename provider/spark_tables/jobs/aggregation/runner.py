@@ -5,7 +5,7 @@ group's result is written at most once per interval.
 Spark computes the aggregation and keeps its state as it does without this provider; the buffer takes the changed
 groups of every micro-batch and writes only their latest values when a flush comes. In front of a PostgreSQL sink
 it is in the driver, logged in the checkpoint (``plan.durable_buffer``) or in memory only (``plan.memory_buffer``);
-otherwise it is a second stateful operator after the aggregation (``plan.buffer``), keyed by buckets of the sink
+otherwise it is a second stateful operator after the aggregation (``streaming.buffer``), keyed by buckets of the sink
 key. Spark refuses a stateful operator after an aggregation unless its check for rows that a downstream operator
 could drop as late is off (``statefulOperator.checkCorrectness``): the buffer drops no row, late or not, so the
 check is turned off for queries buffered in the state store. A
@@ -26,18 +26,17 @@ from spark_tables.core.aggregation.idempotent import refuse_non_idempotent
 from spark_tables.core.aggregation.job import StreamingAggregationJob
 from spark_tables.core.aggregation.result import StreamingAggregationResult
 from spark_tables.core.errors import SpecError, one_line
-from spark_tables.core.plan.flush import MAX_INTERVAL_OPTION, STATE_STORE, buffer_store
-from spark_tables.core.plan.sinks import PostgresUpsertSink
+from spark_tables.core.streaming.flush import MAX_INTERVAL_OPTION, STATE_STORE, buffer_store
+from spark_tables.core.streaming.sinks import PostgresUpsertSink
 from spark_tables.jobs.aggregation.query_tokens import called_names, groups_rows
 from spark_tables.jobs.cancellation import Cancellation
-from spark_tables.jobs.plan.changelog import ROW_KIND, UPDATE_AFTER, quoted
-from spark_tables.jobs.plan.clock import BatchClock, Clock
-from spark_tables.jobs.plan.runner import SHUFFLE_PARTITIONS, state_partitions
-from spark_tables.jobs.plan.sink_queries import PROGRESS_RETENTION, SinkQuery, run_available_now, run_for
-from spark_tables.jobs.plan.sinks import SinkWriter
-from spark_tables.jobs.plan.state_ttl import SESSION_CONFS
 from spark_tables.jobs.session_conf import session_conf
 from spark_tables.jobs.session_facts import is_connect
+from spark_tables.jobs.streaming.changelog import ROW_KIND, UPDATE_AFTER, quoted
+from spark_tables.jobs.streaming.clock import BatchClock, Clock
+from spark_tables.jobs.streaming.session_confs import SESSION_CONFS, SHUFFLE_PARTITIONS, state_partitions
+from spark_tables.jobs.streaming.sink_queries import PROGRESS_RETENTION, SinkQuery, run_available_now, run_for
+from spark_tables.jobs.streaming.sinks.writers import sink_writer
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +66,7 @@ def run_streaming_aggregation(
 def aggregation_confs(spark: SparkSession, job: StreamingAggregationJob) -> dict[str, str]:
     """The session settings the job's query runs with."""
     options = job.options
-    confs = {**SESSION_CONFS, SHUFFLE_PARTITIONS: str(state_partitions(spark, options))}
+    confs = {**SESSION_CONFS, SHUFFLE_PARTITIONS: str(state_partitions(spark, options.state_partitions))}
     postgres = isinstance(job.sink, PostgresUpsertSink)
     if options.flush.enabled and buffer_store(options.flush, job.sink.name, postgres, is_connect(spark)) == STATE_STORE:
         confs[CORRECTNESS_CHECK] = "false"
@@ -84,7 +83,7 @@ def aggregation_query(spark: SparkSession, job: StreamingAggregationJob, clock: 
     if flush.enabled:
         check_idempotent(spark, job.query)
     changes = flat_windows(aggregation).withColumn(ROW_KIND, F.lit(UPDATE_AFTER).cast(ByteType()))
-    writer = SinkWriter.for_sink(job.sink, connection=job.options.connections.get(job.sink.name))
+    writer = sink_writer(job.sink, connection=job.options.connections.get(job.sink.name))
     query = SinkQuery(f"aggregation_{job.sink.name}", changes, writer, job.checkpoint, output_mode="update")
     if flush.enabled:
         query.buffer_output(flush, clock)

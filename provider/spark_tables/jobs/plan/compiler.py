@@ -35,11 +35,11 @@ from spark_tables.core.plan.document import CompiledPlan
 from spark_tables.core.plan.hints import hint_pairs, state_ttls
 from spark_tables.core.plan.implementations import deduplicate_implementation, join_implementation
 from spark_tables.core.plan.nodes import Calc, Deduplicate, GroupAggregate, Join, Node, Sink, SourceScan
-from spark_tables.core.plan.sinks import PlanSink, PostgresUpsertSink, TableSink
 from spark_tables.core.plan.state import StateEntry, default_entries, default_ttl
 from spark_tables.core.plan.statements import shown
-from spark_tables.jobs.plan.clock import BatchClock
+from spark_tables.core.streaming.sinks import PlanSink, PostgresUpsertSink, TableSink
 from spark_tables.jobs.plan.pipeline import Pipeline
+from spark_tables.jobs.streaming.clock import BatchClock
 
 DIALECT = "spark"
 

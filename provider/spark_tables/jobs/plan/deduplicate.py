@@ -26,7 +26,7 @@ from pyspark.sql.streaming.stateful_processor import (
 from pyspark.sql.types import StructField, StructType
 
 from spark_tables.core.errors import JobError, SpecError
-from spark_tables.jobs.plan.changelog import (
+from spark_tables.jobs.streaming.changelog import (
     INSERT,
     ROW_KIND,
     ROW_KIND_FIELD,
@@ -35,8 +35,8 @@ from spark_tables.jobs.plan.changelog import (
     column_indexes,
     data_fields,
 )
-from spark_tables.jobs.plan.clock import Clock, checked_clock
-from spark_tables.jobs.plan.state_ttl import (
+from spark_tables.jobs.streaming.clock import Clock, checked_clock
+from spark_tables.jobs.streaming.state_ttl import (
     CleanupTimer,
     StateTtl,
     expire_value,

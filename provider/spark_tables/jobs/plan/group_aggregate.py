@@ -53,7 +53,7 @@ from spark_tables.core.errors import JobError, SpecError
 from spark_tables.core.plan.aggregates import AggregateCall
 from spark_tables.jobs.connect_functions import carried_function
 from spark_tables.jobs.data_types import FRACTIONAL, NUMERIC, SIMPLE
-from spark_tables.jobs.plan.changelog import (
+from spark_tables.jobs.streaming.changelog import (
     DELETE,
     INSERT,
     ROW_KIND,
@@ -64,8 +64,8 @@ from spark_tables.jobs.plan.changelog import (
     data_fields,
     quoted,
 )
-from spark_tables.jobs.plan.clock import Clock, checked_clock
-from spark_tables.jobs.plan.state_ttl import (
+from spark_tables.jobs.streaming.clock import Clock, checked_clock
+from spark_tables.jobs.streaming.state_ttl import (
     CleanupTimer,
     StateTtl,
     expire_value,

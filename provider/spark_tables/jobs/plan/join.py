@@ -35,7 +35,7 @@ from pyspark.sql.streaming.stateful_processor import (
 from pyspark.sql.types import ByteType, LongType, StructField, StructType
 
 from spark_tables.core.errors import SpecError
-from spark_tables.jobs.plan.changelog import (
+from spark_tables.jobs.streaming.changelog import (
     DELETE,
     INSERT,
     ROW_KIND,
@@ -45,8 +45,15 @@ from spark_tables.jobs.plan.changelog import (
     is_accumulate,
     quoted,
 )
-from spark_tables.jobs.plan.clock import Clock, checked_clock
-from spark_tables.jobs.plan.state_ttl import CleanupTimer, StateTtl, earliest, state_reader, state_schema, transform
+from spark_tables.jobs.streaming.clock import Clock, checked_clock
+from spark_tables.jobs.streaming.state_ttl import (
+    CleanupTimer,
+    StateTtl,
+    earliest,
+    state_reader,
+    state_schema,
+    transform,
+)
 
 #: The list state of a key's rows of both sides; its entries' ``side`` is ``LEFT_SIDE`` or ``RIGHT_SIDE``.
 ROWS = "rows"

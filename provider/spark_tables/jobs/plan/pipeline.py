@@ -27,13 +27,14 @@ from spark_tables.core.plan.implementations import (
     check_join_implementation,
 )
 from spark_tables.core.plan.nodes import Calc, Column, Deduplicate, GroupAggregate, Join, Node, Sink, SourceScan
-from spark_tables.core.plan.sinks import PlanSink, TableSink
-from spark_tables.jobs.plan.changelog import ROW_KIND, insert_only
-from spark_tables.jobs.plan.clock import Clock
+from spark_tables.core.streaming.sinks import PlanSink, TableSink
 from spark_tables.jobs.plan.deduplicate import deduplicate, spark_drop_duplicates
 from spark_tables.jobs.plan.group_aggregate import group_aggregate
 from spark_tables.jobs.plan.join import join
 from spark_tables.jobs.plan.spark_join import spark_join
+from spark_tables.jobs.streaming.changelog import ROW_KIND, insert_only
+from spark_tables.jobs.streaming.clock import Clock
+from spark_tables.jobs.streaming.sources.streams import stream_source
 
 
 class Pipeline:
@@ -82,7 +83,7 @@ class Pipeline:
     def _frame(self, node: Node) -> DataFrame:
         inputs = [self.frames[input_id] for input_id in node.inputs]
         if isinstance(node, SourceScan):
-            return insert_only(self.spark.readStream.table(node.table))
+            return insert_only(stream_source(node.table).frame(self.spark))
         if isinstance(node, Calc):
             frame = inputs[0] if node.condition is None else inputs[0].where(node.condition)
             return frame.selectExpr(*node.projection, ROW_KIND)

@@ -23,29 +23,31 @@ from spark_tables.core.plan.implementations import TRANSFORM_WITH_STATE
 from spark_tables.core.plan.job import PlanJob, PlanOptions
 from spark_tables.core.plan.nodes import Sink
 from spark_tables.core.plan.result import PlanResult
-from spark_tables.core.plan.sinks import PostgresUpsertSink
 from spark_tables.core.plan.state import default_ttl
 from spark_tables.core.plan.statements import PlanStatement
+from spark_tables.core.streaming.sinks import PostgresUpsertSink
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.plan.checkpoint_implementations import (
     check_implementations,
     node_implementations,
     record_implementations,
 )
-from spark_tables.jobs.plan.clock import BatchClock, Clock
 from spark_tables.jobs.plan.compiler import compile_plan
 from spark_tables.jobs.plan.pipeline import Pipeline
 from spark_tables.jobs.plan.plan_files import plan_exists, read_plan_text, write_plan_text
-from spark_tables.jobs.plan.sink_queries import PROGRESS_RETENTION, SinkQuery, run_available_now, run_for
-from spark_tables.jobs.plan.sinks import SinkWriter
 from spark_tables.jobs.plan.spark_join import WATERMARK_DELAY
-from spark_tables.jobs.plan.state_ttl import SESSION_CONFS
 from spark_tables.jobs.session_conf import session_conf
-from spark_tables.jobs.session_facts import default_parallelism
+from spark_tables.jobs.streaming.clock import BatchClock, Clock
+from spark_tables.jobs.streaming.session_confs import (
+    NO_DATA_BATCHES,
+    SESSION_CONFS,
+    SHUFFLE_PARTITIONS,
+    state_partitions,
+)
+from spark_tables.jobs.streaming.sink_queries import PROGRESS_RETENTION, SinkQuery, run_available_now, run_for
+from spark_tables.jobs.streaming.sinks.writers import sink_writer
 
 log = logging.getLogger(__name__)
-
-SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
 
 def run_plan(spark: SparkSession, job: PlanJob, cancellation: Cancellation, clock: Clock | None = None) -> PlanResult:
@@ -117,13 +119,6 @@ def explain_file(spark: SparkSession, uri: str, options: PlanOptions) -> dict[st
     return {**explained, "text": text}
 
 
-#: The confs of a query whose every stateful operator is Spark's own: no-data micro-batches, in which the watermark
-#: moves on without new rows, Spark's joins drop what expired and a left join sends its left rows that expired
-#: unmatched. A query with a node on transform-with-state (every aggregation, so every buffered sink's query) runs
-#: without them (``SESSION_CONFS``): it would never end available-now.
-NO_DATA_BATCHES = {"spark.sql.streaming.noDataMicroBatches.enabled": "true"}
-
-
 def execute(
     spark: SparkSession,
     plan: CompiledPlan,
@@ -135,7 +130,7 @@ def execute(
     """Run the sinks' queries (``sink_queries``), each from its own checkpoint: available-now, or for
     ``options.run_for``."""
     job_ttl = default_ttl(options.configuration)
-    confs = {**SESSION_CONFS, SHUFFLE_PARTITIONS: str(state_partitions(spark, options))}
+    confs = {**SESSION_CONFS, SHUFFLE_PARTITIONS: str(state_partitions(spark, options.state_partitions))}
     if options.run_for_ms:  # every batch's progress is kept for the counts (Spark keeps 100 by default)
         confs[PROGRESS_RETENTION] = str(min(100_000, 100 + options.run_for_ms // options.trigger_interval_ms))
     with session_conf(spark, confs):
@@ -152,7 +147,7 @@ def execute(
         queries = []
         for node in sinks:
             sink = plan.sink(node.sink)
-            writer = SinkWriter.for_sink(sink, connection=options.connections.get(sink.name))
+            writer = sink_writer(sink, connection=options.connections.get(sink.name))
             checkpoint = checkpoints[node.id]
             record_implementations(plan, node, checkpoint)
             query = SinkQuery(f"plan_sink_{node.id}", pipeline.frames[node.id], writer, checkpoint, {"node": node.id})
@@ -175,14 +170,6 @@ def execute(
                 WATERMARK_DELAY,
             )
     return {"queries": [query.report() for query in queries]}
-
-
-def state_partitions(spark: SparkSession, options: PlanOptions) -> int:
-    """How many partitions each stateful operator's state has: Flink's ``table.exec.resource.default-parallelism``
-    when the job sets it (``PlanOptions.state_partitions``), else the application's default parallelism (its
-    cores), not Spark's 200 shuffle partitions, each of which would cost every micro-batch a state store and a
-    Python worker. Spark keeps the number in the checkpoint: it is chosen at a plan's first execution."""
-    return options.state_partitions or default_parallelism(spark)
 
 
 def _built(spark: SparkSession, plan: CompiledPlan, job_ttl: timedelta, clock: Clock) -> Pipeline:

@@ -24,10 +24,10 @@ from pyspark.sql.types import ByteType
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.implementations import LEFT_JOIN_NEEDS_LEFT_TTL
-from spark_tables.jobs.plan.changelog import INSERT, ROW_KIND, quoted
-from spark_tables.jobs.plan.clock import Clock, time_column
 from spark_tables.jobs.plan.join import join_fields
-from spark_tables.jobs.plan.state_ttl import StateTtl
+from spark_tables.jobs.streaming.changelog import INSERT, ROW_KIND, quoted
+from spark_tables.jobs.streaming.clock import Clock, time_column
+from spark_tables.jobs.streaming.state_ttl import StateTtl
 
 #: Each side's processing-time column, kept in its state.
 LEFT_TIME, RIGHT_TIME = "__join_left_time", "__join_right_time"

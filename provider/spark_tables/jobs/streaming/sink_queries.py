@@ -22,17 +22,18 @@ from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQuery
 
 from spark_tables.core.errors import JobError, SpecError, one_line
-from spark_tables.core.plan.flush import MEMORY, STATE_STORE, FlushOptions, buffer_store
-from spark_tables.core.plan.sinks import PostgresUpsertSink, TableUpsertSink
+from spark_tables.core.streaming.flush import MEMORY, STATE_STORE, FlushOptions, buffer_store
+from spark_tables.core.streaming.sinks import PostgresUpsertSink, TableUpsertSink
 from spark_tables.jobs.cancellation import Cancellation
-from spark_tables.jobs.plan.clock import Clock
-from spark_tables.jobs.plan.durable_buffer import DurableBuffer
-from spark_tables.jobs.plan.flushing import OutputBuffer
-from spark_tables.jobs.plan.memory_buffer import MemoryBuffer
-from spark_tables.jobs.plan.progress import input_rows
-from spark_tables.jobs.plan.sinks import PostgresSinkWriter, SinkWriter
 from spark_tables.jobs.session_conf import session_conf
 from spark_tables.jobs.session_facts import is_connect
+from spark_tables.jobs.streaming.clock import Clock
+from spark_tables.jobs.streaming.durable_buffer import DurableBuffer
+from spark_tables.jobs.streaming.flushing import OutputBuffer
+from spark_tables.jobs.streaming.memory_buffer import MemoryBuffer
+from spark_tables.jobs.streaming.progress import input_rows
+from spark_tables.jobs.streaming.sinks.postgres_upsert import PostgresSinkWriter
+from spark_tables.jobs.streaming.sinks.writer import SinkWriter
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """FLIP-365's ``execution.flush.memory-buffer-only`` on Spark: the buffer in the driver's memory, in front of a
-PostgreSQL sink, instead of in the state store (``plan.buffer``).
+PostgreSQL sink, instead of in the state store (``streaming.buffer``).
 
 foreachBatch hands every micro-batch's changes to the driver anyway, since the sink collects them there; the memory
 buffer keeps the latest change of each sink key (a delete included) and writes the buffer in one transaction when
@@ -15,7 +15,7 @@ a flush comes:
   error goes on, should the sink still take it.
 
 A flush writes the records at or below the query's current watermark (its last progress's) first, then those above
-it, as ``plan.buffer`` does. The trade, on Spark: no state store reads or writes, no second stateful operator and
+it, as ``streaming.buffer`` does. The trade, on Spark: no state store reads or writes, no second stateful operator and
 no Python worker for the buffer, for outputs that live in the driver's memory only between flushes. Spark commits a
 micro-batch once foreachBatch returns, so a driver that dies without its exit path (killed by SIGKILL, out of
 memory, its host lost) loses the changes buffered since the last flush: the aggregation's state has them, the sink
@@ -37,12 +37,13 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQuery
 
-from spark_tables.core.plan.flush import MAX_ENTRIES_OPTION, MEMORY, FlushOptions
+from spark_tables.core.streaming.flush import MAX_ENTRIES_OPTION, MEMORY, FlushOptions
 from spark_tables.jobs import files
-from spark_tables.jobs.plan.buffer import CAUSES, WATERMARK_DELAY, event_time_column, window_end
-from spark_tables.jobs.plan.clock import Clock
-from spark_tables.jobs.plan.progress import input_rows
-from spark_tables.jobs.plan.sinks import PostgresSinkWriter, SinkCounts, SinkWriter
+from spark_tables.jobs.streaming.buffer import CAUSES, WATERMARK_DELAY, event_time_column, window_end
+from spark_tables.jobs.streaming.clock import Clock
+from spark_tables.jobs.streaming.progress import input_rows
+from spark_tables.jobs.streaming.sinks.postgres_upsert import PostgresSinkWriter
+from spark_tables.jobs.streaming.sinks.writer import SinkCounts, SinkWriter
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,8 @@ class MemoryBuffer(SinkWriter):
 
     #: A request is carried out at once, not by a micro-batch.
     requests_need_a_batch = False
-    #: Where what is buffered is kept (``core.plan.flush``): the driver's memory only (``DurableBuffer``: a log too).
+    #: Where what is buffered is kept (``core.streaming.flush``): the driver's memory only (``DurableBuffer``: a log
+    #: too).
     STORE = MEMORY
     #: The causes a flush may have.
     FLUSH_CAUSES = MEMORY_CAUSES

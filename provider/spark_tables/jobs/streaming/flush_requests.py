@@ -13,7 +13,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_tables.core.errors import SpecError
-from spark_tables.jobs.plan.buffer import BUCKET, BUCKETS, CAUSES, FLUSH_CAUSE
+from spark_tables.jobs.streaming.buffer import BUCKET, BUCKETS, CAUSES, FLUSH_CAUSE
 
 SCHEMA = f"{BUCKET} INT, {FLUSH_CAUSE} STRING"
 

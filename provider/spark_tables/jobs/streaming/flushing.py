@@ -13,12 +13,12 @@ from urllib.parse import urlsplit
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark_tables.core.plan.flush import STATE_STORE, FlushOptions
-from spark_tables.core.plan.sinks import KeyedSink
-from spark_tables.jobs.plan.buffer import CAUSES, FLUSH_CAUSE, buffered
-from spark_tables.jobs.plan.clock import Clock
-from spark_tables.jobs.plan.flush_requests import flush_requests, prepare_requests, request_flush
-from spark_tables.jobs.plan.progress import input_rows, observed_metrics
+from spark_tables.core.streaming.flush import STATE_STORE, FlushOptions
+from spark_tables.core.streaming.sinks import KeyedSink
+from spark_tables.jobs.streaming.buffer import CAUSES, FLUSH_CAUSE, buffered
+from spark_tables.jobs.streaming.clock import Clock
+from spark_tables.jobs.streaming.flush_requests import flush_requests, prepare_requests, request_flush
+from spark_tables.jobs.streaming.progress import input_rows, observed_metrics
 
 #: The name of the buffer's observed metrics in a query's progress.
 METRICS = "spark_tables_buffer"

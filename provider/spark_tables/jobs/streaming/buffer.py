@@ -40,7 +40,7 @@ from pyspark.sql.streaming.stateful_processor import (
 from pyspark.sql.types import ByteType, IntegerType, LongType, StringType, StructField, StructType
 
 from spark_tables.core.errors import SpecError
-from spark_tables.jobs.plan.changelog import (
+from spark_tables.jobs.streaming.changelog import (
     EMIT_ORDER,
     ROW_KIND,
     UPDATE_BEFORE,
@@ -48,8 +48,8 @@ from spark_tables.jobs.plan.changelog import (
     data_fields,
     quoted,
 )
-from spark_tables.jobs.plan.clock import Clock, checked_clock
-from spark_tables.jobs.plan.state_ttl import state_reader, transform
+from spark_tables.jobs.streaming.clock import Clock, checked_clock
+from spark_tables.jobs.streaming.state_ttl import state_reader, transform
 
 #: How many buckets the buffer's state is kept in: part of the state's layout, fixed for a checkpoint's life.
 BUCKETS = 16

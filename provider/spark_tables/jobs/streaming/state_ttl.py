@@ -14,9 +14,8 @@ therefore never set at or before the batch time (it would fire again in the same
 the key again at the next batch.
 
 The session must use the RocksDB state store (transform-with-state needs it), and an available-now query of an
-operator with timers only ends with no-data micro-batches off: ``SESSION_CONFS``; timers then fire only in
-batches that have data. (A query whose stateful operators are all Spark's own runs no-data batches:
-``runner.NO_DATA_BATCHES``.)
+operator with timers only ends with no-data micro-batches off: ``session_confs.SESSION_CONFS``; timers then fire
+only in batches that have data.
 """
 
 from __future__ import annotations
@@ -36,21 +35,10 @@ from pyspark.sql.types import ArrayType, BinaryType, DataType, LongType, StructF
 
 from spark_tables.core.errors import SpecError
 from spark_tables.jobs.connect_functions import carried_processor
-from spark_tables.jobs.plan.clock import Clock
+from spark_tables.jobs.streaming.clock import Clock
 
 #: Every operator runs in processing-time mode, with or without a TTL, so that one can be set on a restart.
 TIME_MODE = "ProcessingTime"
-#: What the session of a query running these operators needs.
-SESSION_CONFS = {
-    "spark.sql.streaming.stateStore.providerClass": (
-        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-    ),
-    "spark.sql.streaming.noDataMicroBatches.enabled": "false",
-    # Spark's stream-stream join (``spark_join``): both sides' time columns read the same clock, so the later of
-    # their watermarks is the time every input has reached; the earlier (Spark's default) would keep an idle
-    # side's partners in state until that side has data again.
-    "spark.sql.streaming.multipleWatermarkPolicy": "max",
-}
 #: The field of every state entry holding when it was last written, in the operator clock's epoch milliseconds.
 WRITTEN_MS = "written_ms"
 WRITTEN_FIELD = StructField(WRITTEN_MS, LongType(), nullable=False)

@@ -30,12 +30,12 @@ import re
 import pyarrow as pa
 
 from spark_tables.core.errors import JobError
-from spark_tables.core.plan.flush import LOG, FlushOptions
+from spark_tables.core.streaming.flush import LOG, FlushOptions
 from spark_tables.jobs import files
-from spark_tables.jobs.plan.buffer import CAUSES
-from spark_tables.jobs.plan.clock import Clock
-from spark_tables.jobs.plan.memory_buffer import MemoryBuffer
-from spark_tables.jobs.plan.sinks import PostgresSinkWriter
+from spark_tables.jobs.streaming.buffer import CAUSES
+from spark_tables.jobs.streaming.clock import Clock
+from spark_tables.jobs.streaming.memory_buffer import MemoryBuffer
+from spark_tables.jobs.streaming.sinks.postgres_upsert import PostgresSinkWriter
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""The sinks a streaming query writes, one module each behind ``SinkWriter`` (``writer``); ``writers`` chooses."""
