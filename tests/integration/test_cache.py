@@ -9,6 +9,7 @@ import dataclasses
 import json
 import os
 import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -184,3 +185,34 @@ def test_past_the_quota_the_least_recently_used_copy_is_evicted_and_computed_aga
     assert again["damaged"] == [{"location": first_b["location"], "problem": "its folder is gone"}]
     assert out["use_b_again"]["rows"] == out["use_b"]["rows"]
     assert _copies(embedded) == []
+
+
+def test_beside_the_object_storage_backend_the_registry_works_and_every_other_value_goes_to_storage(
+    embedded: Deployment,
+):
+    """``[spark_tables] other_xcom_backend``: the common-io provider's backend keeps every XCom but the registry's (a
+    threshold of 0 sends each to storage); b is computed once, read once from the registry, and released."""
+    store = embedded.home / "xcom_objects"
+    beside = dataclasses.replace(
+        embedded,
+        env={
+            **embedded.env,
+            "AIRFLOW__SPARK_TABLES__OTHER_XCOM_BACKEND": (
+                "airflow.providers.common.io.xcom.backend.XComObjectStorageBackend"
+            ),
+            "AIRFLOW__COMMON_IO__XCOM_OBJECTSTORAGE_PATH": f"file://{store}",
+            "AIRFLOW__COMMON_IO__XCOM_OBJECTSTORAGE_THRESHOLD": "0",
+        },
+    )
+    run_id = _run(beside, "cache_beside_object_storage")
+    stored = _xcoms(embedded, "cache_beside_object_storage", run_id)
+
+    assert set(stored) == {"first", "second", "push_ordinary_values", "pull_ordinary_values", "release_caches"}
+    assert all(str(value).startswith(f"file://{store}/") for value in stored.values()), stored  # paths, as stored
+    out = {task: json.loads(Path(path.removeprefix("file://")).read_text()) for task, path in stored.items()}
+    assert out["first"]["caches"]["b"]["status"] == "miss"
+    assert out["second"]["caches"]["b"]["status"] == "hit"  # the registry's descriptor read back as one
+    assert out["second"]["rows"] == out["first"]["rows"]
+    assert out["pull_ordinary_values"] is True  # compared in the task, read back from storage
+    assert _xcoms(embedded, "cache_beside_object_storage", run_id, REGISTRY_KEY) == {}, "released: its rows purged"
+    assert _copies(embedded) == [], "the release purged the copy's files through the registry"

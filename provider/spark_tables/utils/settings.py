@@ -85,3 +85,9 @@ def jvm_class_archive() -> str | None:
     if configured.lower() in ("off", "false", "no", "0"):
         return None
     return os.path.abspath(os.path.expanduser(configured)) if configured else os.path.join(home(), "jvm")
+
+
+def other_xcom_backend() -> str | None:
+    """The XCom backend of every value that is not the cache registry's (``[spark_tables] other_xcom_backend``, a
+    class path such as ``airflow.providers.common.io.xcom.backend.XComObjectStorageBackend``); None: Airflow's own."""
+    return (conf.get(SECTION, "other_xcom_backend", fallback=None) or "").strip() or None

@@ -1,11 +1,13 @@
-"""The cache-registry XCom backend: Airflow's own XCom, which also holds the registry of cached tables' copies.
+"""The cache-registry XCom backend: the registry of cached tables' copies, in the XComs of a deployment's own backend.
 
 Set ``[core] xcom_backend = spark_tables.xcom.cache_registry.CacheRegistryXComBackend``. A ``CacheDescriptor``
 is stored as a tagged JSON object (readable as it is in the Airflow UI) and read back as a descriptor; purging
 such an XCom deletes the copy's files, or releases a copy kept in a Spark Connect server's memory, once the
 descriptor is proven the XCom's own task's copy, under the cache root (``CacheDescriptor.check_place``): a forged
 or damaged one (Airflow's API lets whoever may edit a DAG's XComs write one) is logged and its copy left alone.
-Every other value goes through Airflow's default serialization, as before.
+Every other value is stored, read and purged by the backend ``[spark_tables] other_xcom_backend`` names (say the
+common-io provider's ``XComObjectStorageBackend``), Airflow's own by default: a deployment keeps the backend it has
+for every XCom but the registry's.
 
 Airflow runs an XCom backend only in task processes, and calls ``purge`` only when an XCom is deleted through
 it: by this provider (invalidation, release, a damaged copy replaced) and when a cleared task runs again. Rows
@@ -16,6 +18,7 @@ folders of runs that have ended or no longer exist.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 from collections.abc import Iterator
 from contextvars import ContextVar
@@ -44,7 +47,7 @@ class CacheRegistryXComBackend(BaseXCom):
     ) -> Any:
         if isinstance(value, CacheDescriptor):
             return value.to_dict()
-        return BaseXCom.serialize_value(
+        return other_backend().serialize_value(
             value, key=key, task_id=task_id, dag_id=dag_id, run_id=run_id, map_index=map_index
         )
 
@@ -56,7 +59,7 @@ class CacheRegistryXComBackend(BaseXCom):
             except SpecError as err:  # not one this provider wrote: the value as it is, which no reader takes
                 log.warning("%s", err)
                 return result.value
-        return BaseXCom.deserialize_value(result)
+        return other_backend().deserialize_value(result)
 
     @classmethod
     def delete(cls, key: str, task_id: str, dag_id: str, run_id: str, map_index: int | None = None) -> None:
@@ -67,6 +70,7 @@ class CacheRegistryXComBackend(BaseXCom):
     @classmethod
     def purge(cls, xcom: Any, *args: Any) -> None:
         if not is_descriptor(xcom.value):
+            other_backend().purge(xcom, *args)
             return
         try:
             descriptor = CacheDescriptor.from_dict(xcom.value)
@@ -85,6 +89,31 @@ class CacheRegistryXComBackend(BaseXCom):
             return
         log.info("deleting the files of the cache copy %s", descriptor.location)
         storage.remove(descriptor.location)
+
+
+def other_backend() -> type[BaseXCom]:
+    """The backend of every value that is not the registry's: ``[spark_tables] other_xcom_backend``, else Airflow's
+    own; ``SpecError`` in one line when the setting names no XCom backend this one can hand values to."""
+    path = settings.other_xcom_backend()
+    if path is None:
+        return BaseXCom
+    module_name, _, class_name = path.rpartition(".")
+    try:
+        backend = getattr(importlib.import_module(module_name), class_name) if module_name else None
+    except ImportError as err:
+        raise SpecError(
+            f"[spark_tables] other_xcom_backend {path!r} cannot be imported ({err}): name an XCom backend class by "
+            "its full path, with its provider installed"
+        ) from None
+    if not (isinstance(backend, type) and issubclass(backend, BaseXCom)) or issubclass(
+        backend, CacheRegistryXComBackend
+    ):
+        raise SpecError(
+            f"[spark_tables] other_xcom_backend {path!r} is not another XCom backend: name a subclass of "
+            "airflow.sdk.BaseXCom other than this one, such as "
+            "airflow.providers.common.io.xcom.backend.XComObjectStorageBackend, or leave it unset"
+        )
+    return backend
 
 
 #: The XCom being deleted, while ``delete`` runs: (dag_id, run_id, task_id, map_index).

@@ -111,6 +111,22 @@ def _files_of_this_run(ti: Any) -> list[str]:
     )
 
 
+@task
+def push_ordinary_values(ti: Any = None) -> dict[str, Any]:
+    ti.xcom_push(key="pushed", value=ORDINARY_VALUES)
+    return ORDINARY_VALUES
+
+
+@task
+def pull_ordinary_values(ti: Any = None) -> bool:
+    """Both values read back equal to what was pushed (through whichever backend keeps them)."""
+    returned = ti.xcom_pull(task_ids="push_ordinary_values")
+    pushed = ti.xcom_pull(task_ids="push_ordinary_values", key="pushed")
+    assert returned == ORDINARY_VALUES, returned
+    assert pushed == ORDINARY_VALUES, pushed
+    return True
+
+
 with DAG(dag_id="cache_lifecycle", **_DAG):
 
     @task
@@ -127,19 +143,6 @@ with DAG(dag_id="cache_lifecycle", **_DAG):
     @task
     def after_invalidating(ti: Any = None) -> list[str]:
         return _files_of_this_run(ti)
-
-    @task
-    def push_ordinary_values(ti: Any = None) -> dict[str, Any]:
-        ti.xcom_push(key="pushed", value=ORDINARY_VALUES)
-        return ORDINARY_VALUES
-
-    @task
-    def pull_ordinary_values(ti: Any = None) -> bool:
-        returned = ti.xcom_pull(task_ids="push_ordinary_values")
-        pushed = ti.xcom_pull(task_ids="push_ordinary_values", key="pushed")
-        assert returned == ORDINARY_VALUES, returned
-        assert pushed == ORDINARY_VALUES, pushed
-        return True
 
     (
         nothing_yet()
@@ -186,6 +189,11 @@ with DAG(dag_id="cache_in_memory", **_DAG):
         >> views_after_invalidating()
         >> _consumer("fourth", B_AUTO)
     )
+    release_caches()
+
+with DAG(dag_id="cache_beside_object_storage", **_DAG):
+    # Run with ``[spark_tables] other_xcom_backend`` naming the common-io provider's object-storage backend.
+    _consumer("first") >> _consumer("second") >> push_ordinary_values() >> pull_ordinary_values()
     release_caches()
 
 with DAG(dag_id="cache_quota", **_DAG):
