@@ -38,4 +38,4 @@ targets=(tests)  # the whole suite, unless a path among the arguments says what 
 for arg in "$@"; do
   if [[ "$arg" != -* && -e "${arg%%::*}" ]]; then targets=(); break; fi
 done
-python -m pytest "${targets[@]}" -n 2 --dist loadfile "$@"
+python -m pytest "${targets[@]}" -n 2 --dist loadfile --durations=30 "$@"
