@@ -53,6 +53,7 @@ from pyspark.sql import SparkSession
 
 from spark_tables.core.aggregation.job import StreamingAggregationJob
 from spark_tables.core.plan.job import PlanOptions
+from spark_tables.core.streaming.options import StreamingOptions
 from spark_tables.core.streaming.sinks import PostgresUpsertSink
 from spark_tables.jobs.aggregation.runner import run_streaming_aggregation
 from spark_tables.jobs.cancellation import Cancellation
@@ -145,13 +146,14 @@ def side_run(
             "state.backend.cache.max-entries-num": str(2 * args.pages),
         },
     }.get(side, {})
-    options = PlanOptions(
+    streaming = StreamingOptions(
         configuration=configuration,
-        postgres_sinks=(sink,),
         connections={sink.name: dict(PG)},
-        checkpoints=os.path.join(root, label, "checkpoints"),
         run_for=f"{int((len(files) * args.period + args.tail) * 1000)} ms",
         trigger_interval=f"{int(args.period * 1000)} ms",
+    )
+    options = PlanOptions(
+        **streaming.to_dict(), postgres_sinks=(sink,), checkpoints=os.path.join(root, label, "checkpoints")
     )
     if args.path == "plan":
         plan_file = os.path.join(root, label, "plan.json")
@@ -178,7 +180,7 @@ def side_run(
         )
         query = executed.execute["queries"][0]
     else:
-        job = StreamingAggregationJob(AGGREGATION_QUERY, sink, os.path.join(root, label, "checkpoint"), options)
+        job = StreamingAggregationJob(AGGREGATION_QUERY, sink, os.path.join(root, label, "checkpoint"), streaming)
         query = run_streaming_aggregation(spark, job, Cancellation()).query
     feeder.join()
     with connect() as connection:

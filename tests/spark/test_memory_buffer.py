@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 
 from spark_tables.core.aggregation.job import StreamingAggregationJob
 from spark_tables.core.errors import JobError
-from spark_tables.core.plan.job import PlanOptions
+from spark_tables.core.streaming.options import StreamingOptions
 from spark_tables.jobs.aggregation.runner import aggregation_confs, aggregation_query, run_streaming_aggregation
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.session_conf import session_conf
@@ -48,7 +48,7 @@ def _job(query: str, table: str, checkpoint: Path, **configuration: str) -> Stre
         query=query,
         sink=pg_sink(table, COLUMNS),
         checkpoint=str(checkpoint),
-        options=PlanOptions(
+        options=StreamingOptions(
             configuration={"execution.flush.max-interval": "1 min", "execution.flush.memory-buffer-only": "true",
                            **configuration},
             connections={table: dict(PG)},

@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 from spark_tables.core.aggregation.idempotent import SPARK_IDEMPOTENT_AGGREGATES
 from spark_tables.core.aggregation.job import StreamingAggregationJob
 from spark_tables.core.errors import SpecError
-from spark_tables.core.plan.job import PlanOptions
+from spark_tables.core.streaming.options import StreamingOptions
 from spark_tables.core.streaming.sinks import PostgresUpsertSink
 from spark_tables.jobs.aggregation.runner import (
     aggregation_confs,
@@ -56,7 +56,7 @@ def _run(
         query=query,
         sink=sink,
         checkpoint=str(checkpoint),
-        options=PlanOptions(configuration=configuration, connections={sink.name: dict(PG)}),
+        options=StreamingOptions(configuration=configuration, connections={sink.name: dict(PG)}),
     )
     return run_streaming_aggregation(spark, job, Cancellation(), FixedClock(at_ms)).query
 
@@ -217,7 +217,7 @@ def test_a_restart_from_the_checkpoint_between_flushes_loses_nothing(
         query=query,
         sink=sink,
         checkpoint=str(checkpoint),
-        options=PlanOptions(configuration=buffering, connections={sink.name: dict(PG)}),
+        options=StreamingOptions(configuration=buffering, connections={sink.name: dict(PG)}),
     )
     with session_conf(spark, aggregation_confs(spark, job)):
         stopped = aggregation_query(spark, job, FixedClock(T0))

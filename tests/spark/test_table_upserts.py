@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from spark_tables.core.aggregation.job import StreamingAggregationJob
 from spark_tables.core.errors import JobError, SpecError
-from spark_tables.core.plan.job import PlanOptions
+from spark_tables.core.streaming.options import StreamingOptions
 from spark_tables.core.streaming.sinks import TableUpsertSink
 from spark_tables.jobs.aggregation.runner import run_streaming_aggregation
 from spark_tables.jobs.cancellation import Cancellation
@@ -37,7 +37,10 @@ def _run(
     spark: SparkSession, sink: TableUpsertSink, checkpoint: Path, at_ms: int = T0, **configuration: str
 ) -> dict[str, Any]:
     job = StreamingAggregationJob(
-        query=VIEWS_PER_PAGE, sink=sink, checkpoint=str(checkpoint), options=PlanOptions(configuration=configuration)
+        query=VIEWS_PER_PAGE,
+        sink=sink,
+        checkpoint=str(checkpoint),
+        options=StreamingOptions(configuration=configuration),
     )
     return run_streaming_aggregation(spark, job, Cancellation(), FixedClock(at_ms)).query
 

@@ -15,7 +15,7 @@ from spark_tables.core.aggregation.result import StreamingAggregationResult
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse
 from spark_tables.core.names import flat_name
-from spark_tables.core.plan.job import PlanOptions
+from spark_tables.core.streaming.options import StreamingOptions
 from spark_tables.core.streaming.sinks import KeyedSink, PostgresUpsertSink, TableUpsertSink
 from spark_tables.hooks.postgres import PostgresSinkHook
 from spark_tables.operators.streaming import StreamingJobOperator, duration_text
@@ -62,7 +62,7 @@ class SparkStreamingAggregationOperator(StreamingJobOperator):
         self.checkpoint = checkpoint
 
     def build_job(self, context: Context) -> StreamingAggregationJob:
-        options = PlanOptions(  # checked first: a bad option fails before the connection is looked up
+        options = StreamingOptions(  # checked first: a bad option fails before the connection is looked up
             configuration=self.job_configuration(),
             run_for=duration_text(self.run_for),
             trigger_interval=duration_text(self.trigger_interval),

@@ -9,8 +9,7 @@ from airflow.sdk import Context
 
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse
-from spark_tables.core.plan.configuration import FORCE_RECOMPILE_OPTION
-from spark_tables.core.plan.job import PlanJob
+from spark_tables.core.plan.job import FORCE_RECOMPILE_OPTION, PlanJob
 from spark_tables.core.plan.result import PlanResult
 from spark_tables.core.streaming.sinks import PostgresUpsertSink
 from spark_tables.hooks.plan import CompiledPlanHook

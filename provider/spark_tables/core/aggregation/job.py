@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from spark_tables.core.errors import SpecError
-from spark_tables.core.plan.job import PlanOptions
+from spark_tables.core.streaming.options import StreamingOptions
 from spark_tables.core.streaming.sinks import KeyedSink, PostgresUpsertSink, TableUpsertSink, sink_from_dict
 
 
@@ -21,14 +21,14 @@ class StreamingAggregationJob:
         upserted into, by its key.
     :param checkpoint: the query's checkpoint folder, kept from run to run: each run resumes where the last ended.
     :param options: the job-level options (FLIP-365's in ``configuration``), the sink's connection settings by sink
-        name, ``run_for`` and ``trigger_interval``; its ``postgres_sinks`` and ``checkpoints`` are not used.
+        name, ``run_for`` and ``trigger_interval``.
     """
 
     kind: ClassVar[str] = "streaming_aggregation"
     query: str
     sink: KeyedSink
     checkpoint: str
-    options: PlanOptions = field(default_factory=PlanOptions)
+    options: StreamingOptions = field(default_factory=StreamingOptions)
 
     def __post_init__(self) -> None:
         if not isinstance(self.query, str) or not self.query.strip().rstrip(";").strip():
@@ -43,4 +43,4 @@ class StreamingAggregationJob:
         object.__setattr__(self, "sink", sink)
         if not isinstance(self.checkpoint, str) or not self.checkpoint.strip():
             raise SpecError("streaming aggregation: checkpoint is empty: give the folder of the query's checkpoint")
-        object.__setattr__(self, "options", PlanOptions.from_dict(self.options))
+        object.__setattr__(self, "options", StreamingOptions.from_dict(self.options))

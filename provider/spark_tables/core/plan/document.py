@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spark_tables.core.errors import SpecError
-from spark_tables.core.plan.configuration import check_option_names
+from spark_tables.core.plan.job import PlanOptions
 from spark_tables.core.plan.nodes import Node, Sink, SourceScan, node_from_dict
+from spark_tables.core.streaming.options import check_option_names
 from spark_tables.core.streaming.sinks import PlanSink, sink_from_dict
 
 FORMAT_VERSION = 1
@@ -108,7 +109,7 @@ class CompiledPlan:
         configuration = data.get("configuration", {})
         if not isinstance(configuration, dict):
             raise SpecError(f"{where}: configuration must be an object of option names and values")
-        check_option_names(configuration, f"{where}: configuration")
+        check_option_names(configuration, PlanOptions.KNOWN_OPTIONS, f"{where}: configuration")
         statements = data.get("statements", [])
         if not isinstance(statements, list) or not all(isinstance(s, str) for s in statements):
             raise SpecError(f"{where}: statements must be a list of SQL text")
