@@ -13,11 +13,19 @@ import pendulum
 from airflow.providers.standard.operators.python import PythonOperator
 from airflow.sdk import DAG
 
+from spark_tables.core.job_result import RESULT_VERSION
 from spark_tables.core.xcom_keys import FAILED_TRY, RELOAD_DUE
 from spark_tables.operators.links import SparkApplicationLink, SparkJobTabLink
 from spark_tables.operators.sql import SparkSqlJobOperator
 
 JOB = {"application_id": "local-1795626744057", "spark_version": "4.2.0", "session_seconds": 1.4, "work_seconds": 1.8}
+
+
+def of(kind: str) -> dict[str, Any]:
+    """The kind and version a job's result names in its XCom (``JobResult.output_fields``)."""
+    return {"kind": kind, "version": RESULT_VERSION}
+
+
 COPY = "file:///cache/monitored/run/b-f32b7e440af5ed59/make_b__-1__1"
 DEFINITION = "SELECT k, max(h) AS h FROM a GROUP BY k"
 SECRET_COPY = "file:///cache/secret_monitored/run/b-0123456789abcdef/make_b__-1__1"
@@ -32,6 +40,7 @@ def _miss(location: str, written: int, seconds: float, definition: str, fingerpr
 
 RESULTS = {
     "snapshot_orders": {
+        **of("ctas"),
         "table": "order_snapshot_20261125",
         "atomicity": "table",
         "swept": [],
@@ -45,6 +54,7 @@ RESULTS = {
         **JOB,
     },
     "make_b": {
+        **of("sql"),
         "statements_run": 1,
         "rows": [[20000]],
         "columns": ["keys"],
@@ -52,6 +62,7 @@ RESULTS = {
         "caches": {"b": _miss(COPY, 1368855, 6.5, DEFINITION, "f32b7e440af5ed59")},
     },
     "read_b": {
+        **of("sql"),
         "statements_run": 1,
         "rows": [[2000000]],
         "columns": ["rows"],
@@ -70,6 +81,7 @@ RESULTS = {
         },
     },
     "enrich_partial": {
+        **of("lookup_join"),
         "lookup": "customers",
         "cache": "PARTIAL",
         "rows": 20000,
@@ -78,6 +90,7 @@ RESULTS = {
         **JOB,
     },
     "reload": {
+        **of("lookup_reload"),
         "lookup": "customers",
         "snapshot": {
             "version": "v-20261125T171238366365-0b1f79af",
@@ -115,6 +128,7 @@ RESULTS = {
     },
 }
 RESULTS["explain"] = {
+    **of("plan"),
     "action": "explain",
     "plan_uri": "file:///plans/shop_counts.json",
     "explain": {
@@ -134,6 +148,7 @@ RESULTS["explain"] = {
 }
 #: What a CTAS task's failed try leaves (``SparkJobOperator.report_failed_try``): the job's output, the error.
 FAILED_CTAS = {
+    **of("ctas"),
     "table": "order_totals",
     "atomicity": "table",
     "swept": [],
@@ -149,6 +164,7 @@ RELOAD = {"lookup": "customers", "due": "2026-11-25T18:12:38+00:00", "failing": 
 #: The results of a mapped lookup join's two task instances.
 MAPPED = [
     {
+        **of("lookup_join"),
         "lookup": "customers",
         "cache": "PARTIAL",
         "rows": 10,
@@ -157,6 +173,7 @@ MAPPED = [
         "application_id": "a-0",
     },
     {
+        **of("lookup_join"),
         "lookup": "customers",
         "cache": "PARTIAL",
         "rows": 20,
@@ -167,9 +184,17 @@ MAPPED = [
     },
 ]
 SECRET_RESULTS = {
-    "enrich_secret": {"lookup": "secret_customers", "cache": "FULL", "rows": 5, "metrics": {"hitRate": 1.0}, **JOB},
+    "enrich_secret": {
+        **of("lookup_join"),
+        "lookup": "secret_customers",
+        "cache": "FULL",
+        "rows": 5,
+        "metrics": {"hitRate": 1.0},
+        **JOB,
+    },
     # a cached table b and a lookup table customers of this DAG's own, defined otherwise than monitored's
     "enrich_customers": {
+        **of("lookup_join"),
         "lookup": "customers",
         "cache": "FULL",
         "rows": 7,
@@ -178,6 +203,7 @@ SECRET_RESULTS = {
         **JOB,
     },
     "make_b": {
+        **of("sql"),
         **JOB,
         "caches": {"b": _miss(SECRET_COPY, 1000, 2.5, "SELECT 1 AS k", "0123456789abcdef")},
     },
