@@ -35,7 +35,8 @@ LAYERS = {
     "core": ("core",),
     "jobs": ("jobs",),
     "hooks": ("hooks",),
-    "operators and sensors": ("operators", "sensors"),
+    "tasks": ("tasks",),
+    "operators, sensors and triggers": ("operators", "sensors", "triggers"),
     "xcom": ("xcom",),
     "utils": ("utils",),
     "plugins": ("plugins",),
@@ -51,19 +52,20 @@ CAPABILITIES = {
     "aggregation": "buffered-output.md",
     "monitoring": "monitoring.md",
 }
+#: Folders whose modules serve several capabilities, and which.
+SHARED_FOLDERS = {
+    "core/streaming/": ("plan", "aggregation"),
+    "jobs/streaming/": ("plan", "aggregation"),
+}
 #: Modules whose names do not say which capabilities they serve.
 ALSO = {
+    "tasks/sql_reader.py": ("sql", "ctas", "cache", "plan"),
+    "tasks/states.py": ("cache", "ctas"),
+    "triggers/cached_table.py": ("cache",),
     "tasks/lookup/reload_schedule.py": ("lookup",),
     "hooks/postgres.py": ("lookup", "plan", "aggregation"),
     "operators/streaming.py": ("plan", "aggregation"),
     "jobs/plan/runner.py": ("plan", "sql"),
-    "jobs/streaming/sink_queries.py": ("plan", "aggregation"),
-    "jobs/streaming/sinks/writer.py": ("plan", "aggregation"),
-    "jobs/streaming/flushing.py": ("plan", "aggregation"),
-    "jobs/streaming/memory_buffer.py": ("plan", "aggregation"),
-    "jobs/streaming/buffer.py": ("plan", "aggregation"),
-    "core/streaming/flush.py": ("plan", "aggregation"),
-    "core/streaming/sinks.py": ("plan", "aggregation"),
     "utils/monitoring_urls.py": ("monitoring",),
     "operators/links.py": ("monitoring",),
     "core/xcom_keys.py": ("monitoring",),
@@ -100,7 +102,8 @@ def layer(module: str) -> str:
 def capabilities(module: str) -> tuple[str, ...]:
     parts = [part.removesuffix(".py") for part in module.split("/")[1:]]
     named = tuple(name for name in CAPABILITIES if any(part == name or part.startswith(name + "_") for part in parts))
-    return tuple(dict.fromkeys((*named, *ALSO.get(module, ()))))
+    shared = [names for folder, names in SHARED_FOLDERS.items() if module.startswith(folder)]
+    return tuple(dict.fromkeys((*named, *ALSO.get(module, ()), *(name for names in shared for name in names))))
 
 
 def layout() -> str:

@@ -32,6 +32,13 @@ def test_the_layout_lists_every_module_and_the_job_kinds_every_kind() -> None:
     assert [line.split("`")[1] for line in kinds.splitlines()[2:]] == sorted(KINDS)
 
 
+def test_every_module_is_on_a_layer_the_pages_name() -> None:
+    """A new top-level package must be given its layer, else its modules would be listed as provider metadata."""
+    generator = _generator()
+    unplaced = [module for module in generator.modules() if generator.layer(module) not in generator.LAYERS]
+    assert unplaced == ["get_provider_info.py"]
+
+
 def test_a_page_out_of_date_is_found(tmp_path: Path, monkeypatch) -> None:
     generator = _generator()
     page = tmp_path / "ctas.md"
