@@ -1,6 +1,6 @@
-"""The parts of docs/ made from the code, so that they cannot drift from it: the job kinds table and the package
-layout in docs/architecture.md, each capability page's modules on each layer, and the JVM jars jvm/pom.xml declares
-in docs/configuration.md.
+"""The parts of docs/ made from the code, so that they cannot drift from it: the job kinds table, the package
+layout and the import contracts in docs/architecture.md, each capability page's modules on each layer, and the JVM
+jars jvm/pom.xml declares in docs/configuration.md.
 
     python scripts/docs_generated.py           # say which generated parts are out of date (exit 1 if any)
     python scripts/docs_generated.py --write   # rewrite them
@@ -209,10 +209,31 @@ def jvm_jars() -> str:
     return "\n".join([*rows, "", f"`spark.jars.packages`: `{packages}`"])
 
 
+def contracts() -> str:
+    """The import contracts ``pyproject.toml`` declares for import-linter: each one's id, rule, and the modules."""
+    import tomllib
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    rows = ["| contract | rule | modules |", "|---|---|---|"]
+    for contract in declared:
+        if contract["type"] == "forbidden":
+            named = f"{', '.join(contract['source_modules'])} never import {', '.join(contract['forbidden_modules'])}"
+            ignored = contract.get("ignore_imports", [])
+            named += f" (but {'; '.join(ignored)})" if ignored else ""
+        elif contract["type"] == "layers":
+            layers = (layer.replace(" | ", " and ") for layer in contract["layers"])  # a bar would end the cell
+            named = " over ".join(layers) + f", in {', '.join(contract['containers'])}"
+        else:
+            named = ", ".join(contract.get("ancestors", []))
+        names = named.replace("spark_tables.", "")
+        rows.append(f"| `{contract['id']}` | {contract['name']} | {names} |")
+    return "\n".join(rows)
+
+
 def parts() -> dict[Path, dict[str, str]]:
     """Each page's generated parts, by name."""
     pages: dict[Path, dict[str, str]] = {
-        DOCS / "architecture.md": {"job-kinds": job_kinds(), "layout": layout()},
+        DOCS / "architecture.md": {"job-kinds": job_kinds(), "layout": layout(), "contracts": contracts()},
         DOCS / "configuration.md": {"jvm-jars": jvm_jars()},
     }
     for capability, page in CAPABILITIES.items():
