@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from airflow.providers.common.io.xcom.backend import XComObjectStorageBackend
 from airflow.sdk import BaseXCom
 
 from spark_tables.core.cache.descriptor import CacheDescriptor, CachePartition
@@ -50,6 +51,19 @@ def test_a_large_value_goes_to_object_storage_and_comes_back_and_its_purge_delet
     assert CacheRegistryXComBackend.deserialize_value(SimpleNamespace(value=stored)) == value
     CacheRegistryXComBackend.purge(SimpleNamespace(value=stored))
     assert not written.exists()
+
+
+def test_a_value_reads_back_as_the_other_backend_alone_gives_it(object_storage: Path) -> None:
+    """The object-storage backend keeps JSON: a tuple comes back a list, beside the registry as alone."""
+    value = {"pair": (1, "two"), "n": 12345678901}
+    alone = XComObjectStorageBackend.serialize_value(value, **COORDINATES)
+    beside = CacheRegistryXComBackend.serialize_value(value, **COORDINATES)
+    read = CacheRegistryXComBackend.deserialize_value(SimpleNamespace(value=beside))
+    assert (
+        read
+        == XComObjectStorageBackend.deserialize_value(SimpleNamespace(value=alone))
+        == {"pair": [1, "two"], "n": 12345678901}
+    )
 
 
 def test_a_small_value_stays_in_the_database_as_the_object_storage_backend_keeps_it(object_storage: Path) -> None:
