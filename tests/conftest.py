@@ -55,7 +55,9 @@ SHARED_SESSIONS = {
         "tests/integration/test_ctas_scheduler.py",
         "tests/integration/test_monitoring_scheduler.py",
     ),
-    # session mode's Spark Connect server (``connect_server``) and the Airflow whose Spark it is (``in_session``)
+    # the tests of session mode itself and of the scenarios run in both modes, on session mode's Spark Connect
+    # server (``connect_server``) and the Airflow whose Spark it is (``in_session``); the other files that run
+    # their jobs there (docs/testing.md) are not grouped: a worker starts its own server when it first needs one
     "spark_connect": (
         "tests/integration/test_cache.py",
         "tests/integration/test_ctas_interrupted.py",

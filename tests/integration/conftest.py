@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -145,6 +146,24 @@ def _base_env(home: Path) -> dict[str, str]:
 
 
 def _migrated(home: Path, env: dict[str, str]) -> None:
+    """Airflow's metadata DB for ``home``: a database server's migrated in place; a SQLite file (``home``'s
+    ``airflow.db``, Airflow's default) copied from one that ``airflow db migrate`` made once in the folder beside
+    ``home`` (once per test session and worker: a migration cost 4-5 s of CPU, for a file that is the same each
+    time)."""
+    if "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN" in env:
+        _migrate(env)
+    else:
+        shutil.copyfile(_sqlite_template(home.parent / "airflow-db-template"), home / "airflow.db")
+
+
+@functools.cache
+def _sqlite_template(folder: Path) -> Path:
+    folder.mkdir()
+    _migrate(_base_env(folder))
+    return folder / "airflow.db"
+
+
+def _migrate(env: dict[str, str]) -> None:
     done = subprocess.run(
         [str(VENV_BIN / "airflow"), "db", "migrate"], env=env, capture_output=True, text=True, check=False
     )
@@ -227,14 +246,6 @@ def postgres(tmp_path_factory: pytest.TempPathFactory, metastore_database: str) 
     return postgres_deployment(home, metastore_database, home / "warehouse")
 
 
-@pytest.fixture(scope="session")
-def postgres_twin(tmp_path_factory: pytest.TempPathFactory, postgres: Deployment) -> Deployment:
-    """A second Airflow (its own home and metadata DB) on the same PostgreSQL metastore and warehouse."""
-    assert isinstance(postgres.catalog, PostgresMetastore)
-    home = tmp_path_factory.mktemp("airflow-postgres-twin")
-    return postgres_deployment(home, postgres.catalog.database, Path(postgres.catalog.warehouse))
-
-
 def demo_connection(database: str) -> str:
     """The examples' PostgreSQL connection (type postgres) as an Airflow connection URI, on ``database``."""
     return f"postgres://{PG_USER}@{PG_HOST}:{PG_PORT}/{database}"
@@ -254,9 +265,10 @@ def _examples_and_scenarios(home: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def airflow(tmp_path_factory: pytest.TempPathFactory, postgres: Deployment) -> Iterator[Any]:
+def airflow(tmp_path_factory: pytest.TempPathFactory, postgres: Deployment, connect_server: Any) -> Iterator[Any]:
     """Airflow as deployed (API server, scheduler, DAG processor, triggerer, a Celery worker; PostgreSQL metadata
-    DB, Redis broker), one for the test session, on the PostgreSQL metastore: the example DAGs and the scenarios.
+    DB, Redis broker), one for the test session, on the PostgreSQL metastore: the example DAGs and the scenarios;
+    ``spark_session`` is the Spark Connect server (the cached tables' single-flight scenarios run there).
     """
     from tests.integration.airflow_services import running_airflow
 
@@ -268,6 +280,7 @@ def airflow(tmp_path_factory: pytest.TempPathFactory, postgres: Deployment) -> I
     env = {
         **deployment.env,
         "AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO": LOOKUP_DEMO_CONN,
+        "AIRFLOW_CONN_SPARK_SESSION": json.dumps(connect_server.connection),
         # A consumer waiting for a cached table's copy wakes when the claim is released, not when it is time to ask
         # Airflow whether the computing task still runs (1 min by default, which a busy machine's writer outlasts):
         # none of this session's writers is lost, and the tests check that the waiters woke on the release.
@@ -361,7 +374,16 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 def in_session(tmp_path_factory: pytest.TempPathFactory, connect_server: Any) -> Deployment:
     """An Airflow whose ``spark_default`` is the Spark Connect server: its tasks run in session mode, on the server's
     catalog."""
-    home = tmp_path_factory.mktemp("airflow-session")
+    return _session_deployment(tmp_path_factory.mktemp("airflow-session"), connect_server)
+
+
+@pytest.fixture(scope="session")
+def in_session_twin(tmp_path_factory: pytest.TempPathFactory, connect_server: Any) -> Deployment:
+    """A second Airflow (its own home and metadata DB) on the same Spark Connect server, catalog and warehouse."""
+    return _session_deployment(tmp_path_factory.mktemp("airflow-session-twin"), connect_server)
+
+
+def _session_deployment(home: Path, connect_server: Any) -> Deployment:
     catalog = connect_server.catalog
     deployment = postgres_deployment(home, catalog.database, Path(catalog.warehouse))
     env = {**deployment.env, "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(connect_server.connection)}

@@ -1,7 +1,9 @@
 """Cached tables under Airflow as deployed (Celery workers, the triggerer): a cleared task's copy is purged, a
 deleted run's copies are swept; single flight: consumers that start together compute b once, two runs at once each
 their own, four consumers of one run, and a writer that fails is taken over by one waiter; as the monitoring tab
-shows."""
+shows. The consumers' jobs run in session mode, on the tests' Spark Connect server (connection ``spark_session``):
+their subject is the claims, the waits deferred in the triggerer and the copies' files, the same in both modes
+(per job, ``test_cache.py`` and the cluster's run of the cache example, where two consumers start at once)."""
 
 from __future__ import annotations
 
@@ -80,6 +82,7 @@ def test_two_runs_at_once_each_compute_b_once(airflow: AirflowServices):
         assert "waiting, deferred, for its copy" in airflow.task_log("cache_concurrent", run_id, waiter)
         assert "cache b, claim 1: released" in airflow.trigger_log("cache_concurrent", run_id, waiter), "triggerer"
         results = {task: airflow.xcom("cache_concurrent", run_id, task)["rows"] for task in ("one", "other")}
+        assert {airflow.xcom("cache_concurrent", run_id, task)["mode"] for task in used} == {"session"}
         assert results["one"] == results["other"] == airflow.xcom("cache_concurrent", run_id, "reader")["rows"]
         kept_copy = "/".join(used[writer]["location"].rstrip("/").split("/")[-2:])
         assert airflow.xcom("cache_concurrent", run_id, "copies_before_release") == [kept_copy]

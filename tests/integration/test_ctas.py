@@ -1,5 +1,8 @@
-"""CTAS through `airflow dags test` on a PostgreSQL metastore: every way a try can fail leaves no half-made table,
-and never touches a table it did not create; the example DAG on the embedded default."""
+"""CTAS through `airflow dags test`: every way a try can fail leaves no half-made table, and never touches a table it
+did not create, in session mode (the tests' Spark Connect server, on a PostgreSQL metastore); the example DAG per job
+on the embedded default. A CTAS job and its undoing are the same code in both modes; what only a per-job driver
+does (a stopped or lost driver, a killed task process) is tested per job in ``test_ctas_interrupted.py``,
+``test_ctas_scheduler.py``, ``test_as_deployed.py`` and ``test_durable_jobs.py``."""
 
 from __future__ import annotations
 
@@ -27,17 +30,17 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.mark.parametrize("atomicity", ["table", "staging"])
-def test_a_job_failing_at_run_time_leaves_no_table_and_no_files(postgres: Deployment, atomicity: str) -> None:
+def test_a_job_failing_at_run_time_leaves_no_table_and_no_files(in_session: Deployment, atomicity: str) -> None:
     table = f"failing_{atomicity}"
-    run = run_dag(with_scenarios(postgres), f"ctas_failing_{atomicity}", table)
+    run = run_dag(with_scenarios(in_session), f"ctas_failing_{atomicity}", table)
 
     assert run.returncode != 0
-    assert task_states(postgres, f"ctas_failing_{atomicity}", run.run_id)["ctas"][0] == "failed"
+    assert task_states(in_session, f"ctas_failing_{atomicity}", run.run_id)["ctas"][0] == "failed"
     assert "is bad" in run.output, "the task must fail with the job's own error"
     assert "undone: dropped the" in run.output
-    assert_gone(postgres, table)
-    assert_exchange_empty(postgres)
-    report = xcom(postgres, f"ctas_failing_{atomicity}", run.run_id, "ctas", key=FAILED_TRY)
+    assert_gone(in_session, table)
+    assert_exchange_empty(in_session)
+    report = xcom(in_session, f"ctas_failing_{atomicity}", run.run_id, "ctas", key=FAILED_TRY)
     assert report is not None, "a failed try leaves its report for the monitoring tab"
     assert (report["try_number"], report["table"]) == (1, table) and "is bad" in report["error"]
     [steps] = [t["steps"] for t in task_summary([XComEntry("ctas", -1, FAILED_TRY, report)])["ctas"]]
@@ -45,11 +48,11 @@ def test_a_job_failing_at_run_time_leaves_no_table_and_no_files(postgres: Deploy
     assert steps[-1].startswith("undone by the job: dropped the ") and table in steps[-1], steps
 
 
-def test_a_table_that_existed_before_survives_every_failure(postgres: Deployment) -> None:
+def test_a_table_that_existed_before_survives_every_failure(in_session: Deployment) -> None:
     table = "pre_existing"
-    run = run_dag(with_scenarios(postgres), "ctas_pre_existing", table)
+    run = run_dag(with_scenarios(in_session), "ctas_pre_existing", table)
 
-    states = task_states(postgres, "ctas_pre_existing", run.run_id)
+    states = task_states(in_session, "ctas_pre_existing", run.run_id)
     assert {task: state for task, (state, _) in states.items()} == {
         "create": "success",
         "again": "failed",
@@ -57,43 +60,43 @@ def test_a_table_that_existed_before_survives_every_failure(postgres: Deployment
         "replace_fails": "failed",
     }
     assert f"table {table} already exists, and this task did not create it" in run.output
-    assert xcom(postgres, "ctas_pre_existing", run.run_id, "if_not_exists")["skipped"] == "table exists"
-    tables = metastore_tables(postgres)
+    assert xcom(in_session, "ctas_pre_existing", run.run_id, "if_not_exists")["skipped"] == "table exists"
+    tables = metastore_tables(in_session)
     assert related(tables, table) == {table}, "no staging or replaced table may be left"
     marks = tables[table]
     assert (marks["spark_tables.ctas.task_id"], marks[STATE]) == ("create", "complete")
-    assert data_files(folder(postgres, table)), "the first task's rows must still be there"
-    created = xcom(postgres, "ctas_pre_existing", run.run_id, "create")
-    assert (created["rows"], created["created"]) == (100, True)
+    assert data_files(folder(in_session, table)), "the first task's rows must still be there"
+    created = xcom(in_session, "ctas_pre_existing", run.run_id, "create")
+    assert (created["rows"], created["created"], created["mode"]) == (100, True, "session")
 
 
-def test_a_retry_succeeds_after_the_failed_try_was_undone(postgres: Deployment) -> None:
+def test_a_retry_succeeds_after_the_failed_try_was_undone(in_session: Deployment) -> None:
     table = "retried"
-    run = run_dag(with_scenarios(postgres), "ctas_retry", table)
+    run = run_dag(with_scenarios(in_session), "ctas_retry", table)
 
     assert run.returncode == 0, run.output[-4000:]
-    assert task_states(postgres, "ctas_retry", run.run_id)["ctas"] == ("success", 2)
+    assert task_states(in_session, "ctas_retry", run.run_id)["ctas"] == ("success", 2)
     assert "first try" in run.output and "dropped the unfinished retried of try 1" in run.output
-    output = xcom(postgres, "ctas_retry", run.run_id, "ctas")
-    assert (output["rows"], output["created"]) == (100000, True)
-    assert metastore_tables(postgres)[table]["spark_tables.ctas.try_number"] == "2"
-    assert_exchange_empty(postgres)
+    output = xcom(in_session, "ctas_retry", run.run_id, "ctas")
+    assert (output["rows"], output["created"], output["mode"]) == (100000, True, "session")
+    assert metastore_tables(in_session)[table]["spark_tables.ctas.try_number"] == "2"
+    assert_exchange_empty(in_session)
 
 
-def test_a_sql_job_failing_after_its_ctas_statements_leaves_none_of_their_tables(postgres: Deployment) -> None:
+def test_a_sql_job_failing_after_its_ctas_statements_leaves_none_of_their_tables(in_session: Deployment) -> None:
     table = "sql_failing"
-    run = run_dag(with_scenarios(postgres), "sql_ctas_failing", table)
+    run = run_dag(with_scenarios(in_session), "sql_ctas_failing", table)
 
     assert run.returncode != 0
-    assert task_states(postgres, "sql_ctas_failing", run.run_id)["sql"][0] == "failed"
+    assert task_states(in_session, "sql_ctas_failing", run.run_id)["sql"][0] == "failed"
     assert "statement 3/3 failed: [USER_RAISED_EXCEPTION] row " in run.output, (
         "the job's own error, naming the statement"
     )
     undone = f"dropped the unfinished {table} of try 1; dropped the unfinished {table}_totals of try 1"
     assert f"(undone: {undone})" in run.output
-    assert_gone(postgres, table)
-    assert_gone(postgres, f"{table}_totals")
-    assert_exchange_empty(postgres)
+    assert_gone(in_session, table)
+    assert_gone(in_session, f"{table}_totals")
+    assert_exchange_empty(in_session)
 
 
 def test_example_ctas_dag_on_the_embedded_default(embedded: Deployment) -> None:

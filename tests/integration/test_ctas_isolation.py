@@ -1,5 +1,8 @@
 """CTAS beside other writers and readers: two installations racing for one name, and a reader polling the
-metastore every 20 ms while a staging CTAS and a REPLACE run."""
+metastore every 20 ms while a staging CTAS and a REPLACE run; in session mode, both installations' tasks on the
+tests' Spark Connect server (its PostgreSQL metastore), each in a session of its own. What they race for and what
+the reader sees is the catalog's, the same per job (``tests/spark/test_ctas_job.py`` races two CTAS onto one
+``LOCATION`` in one application)."""
 
 from __future__ import annotations
 
@@ -19,16 +22,17 @@ from tests.integration.ctas_checks import (
     run_dag,
     start_dag,
     with_scenarios,
+    xcom,
 )
 
 pytestmark = pytest.mark.integration
 
 
-def test_two_concurrent_ctas_to_one_name_exactly_one_wins(postgres: Deployment, postgres_twin: Deployment) -> None:
+def test_two_concurrent_ctas_to_one_name_exactly_one_wins(in_session: Deployment, in_session_twin: Deployment) -> None:
     table = "contested"
-    first, second = start_dag(with_scenarios(postgres), "ctas_slow_staging", table), None
+    first, second = start_dag(with_scenarios(in_session), "ctas_slow_staging", table), None
     try:
-        second = start_dag(with_scenarios(postgres_twin), "ctas_slow_staging", table)
+        second = start_dag(with_scenarios(in_session_twin), "ctas_slow_staging", table)
         outputs = [p.communicate(timeout=600)[0] for p in (first, second)]
     finally:
         for process in (first, second):
@@ -38,11 +42,11 @@ def test_two_concurrent_ctas_to_one_name_exactly_one_wins(postgres: Deployment, 
     assert sorted(codes)[0] == 0 and sorted(codes)[1] != 0, f"exactly one must win: {codes}"
     loser = outputs[codes.index(next(c for c in codes if c != 0))]
     assert "was created meanwhile by another task" in loser or "already exists" in loser
-    winner = (postgres, postgres_twin)[codes.index(0)]
-    tables = metastore_tables(postgres)
+    winner = (in_session, in_session_twin)[codes.index(0)]
+    tables = metastore_tables(in_session)
     assert related(tables, table) == {table}
     assert tables[table]["spark_tables.ctas.run_id"] == last_run_id(winner, "ctas_slow_staging")
-    assert tables[table][STATE] == "complete" and data_files(folder(postgres, table))
+    assert tables[table][STATE] == "complete" and data_files(folder(in_session, table))
 
 
 class MetastoreWatcher:
@@ -71,16 +75,17 @@ class MetastoreWatcher:
             self.staging_seen |= any(name.startswith(f"{self.table}__staging_") for name in tables)
 
 
-def test_staging_readers_never_see_an_unfinished_table_and_a_replace_keeps_the_old_one(postgres: Deployment) -> None:
-    table, scenarios = "published", with_scenarios(postgres)
-    with MetastoreWatcher(postgres, table) as created:
+def test_staging_readers_never_see_an_unfinished_table_and_a_replace_keeps_the_old_one(in_session: Deployment) -> None:
+    table, scenarios = "published", with_scenarios(in_session)
+    with MetastoreWatcher(in_session, table) as created:
         first = run_dag(scenarios, "ctas_slow_replace", table)  # no table yet: created through a staging table
     assert first.returncode == 0, first.output[-4000:]
+    assert xcom(in_session, "ctas_slow_replace", first.run_id, "ctas")["mode"] == "session"
     assert created.staging_seen, "the watcher must have seen the job at work"
     assert {state for run_id, state in created.seen if run_id is not None} == {"complete"}
     assert created.seen[0] == (None, None) and created.seen[-1] == (first.run_id, "complete")
 
-    with MetastoreWatcher(postgres, table) as replaced:
+    with MetastoreWatcher(in_session, table) as replaced:
         second = run_dag(scenarios, "ctas_slow_replace", table)
     assert second.returncode == 0, second.output[-4000:]
     assert replaced.staging_seen
@@ -91,7 +96,7 @@ def test_staging_readers_never_see_an_unfinished_table_and_a_replace_keeps_the_o
     gap = [i for i, owner in enumerate(owners) if owner is None]
     assert all(i == first_new - len(gap) + n for n, i in enumerate(gap)), "absent only for the swap's instant"
     assert {state for _, state in replaced.seen if state} == {"complete"}
-    assert related(metastore_tables(postgres), table) == {table}
-    assert len(os.listdir(folder(postgres, table).parent)) == len(
-        {f for f in os.listdir(folder(postgres, table).parent) if not f.startswith(f"{table}__")}
+    assert related(metastore_tables(in_session), table) == {table}
+    assert len(os.listdir(folder(in_session, table).parent)) == len(
+        {f for f in os.listdir(folder(in_session, table).parent) if not f.startswith(f"{table}__")}
     ), "no staging or replaced folder may be left"

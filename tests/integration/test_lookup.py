@@ -1,6 +1,8 @@
-"""Lookup joins through `airflow dags test` on the embedded default, against a real PostgreSQL dimension table:
-the example DAG (reload, then NONE, PARTIAL and FULL joins of the same orders), and turns of a reload DAG whose sensor
-defers until the reload is due and backs off after failed loads."""
+"""Lookup joins through `airflow dags test` in session mode (the tests' Spark Connect server), against a real
+PostgreSQL dimension table: the example DAG (reload, then NONE, PARTIAL and FULL joins of the same orders), and turns
+of a reload DAG whose sensor defers until the reload is due and backs off after failed loads. Per job, the example
+runs on the standalone cluster (``test_cluster.py``) and the README's lookup join on the embedded default
+(``test_readme_snippets.py``): a lookup's job is the same in both modes, its code shipped to the session here."""
 
 from __future__ import annotations
 
@@ -41,14 +43,14 @@ def with_lookup_connection(deployment: Deployment, database: str) -> Deployment:
 
 
 @pytest.fixture(scope="module")
-def lookups(embedded: Deployment) -> Deployment:
-    return with_lookup_connection(embedded, DATABASE)
+def lookups(in_session: Deployment) -> Deployment:
+    return with_lookup_connection(in_session, DATABASE)
 
 
 @pytest.fixture(scope="module")
-def example_run(lookups: Deployment) -> str:
-    """One run of the example DAG (which also seeds the dimension table the scenarios read)."""
-    return _run(lookups, "example_spark_lookup")[0]
+def example_run(lookups: Deployment) -> tuple[str, str]:
+    """One run of the example DAG (which also seeds the dimension table the scenarios read): its id and log."""
+    return _run(lookups, "example_spark_lookup")
 
 
 def _run(deployment: Deployment, dag_id: str, succeeds: bool = True) -> tuple[str, str]:
@@ -79,8 +81,16 @@ def _xcoms(deployment: Deployment, dag_id: str, run_id: str) -> dict[str, Any]:
     return {task: json.loads(value) for task, value in rows}
 
 
-def test_example_dag_enriches_the_same_rows_through_every_cache(lookups: Deployment, example_run: str) -> None:
-    check_example_lookup(ExampleRun(lookups, _xcoms(lookups, "example_spark_lookup", example_run), log=""))
+def test_example_dag_enriches_the_same_rows_through_every_cache(
+    lookups: Deployment, example_run: tuple[str, str]
+) -> None:
+    """On the server, whose workers run the lookups from the code each task ships."""
+    run_id, log = example_run
+    run = ExampleRun(lookups, _xcoms(lookups, "example_spark_lookup", run_id), log)
+    check_example_lookup(run)
+    jobs = ("reload", "enrich_none", "enrich_partial", "enrich_full")
+    assert {run.xcoms[task]["mode"] for task in jobs} == {"session"}
+    assert run.log.count("shipped the job's code to the session") == len(jobs)
 
 
 def check_example_lookup(run: ExampleRun) -> None:
@@ -110,7 +120,7 @@ def check_example_lookup(run: ExampleRun) -> None:
 
 
 def test_the_reload_sensor_defers_until_due_and_backs_off_after_failed_loads(
-    lookups: Deployment, example_run: str
+    lookups: Deployment, example_run: tuple[str, str]
 ) -> None:
     """Turns of the reload DAG: a first load; a reload that waits for its time, then fails (the table is gone);
     another that waits the backoff after that failure, not the interval's, and fails too. The first snapshot

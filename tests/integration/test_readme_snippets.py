@@ -1,19 +1,22 @@
 """The README's Quick start as a user follows it, so that it cannot drift from the code again.
 
 Each of its Python snippets is saved as it stands in one DAGs folder; around them goes only what the README
-states: its PostgreSQL tables (the ``bash`` block, run as written), and for each snippet the ``export`` lines of
-the paragraph above it (its connection, the XCom backend), nothing else: the deployment's own XCom backend setting
-is taken away. Then ``airflow dags test`` runs them one after the other in one deployment (one catalog): first after
-the demo's SQL example (whose ``demo.daily_totals`` the README's SQL snippet once collided with) in the README's
-order, then for another day in the reverse order. Each run must succeed and leave the rows it should.
+states: its PostgreSQL tables (the ``psql`` block, run as written), for each snippet the ``export`` lines of the
+paragraph above it (its connection, the XCom backend), nothing else: the deployment's own XCom backend setting is
+taken away; and for session mode the server its last ``bash`` block starts. Then ``airflow dags test`` runs them one
+after the other in one deployment (one catalog): first per job, after the demo's SQL example (whose
+``demo.daily_totals`` the README's SQL snippet once collided with), in the README's order; then for another day in
+session mode, in the reverse order. Each run must succeed and leave the rows it should.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
 import subprocess
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -41,6 +44,12 @@ class Snippet:
     code: str
     #: ``export NAME=value`` lines in the paragraph above the snippet: what it says the snippet needs set.
     exports: dict[str, str]
+
+
+#: The ``bash`` block of the Quick start that starts session mode's server and makes it ``spark_default``.
+SESSION_BLOCK = """export AIRFLOW_CONN_SPARK_DEFAULT
+AIRFLOW_CONN_SPARK_DEFAULT=$(bash scripts/connect_server.sh start)
+"""
 
 
 def quick_start() -> tuple[list[Snippet], list[str]]:
@@ -71,7 +80,9 @@ def test_each_snippet_states_the_connections_and_the_xcom_backend_it_uses() -> N
             assert f"AIRFLOW_CONN_{conn_id.upper()}" in snippet.exports, f"{snippet.dag_id}: {conn_id} not stated"
         if "CachedTable(" in snippet.code:
             assert "AIRFLOW__CORE__XCOM_BACKEND" in snippet.exports, f"{snippet.dag_id}: the XCom backend"
-    assert [line.split()[0] for block in shell for line in block.splitlines() if line[:1].isalpha()] == ["psql"]
+    tables, session = shell
+    assert [line.split()[0] for line in tables.splitlines() if line[:1].isalpha()] == ["psql"]
+    assert session == SESSION_BLOCK, "the test starts session mode's server as this block does: change both"
 
 
 def _pg(query: str) -> list[tuple[Any, ...]]:
@@ -101,17 +112,43 @@ def quickstart(tmp_path_factory: pytest.TempPathFactory) -> tuple[Deployment, li
     for snippet in snippets:
         (dags / f"{snippet.dag_id}.py").write_text(snippet.code)
     _pg("DROP SCHEMA IF EXISTS quickstart CASCADE")  # left by an earlier session on this server
-    for block in shell:
+    tables, _ = shell
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", tables],
+        env={**os.environ, "PGPORT": str(PG_PORT)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    env = {key: value for key, value in embedded.with_dags(dags).env.items() if key != "AIRFLOW__CORE__XCOM_BACKEND"}
+    return dataclasses.replace(embedded, env=env), snippets
+
+
+@contextlib.contextmanager
+def session_mode(deployment: Deployment) -> Iterator[Deployment]:
+    """The deployment with ``spark_default`` on the server the README's session block starts, on the deployment's
+    catalog: the block run as written, but for ``scripts/connect_server.py`` in place of ``scripts/connect_server.sh``,
+    which runs it after pointing ``AIRFLOW_HOME`` at the repository's ``.airflow`` (scripts/setup.sh). The server is
+    stopped as the README says, on the way out."""
+    script = "python scripts/connect_server.py"
+    block = SESSION_BLOCK.replace("bash scripts/connect_server.sh", script)
+    try:
         done = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", block],
-            env={**os.environ, "PGPORT": str(PG_PORT)},
+            ["bash", "-euo", "pipefail", "-c", block + 'printf %s "$AIRFLOW_CONN_SPARK_DEFAULT"'],
+            cwd=REPO,
+            env=deployment.env,
             capture_output=True,
             text=True,
             check=False,
         )
         assert done.returncode == 0, done.stdout + done.stderr
-    env = {key: value for key, value in embedded.with_dags(dags).env.items() if key != "AIRFLOW__CORE__XCOM_BACKEND"}
-    return dataclasses.replace(embedded, env=env), snippets
+        yield dataclasses.replace(deployment, env={**deployment.env, "AIRFLOW_CONN_SPARK_DEFAULT": done.stdout})
+    finally:
+        stop = subprocess.run(
+            ["bash", "-c", f"{script} stop"], cwd=REPO, env=deployment.env, capture_output=True, text=True, check=False
+        )
+        assert stop.returncode == 0, stop.stdout + stop.stderr
 
 
 def _run(deployment: Deployment, dag_id: str, day: str, exports: dict[str, str] | None = None) -> dict[str, Any]:
@@ -175,7 +212,14 @@ def test_the_snippets_run_in_one_catalog_after_the_demo_and_in_any_order(
     setup, *others = snippets
     _run(deployment.with_dags(REPO / "dags"), "example_spark_sql", DAY_1)  # the demo's demo.daily_totals exists
 
-    for day, days, order in ((DAY_1, 1, others), (DAY_2, 2, others[::-1])):
-        _run(deployment, setup.dag_id, day, setup.exports)
-        for snippet in order:
-            _check(deployment, snippet.dag_id, _run(deployment, snippet.dag_id, day, snippet.exports), day, days)
+    def run_all(deployment: Deployment, mode: str, day: str, days: int, order: list[Snippet]) -> None:
+        for snippet in [setup, *order]:
+            x = _run(deployment, snippet.dag_id, day, snippet.exports)
+            jobs = [value for value in x.values() if "mode" in value]  # all but release_caches
+            assert jobs and {job["mode"] for job in jobs} == {mode}, (snippet.dag_id, day)
+            if snippet is not setup:
+                _check(deployment, snippet.dag_id, x, day, days)
+
+    run_all(deployment, "per-job", DAY_1, 1, others)
+    with session_mode(deployment) as in_session:
+        run_all(in_session, "session", DAY_2, 2, others[::-1])

@@ -1,7 +1,7 @@
 """Session mode: tasks whose ``spark_default`` is a Spark Connect server run their jobs there, as its clients, and a
 server that takes no connection fails them at once. The scenarios run in both modes are elsewhere: the cache's
 lifecycle (``test_cache.py``), the SQL example (``test_example_dag.py``), a CTAS stopped by an execution timeout and
-by SIGTERM (``test_ctas_interrupted.py``)."""
+by SIGTERM (``test_ctas_interrupted.py``); the lookup joins run in session mode alone (``test_lookup.py``)."""
 
 from __future__ import annotations
 
@@ -31,9 +31,7 @@ from tests.integration.test_buffered_output import (
     buffered_demo_env,
     prepare_example_buffered_output,
 )
-from tests.integration.test_lookup import check_example_lookup, with_lookup_connection
 from tests.integration.test_plan import (
-    DATABASE,
     _pg,
     check_example_plan_output,
     plan_demo_env,
@@ -133,17 +131,6 @@ def test_the_servers_python_workers_import_the_provider_only_from_the_code_a_ses
         spark.addArtifacts(job_package(str(tmp_path)), pyfile=True)
         [[after]] = spark.range(1).mapInArrow(importable, "found boolean").collect()
     assert (before, after) == (False, True)
-
-
-def test_lookup_joins_enrich_the_same_rows_through_every_cache_in_session_mode(in_session: Deployment):
-    """The lookup example (a FULL reload, then NONE, PARTIAL and FULL joins of the same orders) on the server, whose
-    workers run the lookups from the code each task ships."""
-    run = dags_test(with_lookup_connection(in_session, DATABASE), "example_spark_lookup")
-
-    check_example_lookup(run)
-    jobs = ("reload", "enrich_none", "enrich_partial", "enrich_full")
-    assert {run.xcoms[task]["mode"] for task in jobs} == {"session"}
-    assert run.log.count("shipped the job's code to the session") == len(jobs)
 
 
 @pytest.mark.parametrize("operation", ["write", "count"])

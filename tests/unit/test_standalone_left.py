@@ -39,7 +39,9 @@ def test_every_process_left_is_named_by_the_component_it_descends_from() -> None
     try:
         lines: list[str] = []
         while len(lines) < 4:  # the two components' pids, the serve-logs child's, and standalone's "ready", any order
-            lines.append(standalone.stdout.readline().strip())
+            line = standalone.stdout.readline()
+            assert line, f"the stand-in's output ended after {lines}: it exited with {standalone.wait(5)}"
+            lines.append(line.strip())
         pids = [int(line) for line in lines if line != "ready"]
         processes = [psutil.Process(pid) for pid in pids]
         names = {process.pid: standalone_left.component(process, standalone.pid) for process in processes}

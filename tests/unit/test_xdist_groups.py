@@ -1,5 +1,6 @@
 """The files that share a session's cluster or Airflow services are grouped onto one xdist worker
-(tests/conftest.py): a file that uses one and is left out would start it a second time in the other worker."""
+(tests/conftest.py): a file that uses one and is left out would start it a second time in the other worker. Session
+mode's Spark Connect server may start once in each worker (a file of its group's uses it; others may too)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,11 @@ def test_every_file_that_uses_a_shared_session_is_in_its_group() -> None:
             for path in (REPO / "tests").rglob("test_*.py")
             if re.search(pattern, path.read_text()) and "unit" not in path.parts
         }
-        assert users == set(SHARED_SESSIONS[group]), group
+        if group == "spark_connect":
+            assert users >= set(SHARED_SESSIONS[group]), group
+            assert len(users) > len(SHARED_SESSIONS[group]), "the check sees the server's users outside the group"
+        else:
+            assert users == set(SHARED_SESSIONS[group]), group
 
 
 class _Options:

@@ -46,9 +46,13 @@ FAILING_B = CachedTable(
                     max(IF('${spark.spark_tables_test.fail_b}' = 'true', raise_error('b fails here'),
                            sha2(CAST(id AS STRING), 256))) AS h
              FROM range(0, 200000, 1, 4) GROUP BY id % 100""",
+    storage="files",
 )
 C = CachedTable("c", query="SELECT id AS k, sha2(CAST(id AS STRING), 256) AS h FROM range(0, 50000, 1, 2)")
 _DAG = {"schedule": None, "start_date": pendulum.datetime(2026, 11, 1, tz="UTC"), "catchup": False}
+#: The DAGs of single flight under Airflow as deployed: their jobs in session mode, on the Spark Connect server of
+#: connection ``spark_session`` (what they test is the claims, the waits in the triggerer and the copies' files).
+_IN_SESSION = {**_DAG, "default_args": {"conn_id": "spark_session"}}
 #: Values of every kind Airflow's own XCom serialization handles, to round-trip through the provider's backend.
 ORDINARY_VALUES: dict[str, Any] = {
     "nested": {"rows": [[1, "a", None, 2.5, True]], "empty": {}},
@@ -218,10 +222,10 @@ with DAG(dag_id="cache_memory_quota", **_DAG):
     _consumer("use_b", B_AUTO) >> _consumer("use_c", C) >> views_after_c() >> _consumer("use_b_again", B_AUTO)
     release_caches()
 
-with DAG(dag_id="cache_clear", **_DAG):
+with DAG(dag_id="cache_clear", **_IN_SESSION):
     _consumer("writer")
 
-with DAG(dag_id="cache_concurrent", max_active_runs=2, **_DAG):
+with DAG(dag_id="cache_concurrent", max_active_runs=2, **_IN_SESSION):
 
     @task
     def copies_before_release(ti: Any = None) -> list[str]:
@@ -241,12 +245,12 @@ with DAG(dag_id="cache_concurrent", max_active_runs=2, **_DAG):
     )
     release_caches()
 
-with DAG(dag_id="cache_four_consumers", **_DAG):
+with DAG(dag_id="cache_four_consumers", **_IN_SESSION):
     # Four consumers of b start together: one computes it, three wait for its copy.
     [_consumer(task_id, pre_execute=_all_started(*FOUR)) for task_id in FOUR]
     release_caches()
 
-with DAG(dag_id="cache_writer_fails", **_DAG):
+with DAG(dag_id="cache_writer_fails", **_IN_SESSION):
     # The consumer that claims b first fails while computing it; of the two waiting for it, one takes over.
     fails = {"spark.spark_tables_test.fail_b": "true"}
     _consumer("writer", FAILING_B, conf=fails)
