@@ -1,7 +1,9 @@
 """Cached tables through `airflow dags test`, per-job on the embedded default and in session mode on a Spark Connect
 server: one DAG run from the first use of b to its release, with b on files in either mode and in the server's memory,
-and eviction under a small quota. What a task did is read from its XComs (its job's own report of hits, misses and
-fallbacks, not its time); what lies on disk is read from the cache root, what the server holds from the server."""
+and eviction under a small quota, in the server's memory and on files (in session mode: the cache root's
+bookkeeping is the Airflow side's, the same per job). What a task did is read from its XComs (its job's own report of
+hits, misses and fallbacks, not its time); what lies on disk is read from the cache root, what the server holds from
+the server."""
 
 from __future__ import annotations
 
@@ -169,12 +171,14 @@ def test_past_the_memory_quota_the_least_recently_used_copy_is_released_on_the_s
     assert spark_tables_views(connect_server.url) == [], "the release left nothing on the server"
 
 
-def test_past_the_quota_the_least_recently_used_copy_is_evicted_and_computed_again(embedded: Deployment):
-    one_copy_too_many = Deployment(
-        home=embedded.home, catalog=embedded.catalog, env={**embedded.env, "AIRFLOW__SPARK_TABLES__CACHE_QUOTA": "1 B"}
+def test_past_the_quota_the_least_recently_used_copy_is_evicted_and_computed_again(in_session: Deployment):
+    """The cache root's quota, on files (in session mode; its bookkeeping is the Airflow side's, the same per job)."""
+    one_copy_too_many = dataclasses.replace(
+        in_session, env={**in_session.env, "AIRFLOW__SPARK_TABLES__CACHE_QUOTA": "1 B"}
     )
     run_id = _run(one_copy_too_many, "cache_quota")
-    out = _xcoms(embedded, "cache_quota", run_id)
+    out = _xcoms(in_session, "cache_quota", run_id)
+    assert {out[task]["mode"] for task in ("use_b", "use_c", "use_b_again")} == {"session"}
 
     first_b = out["use_b"]["caches"]["b"]
     assert out["use_b"]["cache_evictions"] == [], "the copy a task has just used is never evicted"
@@ -184,19 +188,20 @@ def test_past_the_quota_the_least_recently_used_copy_is_evicted_and_computed_aga
     assert again["status"] == "fallback"
     assert again["damaged"] == [{"location": first_b["location"], "problem": "its folder is gone"}]
     assert out["use_b_again"]["rows"] == out["use_b"]["rows"]
-    assert _copies(embedded) == []
+    assert _copies(in_session) == []
 
 
 def test_beside_the_object_storage_backend_the_registry_works_and_every_other_value_goes_to_storage(
-    embedded: Deployment,
+    in_session: Deployment,
 ):
     """``[spark_tables] other_xcom_backend``: the common-io provider's backend keeps every XCom but the registry's (a
-    threshold of 0 sends each to storage); b is computed once, read once from the registry, and released."""
-    store = embedded.home / "xcom_objects"
+    threshold of 0 sends each to storage); b is computed once, read once from the registry, and released (in
+    session mode, b on files: the backends are the Airflow side's, the same per job)."""
+    store = in_session.home / "xcom_objects"
     beside = dataclasses.replace(
-        embedded,
+        in_session,
         env={
-            **embedded.env,
+            **in_session.env,
             "AIRFLOW__SPARK_TABLES__OTHER_XCOM_BACKEND": (
                 "airflow.providers.common.io.xcom.backend.XComObjectStorageBackend"
             ),
@@ -205,7 +210,7 @@ def test_beside_the_object_storage_backend_the_registry_works_and_every_other_va
         },
     )
     run_id = _run(beside, "cache_beside_object_storage")
-    stored = _xcoms(embedded, "cache_beside_object_storage", run_id)
+    stored = _xcoms(in_session, "cache_beside_object_storage", run_id)
 
     assert set(stored) == {"first", "second", "push_ordinary_values", "pull_ordinary_values", "release_caches"}
     assert all(str(value).startswith(f"file://{store}/") for value in stored.values()), stored  # paths, as stored
@@ -214,5 +219,6 @@ def test_beside_the_object_storage_backend_the_registry_works_and_every_other_va
     assert out["second"]["caches"]["b"]["status"] == "hit"  # the registry's descriptor read back as one
     assert out["second"]["rows"] == out["first"]["rows"]
     assert out["pull_ordinary_values"] is True  # compared in the task, read back from storage
-    assert _xcoms(embedded, "cache_beside_object_storage", run_id, REGISTRY_KEY) == {}, "released: its rows purged"
-    assert _copies(embedded) == [], "the release purged the copy's files through the registry"
+    assert out["first"]["mode"] == "session"
+    assert _xcoms(in_session, "cache_beside_object_storage", run_id, REGISTRY_KEY) == {}, "released: its rows purged"
+    assert _copies(in_session) == [], "the release purged the copy's files through the registry"

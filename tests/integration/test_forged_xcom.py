@@ -1,12 +1,15 @@
 """A cache registry XCom forged through Airflow's REST API, by a user with the right to edit the DAG's XComs: its
 descriptor names a folder outside the cache root. The tasks that read the registry and the release that deletes
-what it names must leave that folder alone, with real Airflow (API server, ``airflow tasks test``) and Spark."""
+what it names must leave that folder alone, with real Airflow (API server, ``airflow tasks test``) and Spark (its
+jobs in session mode, on the tests' Spark Connect server: the copies are files, as per job)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -22,9 +25,10 @@ KEY = registry_key("b")
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+def server(tmp_path_factory: pytest.TempPathFactory, connect_server: Any) -> Iterator[ApiServer]:
     home = tmp_path_factory.mktemp("airflow-forged")
-    with api_server(home, DAGS, ["forged_registry"]) as served:
+    session = json.dumps(connect_server.connection)
+    with api_server(home, DAGS, ["forged_registry"], AIRFLOW_CONN_SPARK_DEFAULT=session) as served:
         yield served
 
 
@@ -53,7 +57,7 @@ def test_a_registry_entry_forged_through_the_api_is_neither_read_nor_deleted(ser
     token = server.token("alice")
     reader_result = server.xcom("forged_registry", "reader")
     written = reader_result["caches"]["b"]  # the run's reader read the writer's copy: a real descriptor's shape
-    assert written["status"] == "hit"
+    assert written["status"] == "hit" and reader_result["mode"] == "session"
     genuine = {
         "type": "spark_tables.cache_descriptor/1",
         "name": "b",

@@ -49,6 +49,8 @@ FAILING_B = CachedTable(
     storage="files",
 )
 C = CachedTable("c", query="SELECT id AS k, sha2(CAST(id AS STRING), 256) AS h FROM range(0, 50000, 1, 2)")
+#: c on files in either mode, as b: the quota of the cache root counts both.
+C_FILES = CachedTable("c", query=C.query, storage="files")
 _DAG = {"schedule": None, "start_date": pendulum.datetime(2026, 11, 1, tz="UTC"), "catchup": False}
 #: The DAGs of single flight under Airflow as deployed: their jobs in session mode, on the Spark Connect server of
 #: connection ``spark_session`` (what they test is the claims, the waits in the triggerer and the copies' files).
@@ -209,7 +211,7 @@ with DAG(dag_id="cache_beside_object_storage", **_DAG):
 
 with DAG(dag_id="cache_quota", **_DAG):
     # Run with a quota one copy exceeds: writing c evicts b, which b's next user computes again.
-    _consumer("use_b") >> _consumer("use_c", C) >> _consumer("use_b_again")
+    _consumer("use_b") >> _consumer("use_c", C_FILES) >> _consumer("use_b_again")
     release_caches()
 
 with DAG(dag_id="cache_memory_quota", **_DAG):

@@ -12,7 +12,10 @@ from spark_tables.core.cache.table import CachedTable
 from spark_tables.operators.cache import release_caches
 from spark_tables.operators.sql import SparkSqlJobOperator
 
-B = CachedTable("b", query="SELECT id % 10 AS k, count(*) AS n FROM range(0, 1000, 1, 2) GROUP BY id % 10")
+#: On files in either mode: a registry entry names a copy's folder (the test runs the jobs in session mode).
+B = CachedTable(
+    "b", query="SELECT id % 10 AS k, count(*) AS n FROM range(0, 1000, 1, 2) GROUP BY id % 10", storage="files"
+)
 
 with DAG("forged_registry", schedule=None, start_date=pendulum.datetime(2026, 11, 1, tz="UTC"), catchup=False) as dag:
     writer = SparkSqlJobOperator(task_id="writer", sql="SELECT count(*) AS keys FROM b", caches=[B])
