@@ -190,7 +190,7 @@ def compiled_plans(left_out: str, database: str) -> list[str]:
         "         shorten_deduplication edited the deduplication's TTL in it, as a person would;",
         "         explain checked it against the catalog; its operators, what runs each, and their state TTLs:",
         *(
-            f"      [{node['id']}] {node['type']:<28} on {node['runner']:<21} "
+            f"      [{node['id']}] {node['type']:<28} on {node['implementation']:<21} "
             + ", ".join(f"{state['name']} {state['ttl']}" for state in node["state"])
             for node in explained["nodes"]
             if "state" in node
