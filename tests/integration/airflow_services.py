@@ -92,7 +92,7 @@ class AirflowServices:
     ``kill_worker`` and ``start_worker`` replace the Celery worker, as a lost machine and its replacement would.
     """
 
-    def __init__(self, deployment: Deployment, dags_folder: Path, redis_db: int, heartbeat_timeout: int = 60) -> None:
+    def __init__(self, deployment: Deployment, dags_folder: Path, redis_db: int) -> None:
         self.port = _free_port()
         self.deployment = deployment  # its catalog, for what a test reads back
         self.home = deployment.home
@@ -116,9 +116,9 @@ class AirflowServices:
             "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
             # Every run here is one a test triggers: a DAG's schedule (an example's @daily) adds none when unpaused.
             "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
-            # A task whose worker was lost (its heartbeats stop) is failed, and its failure callback run, after a
-            # minute (by default) rather than Airflow's five.
-            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(heartbeat_timeout),
+            # A task whose worker was lost (its heartbeats stop) is failed, and its failure callback run, after
+            # 30 s rather than Airflow's five minutes: a live task's supervisor beats every few seconds.
+            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "30",
             # The workers' and triggerer's log servers, on ports of this session's own.
             "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),
             "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(_free_port()),
@@ -312,11 +312,9 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_airflow(
-    deployment: Deployment, dags_folder: Path, heartbeat_timeout: int = 60
-) -> Iterator[AirflowServices]:
+def running_airflow(deployment: Deployment, dags_folder: Path) -> Iterator[AirflowServices]:
     with redis_database() as redis_db:
-        services = AirflowServices(deployment, dags_folder, redis_db, heartbeat_timeout)
+        services = AirflowServices(deployment, dags_folder, redis_db)
         try:
             services.start()
             yield services

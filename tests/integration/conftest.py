@@ -344,7 +344,7 @@ def cluster_airflow(
         **buffered_demo_env(CLUSTER_METASTORE_DATABASE),
     }
     deployment = Deployment(home=home, catalog=catalog, env=env)
-    with running_airflow(deployment, _examples_and_scenarios(home), heartbeat_timeout=30) as services:
+    with running_airflow(deployment, _examples_and_scenarios(home)) as services:
         yield services
 
 

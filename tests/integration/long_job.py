@@ -14,8 +14,12 @@ from spark_tables.core.job_spec import JobSpec
 from spark_tables.core.sql.job import SqlJob
 from spark_tables.hooks.spark_job import SparkJobHook
 
-#: Far more rows than two cores sum in a test's lifetime.
-LONG_QUERY = "SELECT sum(id % 7) FROM range(0, 1000000000000, 1, 2)"
+#: Far more rows than are counted in a test's lifetime, each made by a millisecond's sleep (as the CTAS scenarios'
+#: endless query): the job waits, leaving the CPU to the tests beside it.
+LONG_QUERY = (
+    "SELECT count(slept) FROM (SELECT reflect('java.lang.Thread', 'sleep', CAST(1 AS BIGINT)) AS slept"
+    " FROM range(0, 1000000000000, 1, 2))"
+)
 
 
 def long_job_hook(folder: str, on_started: Any) -> SparkJobHook:

@@ -49,10 +49,11 @@ def test_execution_timeout_stops_the_job_which_drops_its_table_before_the_task_f
     table = f"timed_out_{name}"
     if isinstance(deployment.catalog, PostgresMetastore):  # its schema made now, not within the task's timeout
         ensure_metastore_schema(deployment.catalog)
-    run = run_dag(with_scenarios(deployment), "ctas_timeout", table)
+    dag_id = "ctas_timeout_in_session" if name == "in_session" else "ctas_timeout_per_job"
+    run = run_dag(with_scenarios(deployment), dag_id, table)
 
     assert run.returncode != 0
-    assert task_states(deployment, "ctas_timeout", run.run_id)["ctas"][0] == "failed"
+    assert task_states(deployment, dag_id, run.run_id)["ctas"][0] == "failed"
     assert f"created {table}, owned by" in run.output, "the timeout must come while the job fills the table"
     assert "AirflowTaskTimeout" in run.output
     dropped = run.output.index(f"dropped the unfinished {table} of try 1")

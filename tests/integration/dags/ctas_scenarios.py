@@ -11,10 +11,19 @@ from spark_tables.operators.ctas import SparkCtasOperator
 from spark_tables.operators.sql import SparkSqlJobOperator
 
 TABLE = "{{ dag_run.conf['table'] }}"
-#: Far more rows than two cores write in a test's lifetime: a job to stop from outside.
-ENDLESS = "SELECT id, sha2(CAST(id AS STRING), 256) AS h FROM range(0, 1000000000000, 1, 2)"
-#: A fill of several seconds, for what other processes see while it runs.
-SLOW = "SELECT id, sha2(CAST(id AS STRING), 256) AS h FROM range(0, {{ dag_run.conf.get('rows', 3000000) }}, 1, 2)"
+
+
+def _asleep(rows: str) -> str:
+    """``rows`` rows on two tasks, each row made by a millisecond's sleep in the executor (a static Java method
+    through Spark's ``reflect``): a fill whose length does not hang on the machine's speed and which leaves its CPU to
+    the tests that run beside it. A cancelled task stops within a batch of rows."""
+    return f"SELECT id, reflect('java.lang.Thread', 'sleep', CAST(1 AS BIGINT)) AS slept FROM range(0, {rows}, 1, 2)"
+
+
+#: Far more rows than are made in a test's lifetime: a job to stop from outside.
+ENDLESS = _asleep("1000000000000")
+#: A fill of a few seconds, for what other processes see while it runs.
+SLOW = _asleep("{{ dag_run.conf.get('rows', 6000) }}")
 #: Fails at run time, after the table was created and while rows are written.
 FAILING = "SELECT IF(id < 5000, id, raise_error('row ' || id || ' is bad')) AS id FROM range(0, 100000, 1, 2)"
 _DAG = {"schedule": None, "start_date": pendulum.datetime(2026, 11, 1, tz="UTC"), "catchup": False}
@@ -79,9 +88,10 @@ with DAG(dag_id="sql_ctas_failing", **_DAG):
 with DAG(dag_id="ctas_quick", **_DAG):
     SparkCtasOperator(task_id="ctas", table=TABLE, query="SELECT 1 AS id")
 
-with DAG(dag_id="ctas_timeout", **_DAG):
-    # execution_timeout fires while the job fills the table: the job must stop and drop it before the task ends (60 s:
-    # its spark-submit's JVM and session start within it on a busy machine)
-    SparkCtasOperator(
-        task_id="ctas", table=TABLE, query=ENDLESS, atomicity="table", execution_timeout=timedelta(seconds=60)
-    )
+#: Each mode's execution_timeout: long enough for the job to have made its table on a busy machine, per job with its
+#: spark-submit's JVM and session start, in session mode with a session on a server already running.
+TIMEOUTS = {"per_job": timedelta(seconds=60), "in_session": timedelta(seconds=25)}
+for mode, timeout in TIMEOUTS.items():
+    with DAG(dag_id=f"ctas_timeout_{mode}", **_DAG):
+        # execution_timeout fires while the job fills the table: the job must stop and drop it before the task ends
+        SparkCtasOperator(task_id="ctas", table=TABLE, query=ENDLESS, atomicity="table", execution_timeout=timeout)
