@@ -38,13 +38,15 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["SPARK_SUBMIT_OPTS"] = f"{options} {QUICK_JIT}".strip()
 
 
-#: Groups of test files that use the same session fixtures, by the name of the group.
+#: Groups of test files that use the same session fixtures, by the name of the group; a group's files run in the
+#: order given.
 SHARED_SESSIONS = {
-    # the Spark standalone cluster, the Airflow services whose Spark it is (``cluster_airflow``) and their runs of
-    # the examples (``cluster_examples``), and a Spark Connect server on it
+    # the Spark standalone cluster, the Airflow services whose Spark it is (``cluster_airflow``), their runs of the
+    # examples in session mode (``cluster_examples``, on a Spark Connect server of the cluster), and a second server
+    # on it; the durable jobs first, per job: their drivers need both workers' cores, and a server holds one
     "spark_cluster": (
-        "tests/integration/test_cluster.py",
         "tests/integration/test_durable_jobs.py",
+        "tests/integration/test_cluster.py",
         "tests/integration/test_monitoring_browser.py",
         "tests/integration/test_session_on_cluster.py",
     ),
@@ -66,6 +68,7 @@ SHARED_SESSIONS = {
     ),
 }
 _GROUP_OF_FILE = {path: group for group, paths in SHARED_SESSIONS.items() for path in paths}
+_PLACE_IN_GROUP = {path: place for paths in SHARED_SESSIONS.values() for place, path in enumerate(paths)}
 
 
 def scope_of(file: str) -> str:
@@ -81,10 +84,16 @@ SLOWEST_FIRST = ("spark_cluster", "tests/integration/test_readme_snippets.py", "
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests in the order their units are to be handed out: :data:`SLOWEST_FIRST`, then as collected (a file's
-    own tests keep their order). The scheduler below takes units in the order of their first test."""
+    """The tests in the order their units are to be handed out: :data:`SLOWEST_FIRST`, then as collected; a group's
+    files in the order :data:`SHARED_SESSIONS` gives (a file's own tests keep their order). The scheduler below takes
+    units in the order of their first test."""
     rank = {unit: position for position, unit in enumerate(SLOWEST_FIRST)}
-    items.sort(key=lambda item: rank.get(scope_of(item.nodeid.split("::", 1)[0]), len(rank)))
+
+    def place(item: pytest.Item) -> tuple[int, int]:
+        file = item.nodeid.split("::", 1)[0]
+        return rank.get(scope_of(file), len(rank)), _PLACE_IN_GROUP.get(file, 0)
+
+    items.sort(key=place)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:

@@ -324,7 +324,9 @@ def cluster_airflow(
     """Airflow as deployed (``airflow_services``: API server, scheduler, DAG processor, triggerer, a Celery worker)
     whose Spark is the standalone cluster, on ``on_cluster``'s metastore and shared folder, once per test session:
     the example DAGs and the scenarios, their PostgreSQL tables in the cluster's metastore database. A lost worker is
-    noticed after 30 s without heartbeats."""
+    noticed after 30 s without heartbeats. The durable jobs' scenarios run per job on the cluster (connection
+    ``spark_per_job``); ``spark_default`` is made through the REST API once the cluster's Spark Connect server runs
+    (``cluster_session``)."""
     from tests.integration.airflow_services import running_airflow
     from tests.integration.test_buffered_output import buffered_demo_env
     from tests.integration.test_plan import plan_demo_env
@@ -337,7 +339,7 @@ def cluster_airflow(
     env = {
         **deployment.env,
         "AIRFLOW__SPARK_TABLES__HOME": on_cluster.env["AIRFLOW__SPARK_TABLES__HOME"],
-        "AIRFLOW_CONN_SPARK_DEFAULT": on_cluster.env["AIRFLOW_CONN_SPARK_DEFAULT"],
+        "AIRFLOW_CONN_SPARK_PER_JOB": on_cluster.env["AIRFLOW_CONN_SPARK_DEFAULT"],
         "SPARK_LOCAL_IP": "127.0.0.1",
         "AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO": demo_connection(CLUSTER_METASTORE_DATABASE),
         **plan_demo_env(CLUSTER_METASTORE_DATABASE, home),
@@ -395,10 +397,35 @@ CLUSTER_CTAS_DS = "2026-11-20"
 
 
 @pytest.fixture(scope="session")
-def cluster_examples(cluster_airflow: Any) -> dict[str, tuple[str, ExampleRun]]:
-    """The six example DAGs on ``cluster_airflow``, triggered at once through the REST API as a user would, and
-    finished: each one's run id and run. The plan example runs without a logical date (as a run from the UI may)."""
-    from tests.integration.test_buffered_output import EXAMPLE_CONF, prepare_example_buffered_output
+def cluster_session(
+    tmp_path_factory: pytest.TempPathFactory, on_cluster: Deployment, spark_cluster: Any, cluster_airflow: Any
+) -> Iterator[Any]:
+    """A Spark Connect server whose application runs on the cluster (its executors on the workers: one core of the
+    two while it runs), on ``on_cluster``'s catalog, made ``cluster_airflow``'s ``spark_default`` through the REST
+    API as an operator adds a connection; until the test session ends."""
+    from tests.integration.spark_connect_server import running_spark_connect_server
+
+    assert isinstance(on_cluster.catalog, PostgresMetastore)
+    root = tmp_path_factory.mktemp("spark-connect-on-cluster")
+    with running_spark_connect_server(root, on_cluster.catalog, spark_cluster.master_url) as server:
+        cluster_airflow.api("POST", "/connections", {"connection_id": "spark_default", **server.connection})
+        yield server
+
+
+@pytest.fixture(scope="session")
+def cluster_examples(
+    cluster_airflow: Any, cluster_session: Any, on_cluster: Deployment
+) -> dict[str, tuple[str, ExampleRun]]:
+    """The example DAGs on the cluster, finished: each one's run id and run. Five on ``cluster_airflow`` in session
+    mode (``cluster_session``), triggered at once through the REST API as a user would; the plan example without a
+    logical date (as a run from the UI may). The buffered-output example per job (its memory buffer is refused in
+    session mode), by ``airflow dags test`` on ``on_cluster`` while the others run."""
+    from tests.integration.ctas_checks import last_run_id
+    from tests.integration.test_buffered_output import (
+        EXAMPLE_CONF,
+        buffered_demo_env,
+        prepare_example_buffered_output,
+    )
     from tests.integration.test_example_dag import DS as SQL_DS
     from tests.integration.test_plan import prepare_example_plan
 
@@ -411,13 +438,14 @@ def cluster_examples(cluster_airflow: Any) -> dict[str, tuple[str, ExampleRun]]:
         "example_spark_cache": airflow.trigger("example_spark_cache", {}),
         "example_spark_lookup": airflow.trigger("example_spark_lookup", {}),
         "example_spark_plan": airflow.trigger("example_spark_plan", {}),
-        "example_spark_buffered_output": airflow.trigger(
-            "example_spark_buffered_output", EXAMPLE_CONF, logical_date="2026-01-02T00:00:00Z"
-        ),
     }
+    buffered = "example_spark_buffered_output"
+    per_job = dataclasses.replace(on_cluster, env={**on_cluster.env, **buffered_demo_env(CLUSTER_METASTORE_DATABASE)})
+    buffered_run = dags_test(per_job, buffered, "2026-01-02", "--conf", json.dumps(EXAMPLE_CONF))
     states = {dag_id: airflow.finished(dag_id, run_id, timeout=1500) for dag_id, run_id in runs.items()}
     assert states == dict.fromkeys(runs, "success")
-    return {dag_id: (run_id, airflow.example_run(dag_id, run_id)) for dag_id, run_id in runs.items()}
+    examples = {dag_id: (run_id, airflow.example_run(dag_id, run_id)) for dag_id, run_id in runs.items()}
+    return {**examples, buffered: (last_run_id(per_job, buffered), buffered_run)}
 
 
 @pytest.fixture(autouse=True)

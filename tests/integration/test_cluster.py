@@ -1,10 +1,12 @@
-"""Every example DAG as deployed on a Spark standalone cluster: a master and two workers on loopback, the scheduler
-and a Celery worker (``cluster_airflow``) running the examples' tasks, ``spark_default`` on the master in client
-deploy mode, a PostgreSQL metastore, and ``[spark_tables] home`` (warehouse, cache root, lookup root, checkpoints,
-exchange) on a folder every worker sees. The examples are triggered at once through the REST API as a user would,
-and each is checked as on local Spark, by the same checks; each of their applications ran its executors in the
-workers' JVMs, not the driver's. The runs' Spark tables tabs and the overview show what they did. Then what the
-cluster refuses: a root the executors do not share, a master that cannot be reached, cluster deploy mode."""
+"""Every example DAG on a Spark standalone cluster: a master and two workers on loopback, a PostgreSQL metastore, and
+``[spark_tables] home`` (warehouse, cache root, lookup root, checkpoints, exchange) on a folder every worker sees.
+Five as deployed, the scheduler and a Celery worker (``cluster_airflow``) running their tasks in session mode:
+``spark_default`` is a Spark Connect server whose application runs on the cluster (``cluster_session``), and they
+are triggered at once through the REST API as a user would. The buffered-output example per job (its memory buffer
+is refused in session mode), its drivers on the master in client deploy mode. Each is checked as on local Spark, by
+the same checks; each application ran its executors in the workers' JVMs, not the driver's. The runs' Spark tables
+tabs and the overview show what they did. Then what the cluster refuses, per job: a root the executors do not share,
+a master that cannot be reached, cluster deploy mode. (Per job on the cluster as deployed: ``test_durable_jobs.py``.)"""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from tests.integration.airflow_services import AirflowServices, _free_port
 from tests.integration.conftest import CLUSTER_CTAS_DS, CLUSTER_METASTORE_DATABASE, SCENARIOS, Deployment, ExampleRun
 from tests.integration.ctas_checks import metastore_tables
 from tests.integration.spark_cluster import SparkCluster
+from tests.integration.spark_connect_server import SparkConnectServer
 from tests.integration.test_buffered_output import check_example_buffered_output
 from tests.integration.test_ctas import check_example_ctas
 from tests.integration.test_example_dag import check_example_sql
@@ -43,14 +46,20 @@ DATABASE = CLUSTER_METASTORE_DATABASE
 DRIVER_ONLY = frozenset({"compile", "explain"})
 
 
-def ran_on_the_workers(cluster: SparkCluster, xcoms: dict[str, Any]) -> list[str]:
-    """Check that each Spark task of a run ran on the cluster's master, and each that runs Spark tasks ran them
-    with executors the workers started; the applications' ids."""
+#: The example that runs per job on the cluster; the others run in session mode on its Spark Connect server.
+PER_JOB = "example_spark_buffered_output"
+
+
+def ran_on_the_workers(cluster: SparkCluster, xcoms: dict[str, Any], master: str) -> list[str]:
+    """Check that each Spark task of a run ran on ``master`` (the cluster's, per job, or its Spark Connect server's, in
+    session mode), and each that runs Spark tasks ran them with executors the workers started; the applications'
+    ids."""
     jobs = {task: x for task, x in xcoms.items() if isinstance(x, dict) and "application_id" in x}
     assert jobs, "the run has no Spark job"
     assert jobs.keys() - DRIVER_ONLY, "the run has no Spark job with executors"
+    mode = "per-job" if master == cluster.master_url else "session"
     for task, x in jobs.items():
-        assert x["master"] == cluster.master_url, task
+        assert (x["master"], x["mode"]) == (master, mode), task
         if task in DRIVER_ONLY:
             continue
         executors = cluster.executors(x["application_id"])
@@ -70,14 +79,21 @@ CHECKS: dict[str, Callable[[ExampleRun], None]] = {
 
 @pytest.mark.parametrize("dag_id", sorted(CHECKS))
 def test_the_example_does_what_it_does_on_local_spark(
-    cluster_examples: dict[str, tuple[str, ExampleRun]], spark_cluster: SparkCluster, dag_id: str
+    cluster_examples: dict[str, tuple[str, ExampleRun]],
+    spark_cluster: SparkCluster,
+    cluster_session: SparkConnectServer,
+    dag_id: str,
 ) -> None:
     _, run = cluster_examples[dag_id]
     CHECKS[dag_id](run)
-    ran_on_the_workers(spark_cluster, run.xcoms)
+    ran_on_the_workers(spark_cluster, run.xcoms, spark_cluster.master_url if dag_id == PER_JOB else cluster_session.url)
 
 
-def test_cached_tables(cluster_examples: dict[str, tuple[str, ExampleRun]], spark_cluster: SparkCluster) -> None:
+def test_cached_tables(
+    cluster_examples: dict[str, tuple[str, ExampleRun]],
+    spark_cluster: SparkCluster,
+    cluster_session: SparkConnectServer,
+) -> None:
     """b computed once, by the first of max_b and min_b (which run at once: the other waits for its copy), and read
     from its copy by the three other tasks; the values are those of b's query over flip36_a, computed here; the copy
     released at the end."""
@@ -96,7 +112,7 @@ def test_cached_tables(cluster_examples: dict[str, tuple[str, ExampleRun]], spar
     assert len(x["release_caches"]["released"]["b"]) == 1
     assert not list((run.home / "cache").rglob("part-*")), "the copy must be released"
     assert not list(run.home.rglob(".spark_tables_probe-*")), "probes must be removed"
-    ran_on_the_workers(spark_cluster, x)
+    ran_on_the_workers(spark_cluster, x, cluster_session.url)
 
 
 def _run_tab(airflow: AirflowServices, dag_id: str, run_id: str) -> dict:

@@ -13,7 +13,7 @@ from tests.conftest import SHARED_SESSIONS, SLOWEST_FIRST, pytest_collection_mod
 REPO = Path(__file__).resolve().parents[2]
 #: The session fixtures behind each group, as a test file that uses one names it.
 FIXTURES = {
-    "spark_cluster": r"\b(spark_cluster|on_cluster|cluster_airflow|cluster_examples)\b",
+    "spark_cluster": r"\b(spark_cluster|on_cluster|cluster_airflow|cluster_session|cluster_examples)\b",
     "airflow_services": r"def test_\w+\([^)]*\bairflow: AirflowServices\b",
     "spark_connect": r"\b(connect_server|in_session)\b(?!\.(sh|py))",  # not scripts/connect_server.sh
 }
@@ -75,8 +75,8 @@ def test_the_slowest_units_come_first_and_each_file_keeps_its_tests_order() -> N
     items = [SimpleNamespace(nodeid=nodeid) for nodeid in collected]
     pytest_collection_modifyitems(items)  # type: ignore[arg-type]
     assert [item.nodeid for item in items] == [
+        "tests/integration/test_durable_jobs.py::test_k",  # the group's files in its order
         "tests/integration/test_cluster.py::test_sql",
-        "tests/integration/test_durable_jobs.py::test_k",
         "tests/integration/test_readme_snippets.py::test_r",
         "tests/integration/test_as_deployed.py::test_d",
         "tests/integration/test_ctas.py::test_a",

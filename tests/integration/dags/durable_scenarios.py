@@ -24,7 +24,13 @@ from spark_tables.operators.sql import SparkSqlJobOperator
 #: The gate, a table of the catalog read through JDBC (the test creates it): one row once the lock is free.
 GATE = "durable_gate"
 TABLE = "{{ dag_run.conf['table'] }}"
-_DAG = {"schedule": None, "start_date": pendulum.datetime(2026, 11, 1, tz="UTC"), "catchup": False}
+#: Per job, on the cluster's master (``spark_per_job``): a durable job is a detached spark-submit driver.
+_DAG = {
+    "schedule": None,
+    "start_date": pendulum.datetime(2026, 11, 1, tz="UTC"),
+    "catchup": False,
+    "default_args": {"conn_id": "spark_per_job"},
+}
 _RETRY = {"retries": 1, "retry_delay": timedelta(seconds=1)}
 _JDBC = {"jars": POSTGRES_JDBC_DRIVER}
 
