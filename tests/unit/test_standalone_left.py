@@ -17,16 +17,18 @@ standalone_left = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(standalone_left)
 
 #: Stands in for ``airflow standalone``: its components as ``airflow <role>`` children; the triggerer has a child
-#: whose command line says nothing of it (``airflow serve-logs``); each prints its pid, then sleeps.
+#: whose command line says nothing of it (``airflow serve-logs``); each writes its pid, then sleeps. Each line goes
+#: to the shared pipe in one write(2), which no other process's line can split (print's text and newline are two
+#: writes when Python's output is unbuffered: a pid and another's newline once made an empty line here).
 _STANDALONE = r"""
-import subprocess, sys, time
-SLEEP = "import os, time; print(os.getpid(), flush=True); time.sleep(120)"
-CHILD = "import os, shlex, subprocess, sys, time; print(os.getpid(), flush=True); " \
+import os, subprocess, sys, time
+SLEEP = "import os, time; os.write(1, b'%d\\n' % os.getpid()); time.sleep(120)"
+CHILD = "import os, shlex, subprocess, sys, time; os.write(1, b'%d\\n' % os.getpid()); " \
         "subprocess.Popen(['bash', '-c', 'exec -a \"airflow serve-logs\" ' + shlex.quote(sys.executable) + " \
         "' -c \"$0\"', sys.argv[1]]); time.sleep(120)"
 for role in ("triggerer", "api_server -- host:0.0.0.0 port:8080"):
     subprocess.Popen([sys.executable, "-c", CHILD if role == "triggerer" else SLEEP, SLEEP, *role.split()])
-print("ready", flush=True)
+os.write(1, b"ready\n")
 time.sleep(120)
 """
 
