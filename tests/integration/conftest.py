@@ -328,7 +328,6 @@ def cluster_airflow(
     ``spark_per_job``); ``spark_default`` is made through the REST API once the cluster's Spark Connect server runs
     (``cluster_session``)."""
     from tests.integration.airflow_services import running_airflow
-    from tests.integration.test_buffered_output import buffered_demo_env
     from tests.integration.test_plan import plan_demo_env
 
     assert isinstance(on_cluster.catalog, PostgresMetastore)
@@ -343,7 +342,6 @@ def cluster_airflow(
         "SPARK_LOCAL_IP": "127.0.0.1",
         "AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO": demo_connection(CLUSTER_METASTORE_DATABASE),
         **plan_demo_env(CLUSTER_METASTORE_DATABASE, home),
-        **buffered_demo_env(CLUSTER_METASTORE_DATABASE),
     }
     deployment = Deployment(home=home, catalog=catalog, env=env)
     with running_airflow(deployment, _examples_and_scenarios(home)) as services:
