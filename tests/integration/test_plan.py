@@ -79,7 +79,7 @@ def check_example_plan(run: ExampleRun, database: str) -> None:
     check_example_plan_output(x, database)
     log = run.log
     if x["execute"]["mode"] == "session":  # no driver of its own, whose log would be the task's: the server's
-        assert run.log.count("shipped the job's code to the session") == 4
+        assert log.count("shipped the job's code to the session") == 4
         return
     # The four drivers' logs: Spark's warnings of known harmless causes summed up in one line a driver (the state
     # server warns at each first read of a key: 180 order ids, 5 shops), so at most a handful of warnings are left
