@@ -10,6 +10,7 @@ import os
 import re
 import sqlite3
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,6 +123,20 @@ def read_until(process: subprocess.Popen[str], marker: str, lines: list[str]) ->
         if marker in line:
             return
     raise AssertionError(f"the run ended before {marker!r}:\n{''.join(lines[-60:])}")
+
+
+def read_to_the_end(process: subprocess.Popen[str], lines: list[str], timeout: float) -> None:
+    """Read the rest of the run's output and wait for it to end; a run still going ``timeout`` seconds later is
+    killed, and the test fails with its last lines."""
+    assert process.stdout is not None
+    reader = threading.Thread(target=lambda: lines.extend(process.stdout or ()), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if reader.is_alive():
+        process.kill()
+        reader.join(30)
+        raise AssertionError(f"the run had not ended {timeout:.0f} s later:\n{''.join(lines[-60:])}")
+    process.wait(timeout=30)
 
 
 def spark_processes(table: str) -> list[psutil.Process]:

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -39,6 +40,21 @@ def long_job_hook(folder: str, on_started: Any) -> SparkJobHook:
 
     hook.watch_log = watching  # type: ignore[method-assign]
     return hook
+
+
+def run_in_thread(hook: Any) -> tuple[threading.Thread, list[BaseException]]:
+    """Start ``hook.run()`` in a thread of its own, as a task's job; what it raises goes into the list."""
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            hook.run()
+        except BaseException as err:
+            failures.append(err)
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    return runner, failures
 
 
 if __name__ == "__main__":

@@ -122,6 +122,10 @@ class SparkConnectServer:
         jobs = self._rest(f"applications/{self.application_id()}/jobs")
         return [job for job in jobs if any(name.endswith(f"_Tag_{tag}") for name in job.get("jobTags", []))]
 
+    def running_jobs_tagged(self, tag: str) -> list[dict[str, Any]]:
+        """The Spark jobs running now whose operation a client tagged ``tag``."""
+        return [job for job in self.jobs_tagged(tag) if job.get("status") == "RUNNING"]
+
     def stop(self) -> None:
         if self._process is None:
             return

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.integration.airflow_services import wait_for
 from tests.integration.conftest import PG_HOST, PG_PORT, Deployment, _empty_database, dags_test
 from tests.integration.ctas_checks import (
     metastore_tables,
@@ -230,3 +231,36 @@ def test_a_lookup_join_of_a_stream_enriches_its_micro_batches_in_the_servers_pyt
         none = enrich_a_stream(spark, _spec(table, tmp_path, "NONE"), tmp_path, "session_enriched_none")
 
     check_stream_metrics(full, none, full_spec)
+
+
+def test_a_stop_the_server_loses_ends_the_task_after_the_grace_and_releases_its_session(
+    connect_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+):
+    """The server interrupts an operation once, and a thread of its own can lose that interrupt (Hadoop's shell
+    commands swallow it, SPARK-20301): the operation then runs on. The task does not wait for it past the grace: it
+    fails saying so, and its session is released. Here the session's ``interruptAll`` names the operation without
+    interrupting it, as a lost interrupt looks to the client; the release then stops the query, which was never
+    interrupted."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    from spark_tables.core.job_spec import JobSpec
+    from spark_tables.core.sql.job import SqlJob
+    from spark_tables.hooks import spark_connect_job
+    from spark_tables.hooks.spark_job import SparkJobFailed
+    from tests.integration.long_job import LONG_QUERY, run_in_thread
+
+    monkeypatch.setattr(ConnectSession, "interruptAll", lambda self: ["the query"])
+    monkeypatch.setattr(spark_connect_job, "CANCEL_GRACE_SECONDS", 3)
+    monkeypatch.setenv("AIRFLOW_CONN_LOSES_INTERRUPTS", json.dumps(connect_server.connection))
+    monkeypatch.setenv("AIRFLOW__SPARK_TABLES__HOME", str(tmp_path / "home"))
+    spec = JobSpec(job=SqlJob(statements=(LONG_QUERY,)), result_uri=f"file://{tmp_path}/result.json")
+    hook = spark_connect_job.SparkConnectJobHook(spec=spec, conn_id="loses_interrupts", name="loses_interrupts")
+    runner, failures = run_in_thread(hook)
+    wait_for("the query to run on the server", lambda: connect_server.running_jobs_tagged("loses_interrupts"))
+    hook.on_kill()
+    runner.join(timeout=3 + 60)
+
+    assert not runner.is_alive(), "run() must return once the grace has passed"
+    assert len(failures) == 1 and isinstance(failures[0], SparkJobFailed), failures
+    assert str(failures[0]).startswith("the Spark job did not stop within 3 s of the request: the Spark Connect server")
+    wait_for("the released session's query to stop", lambda: connect_server.running_jobs() == [])

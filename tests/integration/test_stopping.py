@@ -16,7 +16,7 @@ from spark_tables.hooks.driver_processes import CANCEL_GRACE_SECONDS, STOP_GRACE
 from spark_tables.hooks.spark_job import SparkJobFailed
 from spark_tables.jobs.cancellation import DEFAULT_DEADLINE_SECONDS
 from tests.integration.conftest import VENV_BIN
-from tests.integration.long_job import long_job_hook
+from tests.integration.long_job import long_job_hook, run_in_thread
 
 pytestmark = pytest.mark.integration
 
@@ -49,16 +49,7 @@ def spark_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_on_kill_stops_spark_submit_and_the_python_driver(spark_env: Path) -> None:
     started = threading.Event()
     hook = long_job_hook(str(spark_env), lambda _hook: started.set())
-    failures: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            hook.run()
-        except BaseException as err:
-            failures.append(err)
-
-    runner = threading.Thread(target=run)
-    runner.start()
+    runner, failures = run_in_thread(hook)
     try:
         assert started.wait(timeout=180), "the job never started its statement"
         group = _process_group(hook.submit_process.pid)

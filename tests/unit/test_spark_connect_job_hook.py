@@ -234,9 +234,9 @@ def test_a_stopped_job_is_interrupted_again_until_an_interruption_stops_one_of_i
     cancellation.interrupt_with(interrupt)
     ended = _EndsAfter(looks=6)
 
-    stop_job(cancellation, ended, "asked")  # type: ignore[arg-type]
+    stopped = stop_job(cancellation, ended, "asked")  # type: ignore[arg-type]
 
-    assert (cancellation.reason, len(calls), ended.looks) == ("asked", interrupts, 7)
+    assert (stopped, cancellation.reason, len(calls), ended.looks) == (True, "asked", interrupts, 7)
 
 
 def test_a_job_that_noticed_the_stop_between_its_steps_is_not_interrupted_again():
@@ -256,6 +256,26 @@ def test_a_job_that_noticed_the_stop_between_its_steps_is_not_interrupted_again(
     stop_job(cancellation, _EndsAfter(looks=4), "asked")  # type: ignore[arg-type]
 
     assert (cancellation.taken_effect, len(calls)) == (True, 1)
+
+
+def test_a_job_still_running_after_the_grace_is_given_up_and_the_task_stops_waiting(monkeypatch):
+    """A server that lost the interrupt of the job's operation runs it on: once the grace has passed the stop returns,
+    and the job is marked unstopped, which ends the task's wait for it."""
+    from spark_tables.hooks import spark_connect_job
+    from spark_tables.jobs.cancellation import Cancellation
+
+    monkeypatch.setattr(spark_connect_job, "CANCEL_GRACE_SECONDS", 0)
+    cancellation, calls = Cancellation(), []
+    cancellation.interrupt_with(lambda: calls.append("all") or ["the fill"])
+    never = _EndsAfter(looks=10**9)
+    running = spark_connect_job.RunningJob(cancellation, never)  # type: ignore[arg-type]
+
+    running.stop("asked")
+
+    assert (running.unstopped.is_set(), never.looks, calls) == (True, 1, ["all"])
+    assert spark_connect_job.unstopped_error("sc://spark:15002").startswith(
+        "the Spark job did not stop within 0 s of the request: the Spark Connect server sc://spark:15002 lost the "
+    )
 
 
 def test_a_jar_given_as_a_url_fails_in_one_line_as_a_session_takes_files_only(set_connection):

@@ -180,8 +180,8 @@ class SparkConnectJobHook(BaseHook):
         self.name = name
         self._spec = spec
         self.last_result: JobResult | None = None
-        #: The running job's cancellation, and the event its end sets, while it runs.
-        self._running: tuple[Cancellation, threading.Event] | None = None
+        #: The job, while it runs.
+        self._running: RunningJob | None = None
 
     @property
     def spec(self) -> JobSpec:
@@ -203,7 +203,8 @@ class SparkConnectJobHook(BaseHook):
         ``SparkJobFailed`` with the job's one-line error if it fails.
 
         If this thread is interrupted meanwhile (``execution_timeout`` raises in the middle of the wait), the job is
-        first stopped in order, as ``on_kill`` does, so it undoes what it created before the task goes on.
+        first stopped in order, as ``on_kill`` does, so it undoes what it created before the task goes on. A job still
+        running ``CANCEL_GRACE_SECONDS`` after a stop was asked for is left to the server, its session released.
         """
         from spark_tables.jobs.cancellation import Cancellation
         from spark_tables.jobs.entry import run_job
@@ -239,19 +240,25 @@ class SparkConnectJobHook(BaseHook):
                 finally:
                     ended.set()
 
-            self._running = (cancellation, ended)
+            running = self._running = RunningJob(cancellation, ended)
             threading.Thread(target=work, name="spark-tables-job", daemon=True).start()
             try:
-                while not ended.wait(JOIN_SECONDS):  # not one wait: a signal another thread takes would not wake it
+                # Not one wait: a signal another thread takes would not wake it.
+                while not ended.wait(JOIN_SECONDS) and not running.unstopped.is_set():
                     pass
             except BaseException:
                 self.log.warning("the task was interrupted: asking the Spark job to stop and undo what it created")
-                stop_job(cancellation, ended, "the Airflow task was interrupted (timed out or stopped)")
+                running.stop("the Airflow task was interrupted (timed out or stopped)")
+                if running.unstopped.is_set():
+                    self.log.error("%s", unstopped_error(self.master))
                 raise
             finally:
                 self._running = None
                 if outcome:
                     self.last_result = _with_session_seconds(outcome[0], session_seconds)
+            given_up = not ended.is_set()
+        if given_up:  # the session is released: the job's thread ends with it, the server's operation may not
+            raise SparkJobFailed(unstopped_error(self.master))
         if self.last_result is None:
             raise SparkJobFailed("the Spark job ended without a result: see the task log above")
         if not self.last_result.succeeded:
@@ -301,12 +308,26 @@ class SparkConnectJobHook(BaseHook):
         running = self._running
         if running is not None:
             reason = "the Airflow task asked to stop (task killed, marked failed or timed out)"
-            threading.Thread(target=stop_job, args=(*running, reason), daemon=True).start()
+            threading.Thread(target=running.stop, args=(reason,), daemon=True).start()
 
 
-def stop_job(cancellation: Cancellation, ended: threading.Event, reason: str) -> None:
-    """Ask the running job to stop and wait until it has ``ended``, for at most ``CANCEL_GRACE_SECONDS``; its
-    session's release stops what still runs after that.
+@dataclasses.dataclass(frozen=True)
+class RunningJob:
+    """A job running in a thread of the task: how to stop it, the event its end sets, and the one ``stop`` sets when
+    the job has not ended ``CANCEL_GRACE_SECONDS`` after the request (the task then stops waiting for it)."""
+
+    cancellation: Cancellation
+    ended: threading.Event
+    unstopped: threading.Event = dataclasses.field(default_factory=threading.Event)
+
+    def stop(self, reason: str) -> None:
+        if not stop_job(self.cancellation, self.ended, reason):
+            self.unstopped.set()
+
+
+def stop_job(cancellation: Cancellation, ended: threading.Event, reason: str) -> bool:
+    """Ask the running job to stop and wait until it has ``ended``, for at most ``CANCEL_GRACE_SECONDS``; return
+    whether it did.
 
     Until the request has taken effect in the job's code, its operations are interrupted again: one it started after
     the request, between two of its steps, is stopped too. Not after: over Spark Connect every call is an operation,
@@ -314,9 +335,24 @@ def stop_job(cancellation: Cancellation, ended: threading.Event, reason: str) ->
     """
     cancellation.request(reason)
     ends = time.monotonic() + CANCEL_GRACE_SECONDS
-    while not ended.wait(INTERRUPT_AGAIN_SECONDS) and time.monotonic() < ends:
+    while not ended.wait(INTERRUPT_AGAIN_SECONDS):
+        if time.monotonic() >= ends:
+            return False
         if not cancellation.taken_effect:
             cancellation.interrupt_running()
+    return True
+
+
+def unstopped_error(master: str) -> str:
+    """Why a task gave up waiting for its stopped job. The server ends an interrupted operation by interrupting the
+    thread that runs it, and Hadoop's shell commands (a local folder's ``chmod``) can swallow that interrupt
+    (SPARK-20301); the interrupt is not delivered twice, and a session's release does not cancel the Spark job of an
+    operation that was interrupted already."""
+    return (
+        f"the Spark job did not stop within {CANCEL_GRACE_SECONDS} s of the request: the Spark Connect server {master} "
+        "lost the interrupt of its running operation, which may run on there until it ends by itself; the session "
+        "is released, and the task's next try undoes what the job left unfinished"
+    )
 
 
 def _with_session_seconds(result: JobResult, seconds: float) -> JobResult:
