@@ -65,6 +65,8 @@ def start(log: Path, catalog: Catalog) -> str:
     command += [arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")]
     if catalog.driver_class_path:
         command += ["--driver-class-path", catalog.driver_class_path]
+    if catalog.jars:  # its table formats' (Delta Lake's), for the server's driver and executors
+        command += ["--jars", ",".join(catalog.jars)]
     if secrets := catalog.secret_conf():  # the metastore's password: a file of this user's, no command line
         properties = os.path.join(private_folder(os.path.join(settings.home(), "private")), "connect-server.conf")
         write_private(properties, "".join(f"{key} {value}\n" for key, value in secrets.items()))

@@ -91,6 +91,8 @@ class Deployment:
         command = [str(VENV_BIN / "spark-submit"), "--master", "local[2]"]
         if self.catalog.driver_class_path:
             command += ["--driver-class-path", self.catalog.driver_class_path]
+        if self.catalog.jars:
+            command += ["--jars", ",".join(self.catalog.jars)]
         conf = {**self.catalog.spark_conf(), "spark.log.level": "WARN", "spark.pyspark.python": sys.executable}
         archive = ClassArchive(str(JVM_CLASS_ARCHIVE), self.catalog.driver_class_path)
         java_options = conf.get("spark.driver.extraJavaOptions", "")

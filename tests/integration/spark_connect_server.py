@@ -76,6 +76,8 @@ class SparkConnectServer:
         }
         command = [str(VENV_BIN / "spark-submit"), "--master", self.master, "--class", SERVER_CLASS]
         command += ["--driver-class-path", self.catalog.driver_class_path]
+        if self.catalog.jars:
+            command += ["--jars", ",".join(self.catalog.jars)]
         for key, value in conf.items():
             command += ["--conf", f"{key}={value}"]
         # The metastore's password in a file of mode 600, as scripts/connect_server.py gives it: never a command line.

@@ -574,3 +574,31 @@ def test_a_failed_job_fails_the_task_with_its_own_line_and_no_command_before_it(
     assert "--conf" not in infos and "SELECT * FROM t" not in infos, "command and spec only at DEBUG level"
     debugs = [message for level, message in recorder.records if level == "debug"]
     assert any(message.startswith("Cannot execute: ") and str(fake) in message for message in debugs)
+
+
+def test_the_catalog_s_table_formats_jars_go_to_the_driver_and_executors_before_the_task_s_own(spark_tables_home):
+    lake = EmbeddedCatalog(home=str(spark_tables_home), table_formats=("delta",))
+    hook = SparkJobHook(spec=SPEC, catalog=lake, jars="/jars/udfs.jar")
+
+    assert _option(_command(hook), "--jars").split(",") == [*lake.jars, "/jars/udfs.jar"]
+    assert [os.path.basename(jar) for jar in lake.jars] == ["delta-spark_4.2_2.13.jar", "delta-storage.jar"]
+
+
+def test_a_task_s_sql_extensions_join_the_catalog_s_table_formats_extensions(spark_tables_home):
+    lake = EmbeddedCatalog(home=str(spark_tables_home), table_formats=("delta",))
+    hook = SparkJobHook(spec=SPEC, catalog=lake, conf={"spark.sql.extensions": "com.example.Extensions"})
+
+    confs = _confs(_command(hook))
+
+    assert confs["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension,com.example.Extensions"
+    assert confs["spark.sql.catalog.spark_catalog"] == "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+
+
+def test_a_catalog_without_table_formats_loads_no_jar_and_no_extension(catalog):
+    hook = SparkJobHook(spec=SPEC, catalog=catalog, conf={"spark.sql.extensions": "com.example.Extensions"})
+
+    command = _command(hook)
+
+    assert "--jars" not in command
+    assert _confs(command)["spark.sql.extensions"] == "com.example.Extensions"
+    assert "spark.sql.catalog.spark_catalog" not in _confs(command)

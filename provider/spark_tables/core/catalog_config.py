@@ -15,7 +15,10 @@ from urllib.parse import quote
 from spark_tables.core.errors import SpecError
 from spark_tables.core.jvm_jars import POSTGRES_JDBC_DRIVER
 from spark_tables.core.postgres import jdbc_url
+from spark_tables.core.table_format.formats import DEFAULT_TABLE_FORMATS, formats_conf, table_formats
 
+#: Where a catalog's table formats are set: the catalog connection's extra (``hooks/catalog.py``).
+FORMATS_SETTING = "the catalog connection's extra 'table-formats'"
 #: The metastore property that holds the database password.
 PASSWORD_PROPERTY = "javax.jdo.option.ConnectionPassword"
 
@@ -27,11 +30,20 @@ def _absolute_uri(location: str) -> str:
     return "file:" + quote(os.path.abspath(location))
 
 
-def _hive_conf(warehouse: str) -> dict[str, str]:
+def _hive_conf(warehouse: str, formats: tuple[str, ...]) -> dict[str, str]:
     return {
         "spark.sql.catalogImplementation": "hive",
         "spark.sql.warehouse.dir": _absolute_uri(warehouse),
+        **formats_conf(table_formats(formats, FORMATS_SETTING)),
     }
+
+
+def _format_jars(formats: tuple[str, ...]) -> tuple[str, ...]:
+    """The jars of ``formats``, each checked to be a file here."""
+    loaded = table_formats(formats, FORMATS_SETTING)
+    for table_format in loaded:
+        table_format.check_jars(FORMATS_SETTING)
+    return tuple(jar for table_format in loaded for jar in table_format.jars)
 
 
 @dataclass(frozen=True)
@@ -39,6 +51,8 @@ class EmbeddedCatalog:
     """Derby metastore and warehouse folder under one home folder; one Spark application at a time."""
 
     home: str
+    #: The table formats its applications load (``core.table_format``): their jars and session settings.
+    table_formats: tuple[str, ...] = DEFAULT_TABLE_FORMATS
     exclusive = True
     driver_class_path = None
 
@@ -46,6 +60,12 @@ class EmbeddedCatalog:
         if not self.home or "://" in self.home or self.home.startswith("file:"):
             raise SpecError(f"embedded catalog home {self.home!r} must be a local folder path")
         object.__setattr__(self, "home", os.path.abspath(self.home))
+        table_formats(self.table_formats, FORMATS_SETTING)
+
+    @property
+    def jars(self) -> tuple[str, ...]:
+        """The jars its applications load, for their driver and executors: its table formats'."""
+        return _format_jars(self.table_formats)
 
     @property
     def warehouse(self) -> str:
@@ -61,7 +81,7 @@ class EmbeddedCatalog:
 
     def spark_conf(self) -> dict[str, str]:
         return {
-            **_hive_conf(self.warehouse),
+            **_hive_conf(self.warehouse, self.table_formats),
             "spark.hadoop.javax.jdo.option.ConnectionURL": (
                 f"jdbc:derby:;databaseName={self.metastore_path};create=true"
             ),
@@ -106,6 +126,8 @@ class PostgresMetastore:
     #: libpq's other connection arguments: the catalog connection's extras that PostgresHook passes on (``sslmode``,
     #: ``options``, ...); pgjdbc's counterparts of them go into ``jdbc_url``.
     parameters: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: The table formats its applications load (``core.table_format``): their jars and session settings.
+    table_formats: tuple[str, ...] = DEFAULT_TABLE_FORMATS
     exclusive = False
 
     def __post_init__(self) -> None:
@@ -116,6 +138,12 @@ class PostgresMetastore:
                 "PostgreSQL metastore: set the catalog connection's extra 'warehouse' to a folder or URI "
                 "that every Spark application reaches"
             )
+        table_formats(self.table_formats, FORMATS_SETTING)
+
+    @property
+    def jars(self) -> tuple[str, ...]:
+        """The jars its applications load, for their driver and executors: its table formats'."""
+        return _format_jars(self.table_formats)
 
     def connect_args(self) -> dict[str, Any]:
         """The metastore database's libpq connection arguments, password included."""
@@ -147,7 +175,7 @@ class PostgresMetastore:
     def spark_conf(self) -> dict[str, str]:
         """The settings spark-submit may show on its command line: all but the password (``secret_conf``)."""
         secret = self.secret_conf()
-        conf = _hive_conf(self.warehouse)
+        conf = _hive_conf(self.warehouse, self.table_formats)
         hadoop = {f"spark.hadoop.{key}": value for key, value in self.metastore_properties().items()}
         conf.update({key: value for key, value in hadoop.items() if key not in secret})
         # The schema is created up front by SchemaTool; lazy creation deadlocked on PostgreSQL.

@@ -9,6 +9,7 @@ from airflow.providers.common.compat.sdk import AirflowNotFoundException, BaseHo
 from spark_tables.core.catalog_config import Catalog, EmbeddedCatalog, PostgresMetastore
 from spark_tables.core.errors import SpecError
 from spark_tables.core.jvm_jars import POSTGRES_JDBC_DRIVER
+from spark_tables.core.table_format.formats import DEFAULT_TABLE_FORMATS
 from spark_tables.hooks.postgres import connect_args
 from spark_tables.utils import settings
 
@@ -18,7 +19,8 @@ class SparkTablesCatalogHook(BaseHook):
 
     No connection, or one without a host: the embedded Derby catalog under ``home`` (extra) or
     ``[spark_tables] home``. With a host: a PostgreSQL metastore database (schema = database name, the connection
-    arguments as ``PostgresHook`` builds them: ``hooks/postgres.py``) and the ``warehouse`` extra.
+    arguments as ``PostgresHook`` builds them: ``hooks/postgres.py``) and the ``warehouse`` extra. Either loads the
+    table formats of the ``table-formats`` extra (none unless it names them).
     """
 
     conn_name_attr = "catalog_conn_id"
@@ -44,8 +46,9 @@ class SparkTablesCatalogHook(BaseHook):
                 ) from None
             return EmbeddedCatalog(home=settings.home())
         extra = conn.extra_dejson
+        formats = self._table_formats(extra)
         if not conn.host:
-            return EmbeddedCatalog(home=extra.get("home") or settings.home())
+            return EmbeddedCatalog(home=extra.get("home") or settings.home(), table_formats=formats)
         args = connect_args(conn, f"catalog connection {self.catalog_conn_id!r}")
         return PostgresMetastore(
             host=args.pop("host"),
@@ -56,4 +59,15 @@ class SparkTablesCatalogHook(BaseHook):
             warehouse=extra.get("warehouse", ""),
             jdbc_driver_jar=extra.get("jdbc-driver-jar", POSTGRES_JDBC_DRIVER),
             parameters=args,
+            table_formats=formats,
         )
+
+    def _table_formats(self, extra: dict[str, Any]) -> tuple[str, ...]:
+        """The extra ``table-formats``: a list of format names (``[]`` for none, as when it is absent)."""
+        formats = extra.get("table-formats", DEFAULT_TABLE_FORMATS)
+        if not isinstance(formats, list | tuple) or not all(isinstance(name, str) for name in formats):
+            raise SpecError(
+                f"catalog connection {self.catalog_conn_id!r}: extra 'table-formats' must be a list of format names, "
+                f'such as ["delta"], or [] for none'
+            )
+        return tuple(formats)

@@ -97,6 +97,7 @@ class SparkJobHook(SparkSubmitAdapter):
         conf: dict[str, Any] | None = None,
         py_files: str | None = None,
         driver_class_path: str | None = None,
+        jars: str | None = None,
         durable: bool = False,
         **kwargs: Any,
     ) -> None:
@@ -105,6 +106,7 @@ class SparkJobHook(SparkSubmitAdapter):
             conn_id=conn_id,
             py_files=",".join(p for p in (job_package(os.path.join(settings.home(), "dist")), py_files) if p),
             driver_class_path=":".join(p for p in (catalog.driver_class_path, driver_class_path) if p) or None,
+            jars=",".join(jar for jar in (*catalog.jars, jars) if jar) or None,
             **kwargs,
         )
         self._catalog = catalog
@@ -441,11 +443,16 @@ def wrong_connection_type(conn_id: str, conn_type: str | None) -> str:
 
 def _spark_conf(catalog: Catalog, conf: dict[str, Any]) -> dict[str, Any]:
     """spark-submit's ``--conf``: catalog settings, then defaults, then the task's own conf, but for settings whose
-    names say they hold a secret (``_session_conf`` takes those); JVM option strings are joined, not replaced."""
+    names say they hold a secret (``_session_conf`` takes those); JVM option strings and SQL extensions are joined
+    (the catalog's table formats keep theirs), not replaced."""
     merged: dict[str, Any] = {**catalog.spark_conf(), "spark.log.level": "WARN"}
     for key, value in conf.items():
-        joined = key.endswith(".extraJavaOptions") and key in merged
-        merged[key] = f"{merged[key]} {value}" if joined else value
+        if key.endswith(".extraJavaOptions") and key in merged:
+            merged[key] = f"{merged[key]} {value}"
+        elif key == "spark.sql.extensions" and key in merged:
+            merged[key] = f"{merged[key]},{value}"
+        else:
+            merged[key] = value
     return {key: value for key, value in merged.items() if not SECRET_NAME.search(key)}
 
 
