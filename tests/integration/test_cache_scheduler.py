@@ -122,8 +122,10 @@ def test_four_consumers_at_once_compute_b_once(airflow: AirflowServices):
 
 
 def test_when_the_writer_fails_one_waiter_takes_over(airflow: AirflowServices):
-    """The consumer that claimed b fails while computing it and releases its claim; of the two waiting for it,
-    exactly one takes over (claim 2) and computes b, the other waits again and reads that copy."""
+    """The consumer that claimed b fails while computing it and releases its claim; of the two consumers that found
+    it claimed, exactly one takes over (claim 2) and computes b, the other waits and reads that copy. Whether the one
+    that takes over was already waiting when the writer failed depends on which came first (the writer fails within
+    about a second of its claim): either way it finds the writer's claim ended without a copy."""
     run_id = airflow.trigger("cache_writer_fails", {})
     assert airflow.finished("cache_writer_fails", run_id) == "failed"
     assert airflow.task_state("cache_writer_fails", run_id, "writer") == "failed"
@@ -132,7 +134,8 @@ def test_when_the_writer_fails_one_waiter_takes_over(airflow: AirflowServices):
     used = _caches(airflow, "cache_writer_fails", run_id, ("waiter_1", "waiter_2"))
     [taker] = [task for task, use in used.items() if use["status"] == "miss"]
     other = "waiter_2" if taker == "waiter_1" else "waiter_1"
-    assert used[taker]["claim"] == 2 and used[taker]["waited"]["for"] == "writer"
+    assert used[taker]["claim"] == 2
+    assert used[taker]["waited"] is None or used[taker]["waited"]["for"] == "writer"
     assert "ended without a copy; this task takes over" in airflow.task_log("cache_writer_fails", run_id, taker)
     assert used[other]["status"] == "hit" and used[other]["location"] == used[taker]["location"]
     assert used[other]["claim"] is None and used[other]["waited"]["for"] in ("writer", taker)

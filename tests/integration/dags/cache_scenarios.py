@@ -90,7 +90,8 @@ def _all_started(*task_ids: str) -> Any:
 
 
 def _claimed(context: Any) -> None:
-    """A ``pre_execute`` that waits until a consumer of this run has claimed ``FAILING_B``, so that this one waits."""
+    """A ``pre_execute`` that waits until a consumer of this run has claimed ``FAILING_B``, so that this one finds it
+    claimed, or its claim ended without a copy."""
     ti = context["ti"]
     claims = Path(claims_folder(run_folder(settings.cache_uri(), ti.dag_id, ti.run_id)).removeprefix("file://"))
     first = claims / claim_file_name(cache_folder_name(FAILING_B), 1)
