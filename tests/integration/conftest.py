@@ -360,16 +360,30 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from tests.integration.spark_connect_server import running_spark_connect_server
 
     root = tmp_path_factory.mktemp("spark-connect")
-    catalog = PostgresMetastore(
+    with running_spark_connect_server(root, server_metastore(root, SESSION_METASTORE_DATABASE)) as server:
+        yield server
+
+
+def server_metastore(root: Path, database: str, table_formats: tuple[str, ...] = ()) -> PostgresMetastore:
+    """A Spark Connect server's PostgreSQL metastore: ``database`` emptied, the warehouse under ``root``."""
+    return PostgresMetastore(
         host=PG_HOST,
         port=PG_PORT,
         user=PG_USER,
         password=pg_password(),
-        database=_empty_database(SESSION_METASTORE_DATABASE),
+        database=_empty_database(database),
         warehouse=str(root / "warehouse"),
+        table_formats=table_formats,
     )
-    with running_spark_connect_server(root, catalog) as server:
-        yield server
+
+
+@pytest.fixture
+def spark_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A test's own provider home (``[spark_tables] home``), and the venv's spark-submit first on PATH, for the jobs
+    a test runs through a hook in its own process."""
+    monkeypatch.setenv("AIRFLOW__SPARK_TABLES__HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PATH", f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    return tmp_path
 
 
 @pytest.fixture(scope="session")

@@ -9,27 +9,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from spark_tables.core.catalog_config import PostgresMetastore
 from spark_tables.core.job_spec import JobSpec
 from spark_tables.core.sql.job import SqlJob
 from spark_tables.utils.metastore_schema import ensure_metastore_schema
-from tests.integration.conftest import (
-    PG_HOST,
-    PG_PORT,
-    PG_USER,
-    SESSION_METASTORE_DATABASE,
-    VENV_BIN,
-    Deployment,
-    _empty_database,
-    pg_password,
-)
+from tests.integration.conftest import SESSION_METASTORE_DATABASE, Deployment, server_metastore
 
 pytestmark = pytest.mark.integration
 
@@ -51,35 +40,20 @@ def delta_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from tests.integration.spark_connect_server import running_spark_connect_server
 
     root = tmp_path_factory.mktemp("spark-connect-delta")
-    catalog = PostgresMetastore(
-        host=PG_HOST,
-        port=PG_PORT,
-        user=PG_USER,
-        password=pg_password(),
-        database=_empty_database(f"{SESSION_METASTORE_DATABASE}_delta"),
-        warehouse=str(root / "warehouse"),
-        table_formats=("delta",),
-    )
+    catalog = server_metastore(root, f"{SESSION_METASTORE_DATABASE}_delta", table_formats=("delta",))
     with running_spark_connect_server(root, catalog) as server:
         yield server
 
 
-@pytest.fixture
-def job_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("AIRFLOW__SPARK_TABLES__HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("PATH", f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    return tmp_path
-
-
 def test_a_job_per_job_makes_and_merges_into_a_delta_table_that_another_application_reads_by_version(
-    postgres: Deployment, job_env: Path
+    postgres: Deployment, spark_env: Path
 ) -> None:
     from spark_tables.hooks.spark_job import SparkJobHook
 
     lake = dataclasses.replace(postgres, catalog=dataclasses.replace(postgres.catalog, table_formats=("delta",)))
     ensure_metastore_schema(lake.catalog)  # as the operator does before its job
     table = "delta_per_job"
-    spec = JobSpec(job=SqlJob(statements=_statements(table)), result_uri=f"file://{job_env}/result.json")
+    spec = JobSpec(job=SqlJob(statements=_statements(table)), result_uri=f"file://{spark_env}/result.json")
     result = SparkJobHook(spec=spec, catalog=lake.catalog, name="delta-per-job").run()
 
     assert result.succeeded, result.error
@@ -89,13 +63,13 @@ def test_a_job_per_job_makes_and_merges_into_a_delta_table_that_another_applicat
 
 
 def test_a_job_in_session_mode_makes_and_merges_into_a_delta_table_on_the_server(
-    delta_server: Any, job_env: Path, monkeypatch: pytest.MonkeyPatch
+    delta_server: Any, spark_env: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from spark_tables.hooks.spark_connect_job import SparkConnectJobHook, connect_session
 
     monkeypatch.setenv("AIRFLOW_CONN_DELTA_SERVER", json.dumps(delta_server.connection))
     table = "delta_in_session"
-    spec = JobSpec(job=SqlJob(statements=_statements(table)), result_uri=f"file://{job_env}/result.json")
+    spec = JobSpec(job=SqlJob(statements=_statements(table)), result_uri=f"file://{spark_env}/result.json")
     result = SparkConnectJobHook(spec=spec, conn_id="delta_server", name="delta-in-session").run()
 
     assert result.succeeded, result.error

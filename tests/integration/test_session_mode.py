@@ -234,7 +234,7 @@ def test_a_lookup_join_of_a_stream_enriches_its_micro_batches_in_the_servers_pyt
 
 
 def test_a_stop_the_server_loses_ends_the_task_after_the_grace_and_releases_its_session(
-    connect_server: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+    connect_server: Any, spark_env: Any, monkeypatch: pytest.MonkeyPatch
 ):
     """The server interrupts an operation once, and a thread of its own can lose that interrupt (Hadoop's shell
     commands swallow it, SPARK-20301): the operation then runs on. The task does not wait for it past the grace: it
@@ -252,8 +252,7 @@ def test_a_stop_the_server_loses_ends_the_task_after_the_grace_and_releases_its_
     monkeypatch.setattr(ConnectSession, "interruptAll", lambda self: ["the query"])
     monkeypatch.setattr(spark_connect_job, "CANCEL_GRACE_SECONDS", 3)
     monkeypatch.setenv("AIRFLOW_CONN_LOSES_INTERRUPTS", json.dumps(connect_server.connection))
-    monkeypatch.setenv("AIRFLOW__SPARK_TABLES__HOME", str(tmp_path / "home"))
-    spec = JobSpec(job=SqlJob(statements=(LONG_QUERY,)), result_uri=f"file://{tmp_path}/result.json")
+    spec = JobSpec(job=SqlJob(statements=(LONG_QUERY,)), result_uri=f"file://{spark_env}/result.json")
     hook = spark_connect_job.SparkConnectJobHook(spec=spec, conn_id="loses_interrupts", name="loses_interrupts")
     runner, failures = run_in_thread(hook)
     wait_for("the query to run on the server", lambda: connect_server.running_jobs_tagged("loses_interrupts"))

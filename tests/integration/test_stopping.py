@@ -15,7 +15,6 @@ import pytest
 from spark_tables.hooks.driver_processes import CANCEL_GRACE_SECONDS, STOP_GRACE_SECONDS
 from spark_tables.hooks.spark_job import SparkJobFailed
 from spark_tables.jobs.cancellation import DEFAULT_DEADLINE_SECONDS
-from tests.integration.conftest import VENV_BIN
 from tests.integration.long_job import long_job_hook, run_in_thread
 
 pytestmark = pytest.mark.integration
@@ -37,13 +36,6 @@ def _is_python_driver(process: psutil.Process) -> bool:
         return any(part.endswith("entry.py") for part in process.cmdline()) and "python" in process.name()
     except psutil.NoSuchProcess:
         return False
-
-
-@pytest.fixture
-def spark_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("AIRFLOW__SPARK_TABLES__HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("PATH", f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    return tmp_path
 
 
 def test_on_kill_stops_spark_submit_and_the_python_driver(spark_env: Path) -> None:
