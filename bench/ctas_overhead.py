@@ -34,9 +34,9 @@ from pyspark.sql import SparkSession
 from spark_tables.core.ctas.job import CtasJob
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.jobs.cancellation import Cancellation
-from spark_tables.jobs.ctas import catalog_tables
 from spark_tables.jobs.ctas import lifecycle as ctas
 from spark_tables.jobs.entry import run_job
+from spark_tables.jobs.table_format import catalog as catalog_tables
 
 SIDES = ("native", "ctas_table", "ctas_staging")
 #: (module, function, phase) for every step of the ctas job that is timed on its own.

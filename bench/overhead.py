@@ -160,8 +160,9 @@ def benchmark_dag(argv: list[str]) -> Any:
     return build_dag(parse_args(argv), folders_from_environment())
 
 
-def spark_confs(spark_tables_home: str) -> tuple[dict[str, str], dict[str, str]]:
-    """(plain conf, ours conf): ours gets the catalog settings from the provider, so they are not repeated.
+def spark_confs(spark_tables_home: str, table_formats: tuple[str, ...] = ()) -> tuple[dict[str, str], dict[str, str]]:
+    """(plain conf, ours conf): ours gets the catalog settings from the provider (the embedded catalog of
+    ``spark_tables_home``, loading ``table_formats``), so they are not repeated.
 
     Checked to be the very conf the provider's hook submits, so both applications run with the same settings.
     """
@@ -171,7 +172,7 @@ def spark_confs(spark_tables_home: str) -> tuple[dict[str, str], dict[str, str]]
 
     if settings.home() != os.path.abspath(spark_tables_home):
         raise RuntimeError(f"the provider's home is {settings.home()}, not {spark_tables_home}")
-    catalog = EmbeddedCatalog(spark_tables_home)
+    catalog = EmbeddedCatalog(spark_tables_home, table_formats=table_formats)
     shared = {
         "spark.log.level": "WARN",
         "spark.pyspark.python": sys.executable,

@@ -66,6 +66,8 @@ SHARED_SESSIONS = {
         "tests/integration/test_example_dag.py",
         "tests/integration/test_session_mode.py",
     ),
+    # the Delta Lake tests, on a Spark Connect server whose catalog loads Delta (``delta_server``)
+    "delta_server": ("tests/integration/test_delta_catalog.py", "tests/integration/test_delta_ctas.py"),
 }
 _GROUP_OF_FILE = {path: group for group, paths in SHARED_SESSIONS.items() for path in paths}
 _PLACE_IN_GROUP = {path: place for paths in SHARED_SESSIONS.values() for place, path in enumerate(paths)}
@@ -78,9 +80,15 @@ def scope_of(file: str) -> str:
 
 #: The units handed out first, in this order: the longest by the sum of their tests' times (2026-11-26), the
 #: README's (one Spark application at a time) between the two sets of Airflow services, so that those do not start
-#: together, then the Spark Connect server's. The rest follow in the order pytest collects them: the other
+#: together, then the Spark Connect servers'. The rest follow in the order pytest collects them: the other
 #: integration files, then ``tests/spark``, then ``tests/unit``.
-SLOWEST_FIRST = ("spark_cluster", "tests/integration/test_readme_snippets.py", "airflow_services", "spark_connect")
+SLOWEST_FIRST = (
+    "spark_cluster",
+    "tests/integration/test_readme_snippets.py",
+    "airflow_services",
+    "spark_connect",
+    "delta_server",
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

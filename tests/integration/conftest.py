@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -362,6 +363,33 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     root = tmp_path_factory.mktemp("spark-connect")
     with running_spark_connect_server(root, server_metastore(root, SESSION_METASTORE_DATABASE)) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def delta_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A Spark Connect server whose catalog loads Delta Lake (its own metastore), as ``scripts/connect_server.py``
+    starts one for a catalog whose connection names ``delta``; the other tests' server loads no table format."""
+    from tests.integration.spark_connect_server import running_spark_connect_server
+
+    root = tmp_path_factory.mktemp("spark-connect-delta")
+    catalog = server_metastore(root, f"{SESSION_METASTORE_DATABASE}_delta", table_formats=("delta",))
+    with running_spark_connect_server(root, catalog) as server:
+        yield server
+
+
+@pytest.fixture
+def lake(delta_server: Any, request: pytest.FixtureRequest) -> Iterator[tuple[Any, str]]:
+    """A Connect session on ``delta_server`` and a database of the test's own, dropped with its tables afterwards."""
+    from spark_tables.hooks.spark_connect_job import connect_session
+
+    database = "delta_" + re.sub(r"\W", "_", request.node.name.removeprefix("test_"))[:40]
+    with connect_session(delta_server.url) as spark:
+        spark.conf.set("spark.databricks.delta.snapshotPartitions", "2")  # a small table's log state: 50 tasks else
+        spark.sql(f"CREATE DATABASE {database}")
+        try:
+            yield spark, database
+        finally:
+            spark.sql(f"DROP DATABASE IF EXISTS {database} CASCADE")
 
 
 def server_metastore(root: Path, database: str, table_formats: tuple[str, ...] = ()) -> PostgresMetastore:

@@ -1,6 +1,6 @@
 """Delta Lake on a catalog that loads it (its connection's extra ``table-formats``), in both modes: a job per job
-gets Delta's jars and settings with its spark-submit, and session mode's server starts with them (a server of this
-file's own, on a metastore of its own: the other tests' server loads no format), so a SQL job makes, merges into and
+gets Delta's jars and settings with its spark-submit, and session mode's server starts with them (``delta_server``, on a
+metastore of its own: the other tests' server loads no format), so a SQL job makes, merges into and
 reads back a Delta table's versions on the PostgreSQL metastore. And what the table-format seam builds on, on that
 server: Delta's commits and their metrics, MERGE, idempotent appends, and what Spark's own table statements refuse
 of a Delta table."""
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ import pytest
 from spark_tables.core.job_spec import JobSpec
 from spark_tables.core.sql.job import SqlJob
 from spark_tables.utils.metastore_schema import ensure_metastore_schema
-from tests.integration.conftest import SESSION_METASTORE_DATABASE, Deployment, server_metastore
+from tests.integration.conftest import Deployment
 
 pytestmark = pytest.mark.integration
 
@@ -32,17 +31,6 @@ def _statements(table: str) -> tuple[str, ...]:
         "WHEN MATCHED THEN UPDATE SET v = c.v WHEN NOT MATCHED THEN INSERT *",
         f"SELECT v, count(*) AS n FROM {table} GROUP BY v ORDER BY v",
     )
-
-
-@pytest.fixture(scope="module")
-def delta_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A Spark Connect server whose catalog loads Delta Lake, as ``scripts/connect_server.py`` starts one."""
-    from tests.integration.spark_connect_server import running_spark_connect_server
-
-    root = tmp_path_factory.mktemp("spark-connect-delta")
-    catalog = server_metastore(root, f"{SESSION_METASTORE_DATABASE}_delta", table_formats=("delta",))
-    with running_spark_connect_server(root, catalog) as server:
-        yield server
 
 
 def test_a_job_per_job_makes_and_merges_into_a_delta_table_that_another_application_reads_by_version(
@@ -78,21 +66,6 @@ def test_a_job_in_session_mode_makes_and_merges_into_a_delta_table_on_the_server
         [detail] = spark.sql(f"DESCRIBE DETAIL {table}").collect()
         assert spark.sql(f"SELECT count(*) FROM {table} VERSION AS OF 1").first()[0] == 10
     assert detail["format"] == "delta"
-
-
-@pytest.fixture
-def lake(delta_server: Any, request: pytest.FixtureRequest) -> Iterator[tuple[Any, str]]:
-    """A Connect session on the server and a database of the test's own, dropped with its tables afterwards."""
-    from spark_tables.hooks.spark_connect_job import connect_session
-
-    database = "delta_" + request.node.name.split("_", 1)[1][:40]
-    with connect_session(delta_server.url) as spark:
-        spark.conf.set("spark.databricks.delta.snapshotPartitions", "2")  # a small table's log state: 50 tasks else
-        spark.sql(f"CREATE DATABASE {database}")
-        try:
-            yield spark, database
-        finally:
-            spark.sql(f"DROP DATABASE IF EXISTS {database} CASCADE")
 
 
 def _history(spark: Any, table: str) -> list[tuple[int, str, dict[str, str]]]:

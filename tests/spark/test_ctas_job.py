@@ -30,9 +30,10 @@ from spark_tables.core.ctas.ownership import (
 from spark_tables.core.identifiers import TableIdentifier
 from spark_tables.jobs import files as files_module
 from spark_tables.jobs.cancellation import Cancellation
-from spark_tables.jobs.ctas import catalog_tables
 from spark_tables.jobs.ctas import lifecycle as ctas_jobs
 from spark_tables.jobs.ctas.lifecycle import run_ctas_cleanup, undo_unfinished
+from spark_tables.jobs.table_format import catalog as catalog_tables
+from spark_tables.jobs.table_format import files as file_tables
 from spark_tables.tasks.sql_reader import read_ctas
 from tests.spark.catalog_checks import (
     FAILING_QUERY,
@@ -160,6 +161,20 @@ def test_a_producer_function_gives_the_rows(spark: SparkSession, db: str, produc
     assert tables(spark, db) == ["squares"]
 
 
+def test_a_delta_table_on_a_session_that_does_not_load_delta_fails_in_one_line_before_anything_is_made(
+    spark: SparkSession, db: str
+) -> None:
+    """As on a Spark Connect server started without Delta: the per-job check is the hook's, before its submit."""
+    result = run(spark, ctas(f"{db}.lake", format="delta"))
+
+    assert result.error == (
+        "table format delta is not loaded in this Spark session: add delta to the catalog connection's extra "
+        '"table-formats", which gives Spark io.delta:delta-spark_4.2_2.13:4.4.0, io.delta:delta-storage:4.4.0 and '
+        "Delta's session catalog (docs/table-formats.md)"
+    )
+    assert tables(spark, db) == []
+
+
 @pytest.mark.parametrize(
     ("function", "error"),
     [
@@ -282,13 +297,13 @@ def test_a_name_taken_at_creation_releases_the_location_claim(
     spark: SparkSession, db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder = tmp_path / "free_again"
-    create = ctas_jobs._create
+    create = file_tables._create
 
     def rival_first(spark: SparkSession, name: TableIdentifier, *args: Any) -> None:
         _rival_takes(spark, name.quoted())
         create(spark, name, *args)
 
-    monkeypatch.setattr(ctas_jobs, "_create", rival_first)
+    monkeypatch.setattr(file_tables, "_create", rival_first)
     result = run(spark, ctas(f"{db}.contested", atomicity="table", location=str(folder)))
 
     assert result.error.startswith(f"table {db}.contested was created meanwhile by another task")
@@ -429,13 +444,13 @@ def test_a_name_taken_just_before_the_creation_is_left_to_its_creator(
     spark: SparkSession, db: str, monkeypatch: pytest.MonkeyPatch, if_not_exists: bool
 ) -> None:
     """Spark refuses the creation with TABLE_OR_VIEW_ALREADY_EXISTS; the catalog shows whose table it is."""
-    create = ctas_jobs._create
+    create = file_tables._create
 
     def rival_first(spark: SparkSession, name: TableIdentifier, *args: Any) -> None:
         _rival_takes(spark, name.quoted())
         create(spark, name, *args)
 
-    monkeypatch.setattr(ctas_jobs, "_create", rival_first)
+    monkeypatch.setattr(file_tables, "_create", rival_first)
     result = run(spark, ctas(f"{db}.contested", atomicity="table", if_not_exists=if_not_exists))
 
     if if_not_exists:
@@ -459,7 +474,7 @@ def test_a_name_taken_just_before_the_staging_rename_is_left_to_its_creator(
         _rival_takes(spark, new_name.quoted())
         external_catalog.renameTable(table.database, table.table, new_name.table)
 
-    monkeypatch.setattr(ctas_jobs.catalog_tables, "rename", rename_past_spark_s_check)
+    monkeypatch.setattr(catalog_tables, "rename", rename_past_spark_s_check)
     result = run(spark, ctas(f"{db}.contested", atomicity="staging"))
 
     assert result.error.startswith(f"table {db}.contested was created meanwhile by another task")

@@ -125,9 +125,27 @@ def test_the_format_is_lowered():
     assert _job(format="ORC").format == "orc"
 
 
-@pytest.mark.parametrize("format", ["delta", "iceberg", "", None, 5])
+@pytest.mark.parametrize("format", ["iceberg", "", None, 5])
 def test_an_unsupported_format_is_rejected_with_the_list(format):
-    assert "use one of parquet, orc, json, csv, avro, text" in _error_message(format=format)
+    assert "use one of parquet, orc, json, csv, avro, text, delta" in _error_message(format=format)
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_a_delta_table_is_made_in_one_commit(replace):
+    assert _job(format="Delta", replace=replace).atomicity == "commit"
+
+
+@pytest.mark.parametrize("atomicity", ["table", "staging"])
+def test_a_file_tables_atomicity_is_refused_for_delta(atomicity):
+    message = _error_message(format="delta", atomicity=atomicity)
+    assert message == (
+        f"ctas job: a delta table is made or replaced in one commit: leave atomicity out, or give 'commit' "
+        f"('{atomicity}' is for Spark's file formats)"
+    )
+
+
+def test_commit_atomicity_is_refused_for_a_file_format():
+    assert "is invalid: use 'table' or 'staging'" in _error_message(format="parquet", atomicity="commit")
 
 
 @pytest.mark.parametrize("columns", ["day", None, {"day": 1}])

@@ -19,11 +19,14 @@ from airflow.sdk import ObjectStoragePath
 from airflow.sdk.exceptions import AirflowTaskTimeout
 
 from spark_tables.core.catalog_config import EmbeddedCatalog, PostgresMetastore
+from spark_tables.core.ctas.job import CtasJob
+from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.ctas.result import CtasResult
 from spark_tables.core.errors import SpecError
 from spark_tables.core.job_spec import SECRET_PATTERN, JobSpec
 from spark_tables.core.sql.job import SqlJob
 from spark_tables.hooks.spark_job import DEFAULT_MASTER, SparkJobFailed, SparkJobHook, SparkMasterUnreachable
+from spark_tables.tasks.sql_reader import read_statements
 from spark_tables.utils.job_package import ENTRY_SCRIPT
 
 pytestmark = pytest.mark.usefixtures("spark_tables_home")
@@ -602,3 +605,31 @@ def test_a_catalog_without_table_formats_loads_no_jar_and_no_extension(catalog):
     assert "--jars" not in command
     assert _confs(command)["spark.sql.extensions"] == "com.example.Extensions"
     assert "spark.sql.catalog.spark_catalog" not in _confs(command)
+
+
+@pytest.mark.parametrize(
+    "job",
+    [
+        CtasJob(table="db.t", query="SELECT 1", format="delta", owner=TableOwner("d", "r", "t")),
+        SqlJob(
+            statements=read_statements(["SELECT 1", "CREATE TABLE db.t USING delta AS SELECT 1"]),
+            owner=TableOwner("d", "r", "t"),
+        ),
+    ],
+    ids=["ctas", "sql"],
+)
+def test_a_job_that_makes_a_table_in_a_format_its_catalog_does_not_load_fails_before_its_submit(catalog, job):
+    with pytest.raises(SpecError) as refused:
+        SparkJobHook(spec=dataclasses.replace(SPEC, job=job), catalog=catalog)
+
+    assert str(refused.value) == (
+        'table format delta is not loaded by this catalog: add "delta" to the catalog connection\'s extra '
+        "'table-formats', which gives Spark io.delta:delta-spark_4.2_2.13:4.4.0, io.delta:delta-storage:4.4.0 and "
+        "its session catalog (docs/table-formats.md)"
+    )
+
+
+def test_a_job_of_spark_s_file_formats_needs_no_table_format(catalog):
+    job = CtasJob(table="db.t", query="SELECT 1", format="orc", owner=TableOwner("d", "r", "t"))
+
+    assert SparkJobHook(spec=dataclasses.replace(SPEC, job=job), catalog=catalog).spec.job == job

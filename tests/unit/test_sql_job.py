@@ -156,7 +156,7 @@ def test_a_ctas_statement_without_an_owner_is_rejected():
             "CREATE TABLE db.t USING parquet OPTIONS ('compression' 'zstd') AS SELECT 1",
             "OPTIONS ('compression' 'zstd')\" before AS",
         ),
-        ("CREATE TABLE db.t USING delta AS SELECT 1", "format 'delta' is not supported"),
+        ("CREATE TABLE db.t USING iceberg AS SELECT 1", "format 'iceberg' is not supported"),
         ("CREATE TABLE db.t TBLPROPERTIES ('spark_tables.ctas.state' = 'x') AS SELECT 1", "reserved"),
     ],
 )

@@ -16,6 +16,7 @@ FIXTURES = {
     "spark_cluster": r"\b(spark_cluster|on_cluster|cluster_airflow|cluster_session|cluster_examples)\b",
     "airflow_services": r"def test_\w+\([^)]*\bairflow: AirflowServices\b",
     "spark_connect": r"\b(connect_server|in_session)\b(?!\.(sh|py))",  # not scripts/connect_server.sh
+    "delta_server": r"\bdelta_server\b",
 }
 
 

@@ -38,6 +38,17 @@ def _hive_conf(warehouse: str, formats: tuple[str, ...]) -> dict[str, str]:
     }
 
 
+def check_table_formats(catalog: EmbeddedCatalog | PostgresMetastore, names: tuple[str, ...]) -> None:
+    """Fail in one line if a job makes tables in a format the catalog does not load, before its spark-submit."""
+    missing = next((name for name in names if name not in catalog.table_formats), None)
+    if missing is not None:
+        coordinates = ", ".join(table_formats((missing,), FORMATS_SETTING)[0].coordinates)
+        raise SpecError(
+            f'table format {missing} is not loaded by this catalog: add "{missing}" to {FORMATS_SETTING}, which '
+            f"gives Spark {coordinates} and its session catalog (docs/table-formats.md)"
+        )
+
+
 def _format_jars(formats: tuple[str, ...]) -> tuple[str, ...]:
     """The jars of ``formats``, each checked to be a file here."""
     loaded = table_formats(formats, FORMATS_SETTING)

@@ -33,6 +33,11 @@ def no_summary(value: dict[str, Any], failure: dict[str, Any] | None) -> dict[st
     return {}
 
 
+def no_table_formats(job: Any) -> tuple[str, ...]:
+    """A kind whose jobs make no table in a format a catalog loads."""
+    return ()
+
+
 def runs_in_session_mode(job: Any) -> str | None:
     """A kind every job of which runs in session mode."""
     return None
@@ -50,6 +55,8 @@ class JobKind:
     :param streams: whether its jobs may run streaming queries (a plan's when it executes, a lookup join's of a stream).
     :param refused_in_session_mode: why a job of this kind cannot run on a Spark Connect server (one line, with what
         to do), or None when it can; asked before anything starts.
+    :param table_formats: the table formats (``core.table_format``) a job of this kind makes tables in, which its
+        catalog must load; asked before a job's spark-submit.
     """
 
     job: type[Job]
@@ -58,6 +65,7 @@ class JobKind:
     summary: Summary = no_summary
     streams: bool = False
     refused_in_session_mode: Callable[[Any], str | None] = runs_in_session_mode
+    table_formats: Callable[[Any], tuple[str, ...]] = no_table_formats
 
     def __post_init__(self) -> None:
         if self.job.kind != self.result.kind:

@@ -10,11 +10,15 @@ from spark_tables.core.ctas.ownership import PREFIX, TableOwner
 from spark_tables.core.errors import SpecError
 from spark_tables.core.identifiers import TableIdentifier
 from spark_tables.core.row_source import checked_row_source
+from spark_tables.core.table_format.formats import TABLE_FORMATS
 
-#: Atomicity levels: ``table`` (FLIP-218's: the table is visible from creation and dropped if the job fails) and
-#: ``staging`` (the rows go to a staging table that takes the final name only when complete).
+#: Atomicity levels of Spark's file formats: ``table`` (FLIP-218's: the table is visible from creation and dropped if
+#: the job fails) and ``staging`` (the rows go to a staging table that takes the final name only when complete).
 ATOMICITY_LEVELS = ("table", "staging")
-FORMATS = ("parquet", "orc", "json", "csv", "avro", "text")
+#: The atomicity of a table format with a log of commits: the table, or its new version, is one commit.
+COMMIT = "commit"
+FILE_FORMATS = ("parquet", "orc", "json", "csv", "avro", "text")
+FORMATS = (*FILE_FORMATS, *TABLE_FORMATS)
 _COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 
@@ -138,6 +142,14 @@ class CtasJob:
             raise SpecError(f"ctas job: table properties {reserved} are reserved for ownership marks: rename them")
 
     def _check_atomicity(self) -> None:
+        if self.format in TABLE_FORMATS:
+            if self.atomicity not in (None, COMMIT):
+                raise SpecError(
+                    f"ctas job: a {self.format} table is made or replaced in one commit: leave atomicity out, or give "
+                    f"'{COMMIT}' ('{self.atomicity}' is for Spark's file formats)"
+                )
+            object.__setattr__(self, "atomicity", COMMIT)
+            return
         if self.atomicity is None:
             object.__setattr__(self, "atomicity", "staging" if self.replace else "table")
         if self.atomicity not in ATOMICITY_LEVELS:
@@ -156,6 +168,11 @@ class CtasJob:
     def owned_tables(self) -> tuple[str, ...]:
         """The tables the job may create, marked as its owner's: what the task's claim names."""
         return (self.table,)
+
+    @property
+    def table_formats(self) -> tuple[str, ...]:
+        """The table format its table is made in, which the catalog must load; none for Spark's file formats."""
+        return (self.format,) if self.format in TABLE_FORMATS else ()
 
     def describe(self) -> str:
         verb = "CREATE TABLE IF NOT EXISTS" if self.if_not_exists else "CREATE TABLE"

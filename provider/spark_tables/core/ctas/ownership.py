@@ -31,6 +31,9 @@ FILLING, COMPLETE = "filling", "complete"
 #: On a staging table: the final name it becomes, and (for a replace) the name the old table is moved to.
 TARGET = PREFIX + "target"
 REPLACED = PREFIX + "replaced"
+#: On a table a replace made in place (a format that keeps versions): the version it replaced, which an undone
+#: replace restores.
+REPLACED_VERSION = PREFIX + "replaced_version"
 #: On a table created at an explicit LOCATION: that location, claimed by the task (``LOCATION_CLAIM``). The files
 #: of a table this task made are removed only where this mark and the claim both say the location is the task's.
 LOCATION = PREFIX + "location"
@@ -82,6 +85,14 @@ class TableOwner:
     def is_same_task(self, properties: dict[str, str]) -> bool:
         """Whether a table's properties say a try of this task (this one or an earlier one) created it."""
         return all(properties.get(PREFIX + name) == str(getattr(self, name)) for name in _IDENTITY)
+
+    def made(self, properties: dict[str, str] | None, *, up_to_try: int | None = None) -> bool:
+        """Whether a try of this task made the table with these properties, one no later than ``up_to_try`` if
+        given (a cleanup from outside must not undo a retry at work)."""
+        if properties is None or not self.is_same_task(properties):
+            return False
+        made_by = owner_try(properties)
+        return up_to_try is None or not made_by.isdigit() or int(made_by) <= up_to_try
 
     def task_digest(self) -> str:
         """Ten hex digits naming this task, the same for every try, so a retry finds what earlier tries left."""

@@ -22,8 +22,9 @@ class SweptClaim(JobOutput):
 @dataclass(frozen=True)
 class CtasTableReport(JobOutput):
     """What one CTAS did with its table: ``created`` (and ``replaced``), ``reused_from_try`` (an earlier try had
-    completed it) or ``skipped``; where the finished table is and what it holds; in a failed job, what it
-    ``undone``. ``statement`` is its statement's number in a ``sql`` job; ``dropped_later``, that a later statement
+    completed it) or ``skipped``; where the finished table is and what its making wrote (``files`` and the
+    ``version`` it committed where the format keeps them: Delta Lake); in a failed job, what it ``undone``.
+    ``statement`` is its statement's number in a ``sql`` job; ``dropped_later``, that a later statement
     of that job dropped the table; ``kept_files``, where the files of an external table it replaced stay (dropped as
     Spark's DROP TABLE drops an external table: its entry goes, its files are not the provider's to delete)."""
 
@@ -40,6 +41,8 @@ class CtasTableReport(JobOutput):
     format: str | None = None
     rows: int | None = None
     bytes: int | None = None
+    files: int | None = None
+    version: int | None = None
     undone: list[str] | None = None
 
 

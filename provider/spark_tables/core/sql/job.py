@@ -99,6 +99,11 @@ class SqlJob:
         """The tables the job may create, marked as its owner's: what the task's claim names."""
         return tuple(job.table for job in self.ctas.values())
 
+    @property
+    def table_formats(self) -> tuple[str, ...]:
+        """The table formats its CTAS statements make tables in, which the catalog must load."""
+        return tuple(dict.fromkeys(name for job in self.ctas.values() for name in job.table_formats))
+
     def _check_ctas(self) -> None:
         """Every CTAS statement reads as a CTAS job, and no two make the same table (the second would find the
         first's unfinished table, and a second replace its swap half done)."""

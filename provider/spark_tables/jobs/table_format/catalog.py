@@ -1,4 +1,5 @@
-"""Catalog operations on tables, through Spark SQL, and their files (``jobs.files``): what CTAS builds on."""
+"""Catalog operations on tables of any format, through Spark SQL, and the files of a table the provider made
+(``jobs.files``): what each format's tables build on."""
 
 from __future__ import annotations
 
@@ -38,8 +39,24 @@ def rename(spark: SparkSession, table: TableIdentifier, new_name: TableIdentifie
     spark.sql(f"ALTER TABLE {table.quoted()} RENAME TO {new_name.quoted()}")
 
 
+def details(spark: SparkSession, table: TableIdentifier) -> dict[str, str] | None:
+    """The table's detailed information (``Provider``, ``Type``, ``Location``, ...) from ``DESCRIBE TABLE
+    EXTENDED``'s rows, which every format answers (its ``AS JSON`` form only Spark's own); None if there is no such
+    table."""
+    if not exists(spark, table):
+        return None
+    return {str(row[0]): str(row[1]) for row in spark.sql(f"DESCRIBE TABLE EXTENDED {table.quoted()}").collect()}
+
+
+def provider(spark: SparkSession, table: TableIdentifier) -> str | None:
+    """The table's format (its ``USING``: ``parquet``, ``delta``, ...), or None if there is no such table."""
+    found = details(spark, table) or {}
+    return found.get("Provider", "").lower() or None
+
+
 def describe(spark: SparkSession, table: TableIdentifier) -> dict[str, Any]:
-    """``DESCRIBE TABLE EXTENDED ... AS JSON``: ``location``, ``provider``, ``type``, ``statistics``, ..."""
+    """``DESCRIBE TABLE EXTENDED ... AS JSON`` (Spark's own formats): ``location``, ``provider``, ``type``,
+    ``statistics``, ..."""
     return json.loads(spark.sql(f"DESCRIBE TABLE EXTENDED {table.quoted()} AS JSON").head()[0])
 
 
