@@ -20,6 +20,7 @@ import pytest
 
 from spark_tables.core.catalog_config import Catalog, EmbeddedCatalog, PostgresMetastore
 from spark_tables.utils.class_archive import ClassArchive
+from tests.conftest import SMALL_DELTA_TABLES
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -95,6 +96,8 @@ class Deployment:
         if self.catalog.jars:
             command += ["--jars", ",".join(self.catalog.jars)]
         conf = {**self.catalog.spark_conf(), "spark.log.level": "WARN", "spark.pyspark.python": sys.executable}
+        if self.catalog.table_formats:
+            conf.update(SMALL_DELTA_TABLES)
         archive = ClassArchive(str(JVM_CLASS_ARCHIVE), self.catalog.driver_class_path)
         java_options = conf.get("spark.driver.extraJavaOptions", "")
         conf["spark.driver.extraJavaOptions"] = f"{java_options} {archive.java_option(java_options)}".strip()
@@ -384,7 +387,6 @@ def lake(delta_server: Any, request: pytest.FixtureRequest) -> Iterator[tuple[An
 
     database = "delta_" + re.sub(r"\W", "_", request.node.name.removeprefix("test_"))[:40]
     with connect_session(delta_server.url) as spark:
-        spark.conf.set("spark.databricks.delta.snapshotPartitions", "2")  # a small table's log state: 50 tasks else
         spark.sql(f"CREATE DATABASE {database}")
         try:
             yield spark, database

@@ -14,9 +14,12 @@ from typing import Any
 
 import pytest
 
+from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.job_spec import JobSpec
 from spark_tables.core.sql.job import SqlJob
+from spark_tables.tasks.sql_reader import read_statements
 from spark_tables.utils.metastore_schema import ensure_metastore_schema
+from tests.conftest import SMALL_DELTA_TABLES
 from tests.integration.conftest import Deployment
 
 pytestmark = pytest.mark.integration
@@ -33,21 +36,33 @@ def _statements(table: str) -> tuple[str, ...]:
     )
 
 
-def test_a_job_per_job_makes_and_merges_into_a_delta_table_that_another_application_reads_by_version(
+def test_a_job_per_job_on_a_catalog_whose_default_format_is_delta_makes_and_merges_into_a_delta_table(
     postgres: Deployment, spark_env: Path
 ) -> None:
+    """Its CTAS statement names no format: the catalog's default makes it a Delta table, in one commit (FLIP-218's
+    marks in it); another application reads each version back."""
     from spark_tables.hooks.spark_job import SparkJobHook
 
-    lake = dataclasses.replace(postgres, catalog=dataclasses.replace(postgres.catalog, table_formats=("delta",)))
+    catalog = dataclasses.replace(postgres.catalog, table_formats=("delta",), default_format="delta")
+    lake = dataclasses.replace(postgres, catalog=catalog)
     ensure_metastore_schema(lake.catalog)  # as the operator does before its job
     table = "delta_per_job"
-    spec = JobSpec(job=SqlJob(statements=_statements(table)), result_uri=f"file://{spark_env}/result.json")
-    result = SparkJobHook(spec=spec, catalog=lake.catalog, name="delta-per-job").run()
+    statements = (
+        f"DROP TABLE IF EXISTS {table}",
+        f"CREATE TABLE {table} AS SELECT id, 'old' AS v FROM range(10)",
+        *_statements(table)[3:],
+    )
+    owner = TableOwner(dag_id="lake", run_id="manual__1", task_id="per_job")
+    job = SqlJob(statements=read_statements(statements), owner=owner)
+    spec = JobSpec(job=job, result_uri=f"file://{spark_env}/result.json")
+    result = SparkJobHook(spec=spec, catalog=lake.catalog, conf=SMALL_DELTA_TABLES, name="delta-per-job").run()
 
     assert result.succeeded, result.error
     assert result.output is not None and result.output.rows == [["new", 10], ["old", 5]]
+    [made] = result.output.ctas
+    assert (made.format, made.atomicity, made.rows, made.version) == ("delta", "commit", 10, 0)
     versions = ", ".join(f"(SELECT count(*) FROM {table} VERSION AS OF {version})" for version in range(3))
-    assert lake.read_back(f"SELECT {versions}") == [[0, 10, 15]], "made, inserted into, merged into"
+    assert lake.read_back(f"SELECT {versions}") == [[10, 15, 15]], "made, merged into, marked complete"
 
 
 def test_a_job_in_session_mode_makes_and_merges_into_a_delta_table_on_the_server(
@@ -63,9 +78,9 @@ def test_a_job_in_session_mode_makes_and_merges_into_a_delta_table_on_the_server
     assert result.succeeded, result.error
     assert result.output is not None and result.output.rows == [["new", 10], ["old", 5]]
     with connect_session(delta_server.url) as spark:
-        [detail] = spark.sql(f"DESCRIBE DETAIL {table}").collect()
+        details = {row[0]: row[1] for row in spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()}
         assert spark.sql(f"SELECT count(*) FROM {table} VERSION AS OF 1").first()[0] == 10
-    assert detail["format"] == "delta"
+    assert details["Provider"] == "delta"
 
 
 def _history(spark: Any, table: str) -> list[tuple[int, str, dict[str, str]]]:

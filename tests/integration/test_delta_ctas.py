@@ -1,11 +1,10 @@
 """CTAS and REPLACE on Delta Lake (``jobs/table_format/delta.py``): Delta's own atomic CREATE and REPLACE TABLE AS
 SELECT, FLIP-218's marks, XCom and cleanup. The jobs run on a Spark Connect server whose catalog loads Delta
 (``delta_server``) as session mode runs them (``run_job`` on a session of the server; one through session mode's
-hook), and one ctas job per job, with spark-submit, on the PostgreSQL metastore."""
+hook); per job, with spark-submit, test_delta_catalog.py makes one on the PostgreSQL metastore."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import threading
 from pathlib import Path
@@ -20,8 +19,6 @@ from spark_tables.core.sql.job import SqlJob
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.entry import run_job
 from spark_tables.tasks.sql_reader import read_statements
-from spark_tables.utils.metastore_schema import ensure_metastore_schema
-from tests.integration.conftest import Deployment
 from tests.spark.catalog_checks import wait_until
 
 pytestmark = pytest.mark.integration
@@ -191,6 +188,19 @@ def test_a_sql_job_that_fails_later_drops_its_new_table_and_restores_the_one_it_
     assert spark.table(replaced).count() == 10 and _marks(spark, replaced) == {}
 
 
+def test_a_ctas_statement_without_using_makes_a_table_of_the_session_s_default_format(lake: tuple[Any, str]) -> None:
+    spark, database = lake
+    table, owner = f"{database}.by_default", _owner("statements")
+    spark.conf.set("spark.sql.sources.default", "delta")  # as a catalog whose extra default-format is delta sets it
+
+    result = run_job(spark, _sql([f"CREATE TABLE {table} AS SELECT id FROM range(6)"], owner))
+
+    assert result.succeeded, result.error
+    [report] = result.output.ctas
+    assert (report.format, report.atomicity, report.rows, report.version) == ("delta", "commit", 6, 0)
+    assert _history(spark, table) == [(0, "CREATE TABLE AS SELECT"), (1, "SET TBLPROPERTIES")]
+
+
 def test_a_replace_that_would_change_a_table_s_format_is_refused_before_anything_is_written(
     lake: tuple[Any, str],
 ) -> None:
@@ -253,25 +263,6 @@ def test_a_ctas_job_in_session_mode_through_its_hook(
     assert result.succeeded, result.error
     assert (result.output.format, result.output.rows, result.output.version) == ("delta", 12, 0)
     assert spark.table(f"{database}.hooked").count() == 12
-
-
-def test_a_ctas_job_per_job_makes_a_delta_table_on_the_postgres_metastore(
-    postgres: Deployment, spark_env: Path
-) -> None:
-    from spark_tables.hooks.spark_job import SparkJobHook
-
-    lake = dataclasses.replace(postgres, catalog=dataclasses.replace(postgres.catalog, table_formats=("delta",)))
-    ensure_metastore_schema(lake.catalog)
-    table = "delta_ctas_per_job"
-    lake.read_back(f"DROP TABLE IF EXISTS {table}")
-    job = _ctas(table, "SELECT id, id % 4 AS k FROM range(40)")
-    spec = JobSpec(job=job, result_uri=f"file://{spark_env}/result.json")
-
-    result = SparkJobHook(spec=spec, catalog=lake.catalog, name="delta-ctas-per-job").run()
-
-    assert result.succeeded, result.error
-    assert (result.output.format, result.output.rows, result.output.version) == ("delta", 40, 0)
-    assert lake.read_back(f"SELECT count(*), count(DISTINCT k) FROM {table}") == [[40, 4]]
 
 
 def test_a_table_at_a_location_of_its_own_is_dropped_with_its_folder_and_a_full_folder_is_refused(

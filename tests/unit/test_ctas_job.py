@@ -29,10 +29,14 @@ def _error_message(**fields) -> str:
     return message
 
 
-def test_defaults_are_a_parquet_table_with_table_atomicity():
+def test_defaults_are_the_catalog_s_format_and_its_atomicity_once_the_job_knows_it():
     job = _job()
 
-    assert job.format == "parquet"
+    assert (job.format, job.atomicity) == (None, None)
+    assert (job.with_format("parquet").format, job.with_format("parquet").atomicity) == ("parquet", "table")
+    assert (job.with_format("delta").format, job.with_format("delta").atomicity) == ("delta", "commit")
+    assert job.table_formats == () and job.with_format("delta").table_formats == ("delta",)
+    job = job.with_format("parquet")
     assert job.partitioned_by == ()
     assert job.properties == {}
     assert job.location is None
@@ -125,7 +129,7 @@ def test_the_format_is_lowered():
     assert _job(format="ORC").format == "orc"
 
 
-@pytest.mark.parametrize("format", ["iceberg", "", None, 5])
+@pytest.mark.parametrize("format", ["iceberg", "", 5])
 def test_an_unsupported_format_is_rejected_with_the_list(format):
     assert "use one of parquet, orc, json, csv, avro, text, delta" in _error_message(format=format)
 
@@ -225,7 +229,24 @@ def test_if_not_exists_and_replace_together_are_rejected():
 
 
 def test_replace_defaults_to_staging_atomicity():
-    assert _job(replace=True).atomicity == "staging"
+    assert _job(replace=True).with_format("parquet").atomicity == "staging"
+    assert _job(replace=True, format="orc").atomicity == "staging"
+
+
+def test_a_format_named_wins_over_the_catalog_s_default():
+    assert _job(format="orc").with_format("delta").format == "orc"
+
+
+def test_an_atomicity_the_catalog_s_default_format_does_not_take_fails_naming_that_default():
+    job = _job(atomicity="staging")
+
+    with pytest.raises(SpecError) as refused:
+        job.with_format("delta")
+
+    assert str(refused.value) == (
+        "ctas job: a delta table is made or replaced in one commit: leave atomicity out, or give 'commit' "
+        "('staging' is for Spark's file formats) (the catalog's default format is delta)"
+    )
 
 
 def test_replace_with_table_atomicity_is_rejected():
@@ -255,12 +276,15 @@ def test_an_owner_dict_with_missing_or_unknown_keys_is_rejected_as_a_spec_error(
 
 
 def test_describe_names_the_verb_the_source_and_the_atomicity():
-    assert _job().describe() == "CREATE TABLE db.t AS a query (parquet, atomicity table)"
+    assert _job().describe() == "CREATE TABLE db.t AS a query (the catalog's default format, atomicity by format)"
+    assert _job().with_format("parquet").describe() == "CREATE TABLE db.t AS a query (parquet, atomicity table)"
     assert (
         _job(if_not_exists=True, query=None, producer="jobs.rows:make", format="orc").describe()
         == "CREATE TABLE IF NOT EXISTS db.t AS rows from jobs.rows:make (orc, atomicity table)"
     )
-    assert _job(replace=True).describe() == "REPLACE TABLE db.t AS a query (parquet, atomicity staging)"
+    assert _job(replace=True, format="parquet").describe() == (
+        "REPLACE TABLE db.t AS a query (parquet, atomicity staging)"
+    )
 
 
 _OTHER_OWNER = {**_OWNER, "dag_id": "finance", "map_index": -1, "try_number": 1}

@@ -173,7 +173,7 @@ class TestBuildJob:
 
         assert job.replace is True
         assert job.if_not_exists is False
-        assert job.atomicity == "staging"
+        assert job.with_format("parquet").atomicity == "staging"
 
     def test_parameters_give_the_job(self):
         job = _operator(
@@ -254,7 +254,7 @@ class TestBuildJob:
         job = _operator(table="db.t", query="SELECT 1", replace=True).build_job(_context())
 
         assert job.replace is True
-        assert job.atomicity == "staging"
+        assert job.with_format("parquet").atomicity == "staging"
 
     def test_flags_that_contradict_the_statement_are_rejected(self):
         with pytest.raises(SpecError, match="IF NOT EXISTS and REPLACE contradict"):

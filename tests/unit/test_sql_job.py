@@ -131,7 +131,7 @@ def test_ctas_statements_become_ctas_jobs_of_the_owner_by_statement_number():
         2: CtasJob(table="db.a", owner=_OWNER, query="SELECT 1 AS v, 2 AS k", format="orc", partitioned_by=("k",)),
         4: CtasJob(table="db.b", owner=_OWNER, query="SELECT * FROM db.a", replace=True),
     }
-    assert job.ctas[4].atomicity == "staging"
+    assert job.ctas[4].format is None and job.ctas[4].with_format("parquet").atomicity == "staging"
     assert job.owned_tables == ("db.a", "db.b")
 
 

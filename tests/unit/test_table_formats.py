@@ -99,3 +99,51 @@ def test_table_formats_given_as_a_string_fail_in_one_line(set_connection):
 
     with pytest.raises(SpecError, match=r"^catalog connection 'cat': extra 'table-formats' must be a list of format"):
         SparkTablesCatalogHook(catalog_conn_id="cat").get_catalog()
+
+
+@pytest.mark.parametrize("host", ["", "db"])
+def test_the_catalog_connection_s_default_format_is_the_sessions_default(set_connection, tmp_path, host):
+    extra = {"warehouse": "/wh", "home": str(tmp_path), "table-formats": ["delta"], "default-format": "Delta"}
+    set_connection("lake", conn_type="spark_tables", host=host, schema="hms", extra=extra)
+    set_connection("files", conn_type="spark_tables", host=host, schema="hms", extra={"warehouse": "/wh"})
+
+    lake = SparkTablesCatalogHook(catalog_conn_id="lake").get_catalog()
+    files = SparkTablesCatalogHook(catalog_conn_id="files").get_catalog()
+
+    assert lake.default_format == "delta" and lake.spark_conf()["spark.sql.sources.default"] == "delta"
+    assert files.default_format is None and "spark.sql.sources.default" not in files.spark_conf()
+
+
+def test_a_file_format_may_be_the_default_without_loading_anything(tmp_path):
+    catalog = EmbeddedCatalog(home=str(tmp_path), default_format="orc")
+
+    assert catalog.spark_conf()["spark.sql.sources.default"] == "orc" and catalog.jars == ()
+
+
+@pytest.mark.parametrize(
+    ("default_format", "message"),
+    [
+        (
+            "delta",
+            "the catalog connection's extra 'default-format': delta is not loaded by the catalog: add it to "
+            "'table-formats' too",
+        ),
+        (
+            "iceberg",
+            "the catalog connection's extra 'default-format': unknown format 'iceberg': use one of parquet, "
+            "orc, json, csv, avro, text",
+        ),
+    ],
+)
+def test_a_default_format_the_catalog_does_not_make_tables_in_fails_in_one_line(tmp_path, default_format, message):
+    with pytest.raises(SpecError) as raised:
+        PostgresMetastore(host="db", database="hms", warehouse="/wh", default_format=default_format)
+
+    assert str(raised.value) == message
+
+
+def test_a_default_format_that_is_not_a_name_fails_in_one_line(set_connection):
+    set_connection("cat", conn_type="spark_tables", extra={"default-format": ["delta"]})
+
+    with pytest.raises(SpecError, match=r"^catalog connection 'cat': extra 'default-format' must be a format's name"):
+        SparkTablesCatalogHook(catalog_conn_id="cat").get_catalog()

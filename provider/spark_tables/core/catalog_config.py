@@ -15,10 +15,17 @@ from urllib.parse import quote
 from spark_tables.core.errors import SpecError
 from spark_tables.core.jvm_jars import POSTGRES_JDBC_DRIVER
 from spark_tables.core.postgres import jdbc_url
-from spark_tables.core.table_format.formats import DEFAULT_TABLE_FORMATS, formats_conf, table_formats
+from spark_tables.core.table_format.formats import (
+    DEFAULT_TABLE_FORMATS,
+    default_format_conf,
+    formats_conf,
+    table_formats,
+)
 
 #: Where a catalog's table formats are set: the catalog connection's extra (``hooks/catalog.py``).
 FORMATS_SETTING = "the catalog connection's extra 'table-formats'"
+#: Where a catalog's default format is set.
+DEFAULT_FORMAT_SETTING = "the catalog connection's extra 'default-format'"
 #: The metastore property that holds the database password.
 PASSWORD_PROPERTY = "javax.jdo.option.ConnectionPassword"
 
@@ -30,12 +37,33 @@ def _absolute_uri(location: str) -> str:
     return "file:" + quote(os.path.abspath(location))
 
 
-def _hive_conf(warehouse: str, formats: tuple[str, ...]) -> dict[str, str]:
-    return {
-        "spark.sql.catalogImplementation": "hive",
-        "spark.sql.warehouse.dir": _absolute_uri(warehouse),
-        **formats_conf(table_formats(formats, FORMATS_SETTING)),
-    }
+class _TableFormatsLoaded:
+    """What both catalogs say of their table formats: the formats their applications load (``table_formats``, with
+    their jars and session settings) and the one a table without ``USING`` is made in (``default_format``)."""
+
+    table_formats: tuple[str, ...]
+    default_format: str | None
+
+    def _check_table_formats(self) -> None:
+        self._table_formats_conf()
+
+    def _table_formats_conf(self) -> dict[str, str]:
+        return {
+            **formats_conf(table_formats(self.table_formats, FORMATS_SETTING)),
+            **default_format_conf(self.default_format, self.table_formats, DEFAULT_FORMAT_SETTING),
+        }
+
+    @property
+    def jars(self) -> tuple[str, ...]:
+        """The jars its applications load, for their driver and executors: its table formats'."""
+        return _format_jars(self.table_formats)
+
+    def _hive_conf(self, warehouse: str) -> dict[str, str]:
+        return {
+            "spark.sql.catalogImplementation": "hive",
+            "spark.sql.warehouse.dir": _absolute_uri(warehouse),
+            **self._table_formats_conf(),
+        }
 
 
 def check_table_formats(catalog: EmbeddedCatalog | PostgresMetastore, names: tuple[str, ...]) -> None:
@@ -58,12 +86,14 @@ def _format_jars(formats: tuple[str, ...]) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class EmbeddedCatalog:
+class EmbeddedCatalog(_TableFormatsLoaded):
     """Derby metastore and warehouse folder under one home folder; one Spark application at a time."""
 
     home: str
     #: The table formats its applications load (``core.table_format``): their jars and session settings.
     table_formats: tuple[str, ...] = DEFAULT_TABLE_FORMATS
+    #: The format of a table made without ``USING``; None: Spark's (parquet).
+    default_format: str | None = None
     exclusive = True
     driver_class_path = None
 
@@ -71,12 +101,7 @@ class EmbeddedCatalog:
         if not self.home or "://" in self.home or self.home.startswith("file:"):
             raise SpecError(f"embedded catalog home {self.home!r} must be a local folder path")
         object.__setattr__(self, "home", os.path.abspath(self.home))
-        table_formats(self.table_formats, FORMATS_SETTING)
-
-    @property
-    def jars(self) -> tuple[str, ...]:
-        """The jars its applications load, for their driver and executors: its table formats'."""
-        return _format_jars(self.table_formats)
+        self._check_table_formats()
 
     @property
     def warehouse(self) -> str:
@@ -92,7 +117,7 @@ class EmbeddedCatalog:
 
     def spark_conf(self) -> dict[str, str]:
         return {
-            **_hive_conf(self.warehouse, self.table_formats),
+            **self._hive_conf(self.warehouse),
             "spark.hadoop.javax.jdo.option.ConnectionURL": (
                 f"jdbc:derby:;databaseName={self.metastore_path};create=true"
             ),
@@ -124,7 +149,7 @@ def says_derby_in_use(line: str) -> bool:
 
 
 @dataclass(frozen=True)
-class PostgresMetastore:
+class PostgresMetastore(_TableFormatsLoaded):
     """Hive metastore schema in a PostgreSQL database: any number of applications at once."""
 
     host: str
@@ -139,6 +164,8 @@ class PostgresMetastore:
     parameters: dict[str, Any] = field(default_factory=dict, repr=False)
     #: The table formats its applications load (``core.table_format``): their jars and session settings.
     table_formats: tuple[str, ...] = DEFAULT_TABLE_FORMATS
+    #: The format of a table made without ``USING``; None: Spark's (parquet).
+    default_format: str | None = None
     exclusive = False
 
     def __post_init__(self) -> None:
@@ -149,12 +176,7 @@ class PostgresMetastore:
                 "PostgreSQL metastore: set the catalog connection's extra 'warehouse' to a folder or URI "
                 "that every Spark application reaches"
             )
-        table_formats(self.table_formats, FORMATS_SETTING)
-
-    @property
-    def jars(self) -> tuple[str, ...]:
-        """The jars its applications load, for their driver and executors: its table formats'."""
-        return _format_jars(self.table_formats)
+        self._check_table_formats()
 
     def connect_args(self) -> dict[str, Any]:
         """The metastore database's libpq connection arguments, password included."""
@@ -186,7 +208,7 @@ class PostgresMetastore:
     def spark_conf(self) -> dict[str, str]:
         """The settings spark-submit may show on its command line: all but the password (``secret_conf``)."""
         secret = self.secret_conf()
-        conf = _hive_conf(self.warehouse, self.table_formats)
+        conf = self._hive_conf(self.warehouse)
         hadoop = {f"spark.hadoop.{key}": value for key, value in self.metastore_properties().items()}
         conf.update({key: value for key, value in hadoop.items() if key not in secret})
         # The schema is created up front by SchemaTool; lazy creation deadlocked on PostgreSQL.

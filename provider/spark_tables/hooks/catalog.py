@@ -20,7 +20,8 @@ class SparkTablesCatalogHook(BaseHook):
     No connection, or one without a host: the embedded Derby catalog under ``home`` (extra) or
     ``[spark_tables] home``. With a host: a PostgreSQL metastore database (schema = database name, the connection
     arguments as ``PostgresHook`` builds them: ``hooks/postgres.py``) and the ``warehouse`` extra. Either loads the
-    table formats of the ``table-formats`` extra (none unless it names them).
+    table formats of the ``table-formats`` extra (none unless it names them), and makes a table without ``USING`` in
+    the format of the ``default-format`` extra (Spark's, parquet, unless it names one).
     """
 
     conn_name_attr = "catalog_conn_id"
@@ -46,9 +47,11 @@ class SparkTablesCatalogHook(BaseHook):
                 ) from None
             return EmbeddedCatalog(home=settings.home())
         extra = conn.extra_dejson
-        formats = self._table_formats(extra)
+        formats, default_format = self._table_formats(extra), self._default_format(extra)
         if not conn.host:
-            return EmbeddedCatalog(home=extra.get("home") or settings.home(), table_formats=formats)
+            return EmbeddedCatalog(
+                home=extra.get("home") or settings.home(), table_formats=formats, default_format=default_format
+            )
         args = connect_args(conn, f"catalog connection {self.catalog_conn_id!r}")
         return PostgresMetastore(
             host=args.pop("host"),
@@ -60,6 +63,7 @@ class SparkTablesCatalogHook(BaseHook):
             jdbc_driver_jar=extra.get("jdbc-driver-jar", POSTGRES_JDBC_DRIVER),
             parameters=args,
             table_formats=formats,
+            default_format=default_format,
         )
 
     def _table_formats(self, extra: dict[str, Any]) -> tuple[str, ...]:
@@ -71,3 +75,13 @@ class SparkTablesCatalogHook(BaseHook):
                 f'such as ["delta"], or [] for none'
             )
         return tuple(formats)
+
+    def _default_format(self, extra: dict[str, Any]) -> str | None:
+        """The extra ``default-format``: the format of a table made without ``USING`` (absent: Spark's, parquet)."""
+        default_format = extra.get("default-format")
+        if default_format is not None and not isinstance(default_format, str):
+            raise SpecError(
+                f"catalog connection {self.catalog_conn_id!r}: extra 'default-format' must be a format's name, such "
+                'as "delta"'
+            )
+        return default_format.lower() if default_format else None

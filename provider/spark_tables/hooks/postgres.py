@@ -25,7 +25,7 @@ from spark_tables.core.streaming.sinks import PostgresUpsertSink
 POSTGRES_TYPES = ("postgres", "postgresql")
 #: The extras this provider reads itself (the JDBC driver; a catalog connection's warehouse and home): never
 #: connection arguments.
-PROVIDER_EXTRAS = frozenset({"jdbc-driver-jar", "warehouse", "home", "table-formats"})
+PROVIDER_EXTRAS = frozenset({"jdbc-driver-jar", "warehouse", "home", "table-formats", "default-format"})
 #: Seconds a job waits for a PostgreSQL server to take a connection, unless the connection says otherwise.
 CONNECT_TIMEOUT_SECONDS = 10
 

@@ -28,9 +28,11 @@ class SparkCtasOperator(CtasLifecycleOperator):
     files, and only that: a table that existed before is never dropped. Every try first undoes what earlier
     tries of the task left, so retries are safe. XCom gets the table, rows, bytes, location and what was undone.
 
-    :param atomicity: ``table`` (the FLIP's: visible from creation, dropped on failure) or ``staging`` (the rows
-        go to a staging table that takes the final name only when complete). REPLACE needs ``staging``; it is
-        the default then.
+    :param format: the table's format (``USING``): a Spark file format, or ``delta`` (docs/table-formats.md);
+        default: the catalog's default format (its connection's ``default-format``; parquet unless it says otherwise).
+    :param atomicity: for Spark's file formats, ``table`` (the FLIP's: visible from creation, dropped on failure) or
+        ``staging`` (the rows go to a staging table that takes the final name only when complete). REPLACE needs
+        ``staging``; it is the default then. A Delta table is made or replaced in one commit (``commit``).
     :param if_not_exists: succeed without running the job when the table exists.
     :param replace: replace the table if it exists; the old one stays readable until the new one is complete.
     """

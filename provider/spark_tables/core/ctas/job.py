@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -10,14 +11,13 @@ from spark_tables.core.ctas.ownership import PREFIX, TableOwner
 from spark_tables.core.errors import SpecError
 from spark_tables.core.identifiers import TableIdentifier
 from spark_tables.core.row_source import checked_row_source
-from spark_tables.core.table_format.formats import TABLE_FORMATS
+from spark_tables.core.table_format.formats import FILE_FORMATS, TABLE_FORMATS
 
 #: Atomicity levels of Spark's file formats: ``table`` (FLIP-218's: the table is visible from creation and dropped if
 #: the job fails) and ``staging`` (the rows go to a staging table that takes the final name only when complete).
 ATOMICITY_LEVELS = ("table", "staging")
 #: The atomicity of a table format with a log of commits: the table, or its new version, is one commit.
 COMMIT = "commit"
-FILE_FORMATS = ("parquet", "orc", "json", "csv", "avro", "text")
 FORMATS = (*FILE_FORMATS, *TABLE_FORMATS)
 _COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
@@ -77,7 +77,9 @@ class CtasJob:
     owner: TableOwner
     query: str | None = None
     producer: str | None = None
-    format: str = "parquet"
+    #: None: the catalog's default format (its session's ``spark.sql.sources.default``), which the job resolves
+    #: (``with_format``) before anything is made.
+    format: str | None = None
     partitioned_by: tuple[str, ...] = ()
     properties: dict[str, str] = field(default_factory=dict)
     location: str | None = None
@@ -93,9 +95,10 @@ class CtasJob:
         object.__setattr__(self, "owner", TableOwner.from_dict(self.owner))
         object.__setattr__(self, "sweep", sweep_entries(self.sweep, "ctas job"))
         object.__setattr__(self, "query", checked_row_source(self.query, self.producer, "ctas job"))
-        if not isinstance(self.format, str) or self.format.lower() not in FORMATS:
-            raise SpecError(f"ctas job: format {self.format!r} is not supported: use one of {', '.join(FORMATS)}")
-        object.__setattr__(self, "format", self.format.lower())
+        if self.format is not None:
+            if not isinstance(self.format, str) or self.format.lower() not in FORMATS:
+                raise SpecError(f"ctas job: format {self.format!r} is not supported: use one of {', '.join(FORMATS)}")
+            object.__setattr__(self, "format", self.format.lower())
         self._check_partitioning()
         self._check_properties()
         self._check_location()
@@ -142,6 +145,11 @@ class CtasJob:
             raise SpecError(f"ctas job: table properties {reserved} are reserved for ownership marks: rename them")
 
     def _check_atomicity(self) -> None:
+        if self.format is None:  # the default atomicity once the format is known (``with_format``)
+            if self.atomicity is not None and self.atomicity not in (*ATOMICITY_LEVELS, COMMIT):
+                raise SpecError(f"ctas job: atomicity {self.atomicity!r} is invalid: use 'table' or 'staging'")
+            self._check_replace_atomicity()
+            return
         if self.format in TABLE_FORMATS:
             if self.atomicity not in (None, COMMIT):
                 raise SpecError(
@@ -154,11 +162,23 @@ class CtasJob:
             object.__setattr__(self, "atomicity", "staging" if self.replace else "table")
         if self.atomicity not in ATOMICITY_LEVELS:
             raise SpecError(f"ctas job: atomicity {self.atomicity!r} is invalid: use 'table' or 'staging'")
-        if self.replace and self.atomicity != "staging":
+        self._check_replace_atomicity()
+
+    def _check_replace_atomicity(self) -> None:
+        if self.replace and self.atomicity == "table":
             raise SpecError(
                 "ctas job: REPLACE TABLE needs atomicity='staging', which keeps the old table until the new one is "
                 "complete; atomicity='table' would drop it first"
             )
+
+    def with_format(self, default_format: str) -> CtasJob:
+        """The job with its format, the catalog's default when it names none; checked again (atomicity)."""
+        if self.format is not None:
+            return self
+        try:
+            return dataclasses.replace(self, format=default_format)
+        except SpecError as err:
+            raise SpecError(f"{err} (the catalog's default format is {default_format})") from None
 
     @property
     def identifier(self) -> TableIdentifier:
@@ -178,4 +198,5 @@ class CtasJob:
         verb = "CREATE TABLE IF NOT EXISTS" if self.if_not_exists else "CREATE TABLE"
         verb = "REPLACE TABLE" if self.replace else verb
         source = "a query" if self.query is not None else f"rows from {self.producer}"
-        return f"{verb} {self.table} AS {source} ({self.format}, atomicity {self.atomicity})"
+        made_as = self.format or "the catalog's default format"
+        return f"{verb} {self.table} AS {source} ({made_as}, atomicity {self.atomicity or 'by format'})"

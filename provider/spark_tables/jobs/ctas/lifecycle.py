@@ -36,7 +36,7 @@ from spark_tables.core.job_output import JobOutput
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.row_frames import rows
 from spark_tables.jobs.table_format import catalog
-from spark_tables.jobs.table_format.choice import tables_for, tables_of
+from spark_tables.jobs.table_format.choice import session_default_format, tables_for, tables_of
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +64,9 @@ class CtasTable:
 
     def __init__(self, spark: SparkSession, job: CtasJob) -> None:
         self.spark = spark
-        self.job = job
-        self.tables = tables_for(job.format)
+        #: The job with its format: the catalog's default where it names none (``SpecError`` when that does not fit).
+        self.job = job.with_format(session_default_format(spark))
+        self.tables = tables_for(self.job.format)
         #: Whether this try created the table (or its staging table): what a failure has to undo.
         self.created = False
 
@@ -130,14 +131,14 @@ class CtasTable:
     def finished(self) -> dict[str, Any]:
         """Where the table is and what its making wrote: ``location``, ``format``, ``rows`` and ``bytes``, and
         ``files`` and ``version`` where the format keeps them."""
-        return self.tables.written(self.spark, self.job.identifier)
+        return self.tables.written(self.spark, self.job)
 
 
 def run_ctas(spark: SparkSession, job: CtasJob, cancellation: Cancellation) -> CtasResult:
     target, owner = job.identifier, job.owner
-    log.info("%s, for %s", job.describe(), owner.describe())
-    result: dict[str, Any] = {"table": str(target), "atomicity": job.atomicity, "swept": sweep(spark, job.sweep)}
     table = CtasTable(spark, job)
+    log.info("%s, for %s", table.job.describe(), owner.describe())
+    result: dict[str, Any] = {"table": str(target), "atomicity": table.job.atomicity, "swept": sweep(spark, job.sweep)}
     try:
         result["undone_before"] = undo_unfinished(spark, target, owner)
         outcome = table.make(cancellation, complete=True)

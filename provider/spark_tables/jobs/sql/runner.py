@@ -97,7 +97,9 @@ def _run_statements(
                 frame = None
                 made.append(CtasTable(spark, ctas))
                 outcome = made[-1].make(cancellation, complete=False)
-                reports.append({"statement": number, "table": ctas.table, "atomicity": ctas.atomicity, **outcome})
+                reports.append(
+                    {"statement": number, "table": ctas.table, "atomicity": made[-1].job.atomicity, **outcome}
+                )
         except Exception as err:
             raise StatementFailed.of(number, total, err) from err
         table = statement.writes

@@ -20,6 +20,12 @@ def tables_for(format_name: str) -> FormatTables:
     return _FORMAT_TABLES.get(format_name.lower(), FILE_TABLES)
 
 
+def session_default_format(spark: SparkSession) -> str:
+    """The format of a table made without ``USING`` in this session: the catalog's default format, as its connection's
+    ``default-format`` sets Spark's ``spark.sql.sources.default`` (Spark's own default: parquet)."""
+    return str(spark.conf.get("spark.sql.sources.default", "parquet")).lower()
+
+
 def tables_of(spark: SparkSession, table: TableIdentifier) -> FormatTables:
     """The tables of an existing table's format; Spark's file formats' where there is no table under the name (what
     a staging CTAS leaves under other names is theirs)."""

@@ -5,11 +5,12 @@ A CTAS is Delta's own atomic ``CREATE TABLE ... AS SELECT``: the table exists on
 with the owner's marks in that commit, and a failed or stopped one leaves no table (the data files it wrote stay
 unreferenced in the folder, as Delta leaves them, until a VACUUM). A REPLACE is Delta's ``REPLACE TABLE ... AS
 SELECT``: one commit, the old version current and readable until then and kept in the history after; an unfinished
-replace is undone with ``RESTORE``. Rows, bytes and files come from the commit's metrics in the table's history, never
-from a scan."""
+replace is undone with ``RESTORE``. Rows, bytes and files come from the commit's metrics, read from its file in the
+table's log (or the table's history), never from a scan."""
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import Callable
@@ -116,20 +117,49 @@ class DeltaTables:
         folder = f" and its folder {location}" if own_folder else ""
         return [f"dropped the unfinished {target} of try {made_by}{folder}"]
 
-    def written(self, spark: SparkSession, table: TableIdentifier) -> dict[str, Any]:
-        """The making commit's version and metrics (``numOutputRows``, ``numOutputBytes``, ``numFiles``)."""
-        history = spark.sql(f"DESCRIBE HISTORY {table.quoted()} LIMIT {_HISTORY_LOOKBACK}").collect()  # the log only
-        commit = next((entry for entry in history if entry["operation"] in _MAKING_OPERATIONS), None)
-        metrics = (commit["operationMetrics"] or {}) if commit is not None else {}
-        found = catalog.details(spark, table) or {}
+    def written(self, spark: SparkSession, job: CtasJob) -> dict[str, Any]:
+        """The making commit's version and metrics (``numOutputRows``, ``numOutputBytes``, ``numFiles``): read from
+        its file in the table's log (``making_commit``), or from the table's history where that cannot say."""
+        table = job.identifier
+        location = (catalog.details(spark, table) or {}).get("Location")
+        commit = making_commit(location, job.owner, catalog.properties(spark, table) or {})
+        if commit is None:
+            history = spark.sql(f"DESCRIBE HISTORY {table.quoted()} LIMIT {_HISTORY_LOOKBACK}").collect()
+            entry = next((entry for entry in history if entry["operation"] in _MAKING_OPERATIONS), None)
+            commit = (entry["version"], entry["operationMetrics"] or {}) if entry is not None else (None, {})
+        made_version, metrics = commit
         return {
-            "location": found.get("Location"),
+            "location": location,
             "format": DELTA.name,
             "rows": _count(metrics, "numOutputRows"),
             "bytes": _count(metrics, "numOutputBytes"),
             "files": _count(metrics, "numFiles"),
-            "version": commit["version"] if commit is not None else None,
+            "version": made_version,
         }
+
+
+def making_commit(location: str | None, owner: TableOwner, marks: dict[str, str]) -> tuple[int, dict[str, str]] | None:
+    """The version and metrics of the commit that made the table for ``owner``'s task, from its one file in the
+    table's log (Delta's transaction log protocol: ``_delta_log/<version, 20 digits>.json``, whose ``commitInfo``
+    holds the operation, its parameters and metrics): a small file the job's side reads in milliseconds, where
+    Delta's ``DESCRIBE HISTORY`` takes a second in a new driver (docs/benchmarks.md). The version is the first, or
+    the one after the version a replace replaced (the marks say which). None when the file is not there or is not
+    that commit (another writer's came first, or commit info is off): the history says then."""
+    if location is None or not owner.made(marks):
+        return None
+    made_version = int(marks[REPLACED_VERSION]) + 1 if REPLACED_VERSION in marks else 0
+    try:
+        text = files.read_text(f"{location.rstrip('/')}/_delta_log/{made_version:020d}.json")
+    except (FileNotFoundError, files.StorageUnreachable):
+        return None
+    info = next((json.loads(line)["commitInfo"] for line in text.splitlines() if line.startswith('{"commitInfo"')), {})
+    parameters = info.get("operationParameters") or {}
+    made_with = json.loads(parameters.get("properties") or "{}")
+    if info.get("operation") not in _MAKING_OPERATIONS or not owner.made(made_with):
+        return None
+    if owner_try(made_with) != owner_try(marks):
+        return None
+    return made_version, info.get("operationMetrics") or {}
 
 
 def version(spark: SparkSession, table: TableIdentifier) -> int:

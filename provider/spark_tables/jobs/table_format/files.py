@@ -112,9 +112,9 @@ class FileTables:
             done.append(f"dropped the staging table {staging} of try {owner_try(staging_marks)}")
         return done
 
-    def written(self, spark: SparkSession, table: TableIdentifier) -> dict[str, Any]:
+    def written(self, spark: SparkSession, job: CtasJob) -> dict[str, Any]:
         """Rows and bytes from the catalog's statistics, which ``make`` computed."""
-        details = catalog.describe(spark, table)
+        details = catalog.describe(spark, job.identifier)
         rows, size = catalog.statistics(details)
         return {"location": details.get("location"), "format": details.get("provider"), "rows": rows, "bytes": size}
 

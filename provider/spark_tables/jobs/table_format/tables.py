@@ -44,7 +44,7 @@ class FormatTables(Protocol):
         it did, in words."""
         ...
 
-    def written(self, spark: SparkSession, table: TableIdentifier) -> dict[str, Any]:
-        """Where the table is (``location``, ``format``) and what its making wrote: ``rows`` and ``bytes``, and
+    def written(self, spark: SparkSession, job: CtasJob) -> dict[str, Any]:
+        """Where ``job``'s table is (``location``, ``format``) and what its making wrote: ``rows`` and ``bytes``, and
         where the format keeps them, ``files`` and the ``version`` it committed."""
         ...
