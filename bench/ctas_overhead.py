@@ -37,6 +37,7 @@ from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.ctas import lifecycle as ctas
 from spark_tables.jobs.entry import run_job
 from spark_tables.jobs.table_format import catalog as catalog_tables
+from spark_tables.jobs.table_format import file_tables
 
 SIDES = ("native", "ctas_table", "ctas_staging")
 #: (module, function, phase) for every step of the ctas job that is timed on its own.
@@ -44,12 +45,12 @@ STEPS = (
     (ctas, "undo_unfinished", "checks"),
     (catalog_tables, "properties", "checks"),
     (ctas, "rows", "analyse"),
-    (ctas, "_create", "create"),
-    (ctas, "_fill", "fill"),
-    (catalog_tables, "analyze", "analyze"),
+    (file_tables, "_create", "create"),
+    (file_tables, "_fill", "fill"),
+    (file_tables, "analyze", "analyze"),
     (catalog_tables, "set_properties", "mark"),
-    (ctas, "_publish", "publish"),
-    (ctas, "_finished", "describe"),
+    (file_tables, "_publish", "publish"),
+    (file_tables.FileTables, "written", "describe"),
 )
 PHASES = [*dict.fromkeys(phase for _, _, phase in STEPS), "other"]
 

@@ -142,8 +142,8 @@ def test_an_append_under_a_transaction_id_already_committed_is_skipped(lake: tup
 
 
 def test_spark_s_json_description_and_statistics_refuse_a_delta_table_and_serve_a_file_table(lake: tuple[Any, str]):
-    """What the CTAS job asks of its file tables today (``jobs/ctas/catalog_tables.py``) Spark does not answer for a
-    Delta table, a v2 table: a Delta table's facts come from Delta (``DESCRIBE DETAIL``, its history)."""
+    """What the CTAS job asks of a file table (``jobs/table_format/file_tables.py``) Spark does not answer for a Delta
+    table, a v2 table: a Delta table's facts come from Delta (``DESCRIBE DETAIL``, its history, its log)."""
     from pyspark.errors import AnalysisException
 
     spark, database = lake

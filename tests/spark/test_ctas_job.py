@@ -33,7 +33,7 @@ from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.ctas import lifecycle as ctas_jobs
 from spark_tables.jobs.ctas.lifecycle import run_ctas_cleanup, undo_unfinished
 from spark_tables.jobs.table_format import catalog as catalog_tables
-from spark_tables.jobs.table_format import files as file_tables
+from spark_tables.jobs.table_format import file_tables, location_claims
 from spark_tables.tasks.sql_reader import read_ctas
 from tests.spark.catalog_checks import (
     FAILING_QUERY,
@@ -245,7 +245,7 @@ def test_a_location_another_task_claimed_is_refused_and_its_claim_kept(
     removes nothing, though the folder still looks empty but for the claim."""
     folder = tmp_path / "contested"
     rival = owner(task_id="other_table")
-    catalog_tables.claim_location(str(folder), TableIdentifier.parse(f"{db}.theirs"), rival)
+    location_claims.claim_location(str(folder), TableIdentifier.parse(f"{db}.theirs"), rival)
     claim = (folder / LOCATION_CLAIM).read_text()
 
     result = run(spark, ctas(f"{db}.mine", location=str(folder), atomicity=atomicity))
@@ -270,7 +270,7 @@ def test_a_claim_made_meanwhile_by_another_task_is_refused(
     def rival_claims_after_the_look(location: str) -> list[str]:
         names = list_names(location)
         monkeypatch.setattr(files_module, "list_names", list_names)  # the rival looks unhindered
-        catalog_tables.claim_location(str(folder), TableIdentifier.parse(f"{db}.theirs"), rival)
+        location_claims.claim_location(str(folder), TableIdentifier.parse(f"{db}.theirs"), rival)
         return names
 
     folder.mkdir()
@@ -281,12 +281,12 @@ def test_a_claim_made_meanwhile_by_another_task_is_refused(
         f"location {folder} was claimed meanwhile by task tables.other_table of run scheduled__2026-11-20: "
         "choose another"
     )
-    assert catalog_tables.location_claimant(str(folder)) == rival.task() and tables(spark, db) == []
+    assert location_claims.location_claimant(str(folder)) == rival.task() and tables(spark, db) == []
 
 
 def test_a_claim_an_earlier_try_left_is_taken_over(spark: SparkSession, db: str, tmp_path: Path) -> None:
     folder = tmp_path / "retried"
-    catalog_tables.claim_location(str(folder), TableIdentifier.parse(f"{db}.outside"), owner(1))
+    location_claims.claim_location(str(folder), TableIdentifier.parse(f"{db}.outside"), owner(1))
     result = run(spark, ctas(f"{db}.outside", try_number=2, location=str(folder)))
     assert result.succeeded, result.error
     assert rows(spark, f"{db}.outside") == [(i, str(i * 10)) for i in range(5)]
@@ -316,12 +316,12 @@ def test_a_location_spark_resolves_elsewhere_is_refused_before_the_rows_are_writ
     """A path without a scheme is resolved by Hadoop's default file system (HDFS on many clusters), not where the
     claim went: the table is dropped unfilled, nothing removed there, and the claim released."""
     folder = tmp_path / "elsewhere"
-    describe = catalog_tables.describe
+    describe = file_tables.describe
 
     def on_hdfs(spark: SparkSession, table: TableIdentifier) -> dict[str, Any]:
         return {**describe(spark, table), "location": f"hdfs://namenode:8020{folder}"}
 
-    monkeypatch.setattr(catalog_tables, "describe", on_hdfs)
+    monkeypatch.setattr(file_tables, "describe", on_hdfs)
     result = run(spark, ctas(f"{db}.outside", location=str(folder)))
 
     assert result.error.startswith(

@@ -2,7 +2,7 @@
 and the steps (``CtasTable``) the ``sql`` job runs for each of its ``CREATE TABLE ... AS SELECT`` statements.
 
 - created: the query is analysed (not run) and the table is created, marked as this try's.
-- finished: the rows are written. Spark's file formats (``jobs.table_format.files``) compute statistics, and at
+- finished: the rows are written. Spark's file formats (``jobs.table_format.file_tables``) compute statistics, and at
   level ``staging`` give the staging table the final name (a replace swaps it in, the old table moved aside);
   Delta Lake (``jobs.table_format.delta``) creates or replaces the table in one commit. The table is marked
   complete (and a table a swap moved aside dropped) once the job that made it has succeeded: a ``ctas`` job at

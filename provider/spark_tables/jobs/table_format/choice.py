@@ -8,7 +8,7 @@ from spark_tables.core.identifiers import TableIdentifier
 from spark_tables.core.table_format.delta import DELTA
 from spark_tables.jobs.table_format import catalog
 from spark_tables.jobs.table_format.delta import DELTA_TABLES
-from spark_tables.jobs.table_format.files import FILE_TABLES
+from spark_tables.jobs.table_format.file_tables import FILE_TABLES
 from spark_tables.jobs.table_format.tables import FormatTables
 
 #: The formats with tables of their own, one line each; Spark's file formats are ``FILE_TABLES``'.

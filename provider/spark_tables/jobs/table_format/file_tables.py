@@ -5,10 +5,12 @@ drops it once the job has succeeded). Rows and bytes come from the catalog's sta
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from typing import Any
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_tables.core.ctas.job import CtasJob
@@ -28,7 +30,7 @@ from spark_tables.core.errors import JobError
 from spark_tables.core.identifiers import TableIdentifier, quote_part
 from spark_tables.jobs import files
 from spark_tables.jobs.cancellation import Cancellation
-from spark_tables.jobs.table_format import catalog
+from spark_tables.jobs.table_format import catalog, location_claims
 
 log = logging.getLogger(__name__)
 
@@ -49,15 +51,15 @@ class FileTables:
     ) -> dict[str, Any]:
         target = job.identifier
         # A replaced external table is dropped as Spark drops it: its files stay where another system wrote them.
-        kept = catalog.external_location(spark, target) if replacing else None
+        kept = external_location(spark, target) if replacing else None
         name = staging_table(target, job.owner) if job.atomicity == "staging" else target
         if job.location is not None:
-            catalog.claim_location(job.location, target, job.owner)
+            location_claims.claim_location(job.location, target, job.owner)
         try:
             _create(spark, name, frame, job)
         except BaseException:
             if job.location is not None:  # no table holds the location: the claim goes, the folder is free again
-                catalog.release_location(job.location, job.owner)
+                location_claims.release_location(job.location, job.owner)
             raise
         on_created()
         if job.location is not None:
@@ -65,7 +67,7 @@ class FileTables:
         cancellation.check()
         _fill(spark, name, frame)
         cancellation.check()
-        catalog.analyze(spark, name)
+        analyze(spark, name)
         if name != target:
             _publish(spark, name, target, job.owner, replacing=replacing, complete=complete)
         if complete:
@@ -77,7 +79,7 @@ class FileTables:
         if marks.get(STATE) != COMPLETE:
             catalog.set_properties(spark, job.identifier, {STATE: COMPLETE})
         if marks.get(REPLACED):
-            catalog.drop_kept(spark, replaced_table(job.identifier, job.owner))
+            drop_kept(spark, replaced_table(job.identifier, job.owner))
 
     def undo_unfinished(
         self, spark: SparkSession, target: TableIdentifier, owner: TableOwner, *, up_to_try: int | None
@@ -94,7 +96,7 @@ class FileTables:
             and not owner.made(staging_marks, up_to_try=up_to_try)
         )
         if owner.made(target_marks, up_to_try=up_to_try) and target_marks.get(STATE) != COMPLETE:
-            catalog.drop_made(spark, target, owner)
+            drop_made(spark, target, owner)
             done.append(f"dropped the unfinished {target} of try {owner_try(target_marks)}")
             target_marks = None  # the name is free: a table its replace moved aside comes back, below
         if target_marks is None and not later_try_swapping and catalog.exists(spark, replaced):
@@ -105,18 +107,93 @@ class FileTables:
             and target_marks.get(REPLACED)
             and catalog.exists(spark, replaced)
         ):
-            catalog.drop_kept(spark, replaced)  # the swap finished but for dropping the table it replaced
+            drop_kept(spark, replaced)  # the swap finished but for dropping the table it replaced
             done.append(f"dropped {replaced}, which {target} replaced")
         if owner.made(staging_marks, up_to_try=up_to_try):
-            catalog.drop_made(spark, staging, owner)
+            drop_made(spark, staging, owner)
             done.append(f"dropped the staging table {staging} of try {owner_try(staging_marks)}")
         return done
 
     def written(self, spark: SparkSession, job: CtasJob) -> dict[str, Any]:
         """Rows and bytes from the catalog's statistics, which ``make`` computed."""
-        details = catalog.describe(spark, job.identifier)
-        rows, size = catalog.statistics(details)
+        details = describe(spark, job.identifier)
+        rows, size = statistics(details)
         return {"location": details.get("location"), "format": details.get("provider"), "rows": rows, "bytes": size}
+
+
+def describe(spark: SparkSession, table: TableIdentifier) -> dict[str, Any]:
+    """``DESCRIBE TABLE EXTENDED ... AS JSON`` (Spark's own formats): ``location``, ``provider``, ``type``,
+    ``statistics``, ..."""
+    return json.loads(spark.sql(f"DESCRIBE TABLE EXTENDED {table.quoted()} AS JSON").head()[0])
+
+
+def analyze(spark: SparkSession, table: TableIdentifier) -> None:
+    """Compute rows and bytes into the catalog, where ``statistics`` reads them and Spark's optimizer uses them."""
+    spark.sql(f"ANALYZE TABLE {table.quoted()} COMPUTE STATISTICS")
+
+
+def statistics(details: dict[str, Any]) -> tuple[int | None, int | None]:
+    """Rows and bytes from ``describe``, when the table has been analysed."""
+    found = details.get("statistics") or {}
+    return found.get("num_rows"), found.get("size_in_bytes")
+
+
+def drop_made(spark: SparkSession, table: TableIdentifier, owner: TableOwner) -> None:
+    """Drop a table tries of ``owner``'s task made, with its files where they are the task's: a managed table's
+    folder (Spark made it for the table), or an explicit LOCATION that the table's marks and the claim there both
+    give to the task. Files go first, so that the entry outlives them if this is cut short; files that are not the
+    task's are left where they are, as Spark's DROP TABLE leaves an external table's."""
+    details = _described(spark, table)
+    if details is None:  # dropped meanwhile, by another cleanup of the same try
+        return
+    location = details.get("location")
+    if location and _files_made_by(owner, details, catalog.properties(spark, table) or {}):
+        files.remove(location)
+        kept = ""
+    else:
+        kept = f", keeping the files under {location}, which are not its own" if location else ""
+    spark.sql(f"DROP TABLE IF EXISTS {table.quoted()}")
+    log.info("dropped %s%s", table, kept or (f" and its files under {location}" if location else ""))
+
+
+def drop_kept(spark: SparkSession, table: TableIdentifier) -> str | None:
+    """Drop a table this provider did not make, as Spark's DROP TABLE does: a managed table's files go with it, an
+    external table's stay. Returns the location of the files kept, if any."""
+    details = _described(spark, table)
+    if details is None:
+        return None
+    spark.sql(f"DROP TABLE IF EXISTS {table.quoted()}")
+    kept = details.get("location") if details.get("type") == "EXTERNAL" else None
+    log.info("dropped %s%s", table, f"; it is external: its files under {kept} are kept" if kept else "")
+    return kept
+
+
+def external_location(spark: SparkSession, table: TableIdentifier) -> str | None:
+    """The location of an external table (its files are not Spark's to delete); None for a managed table."""
+    details = _described(spark, table)
+    return details.get("location") if details is not None and details.get("type") == "EXTERNAL" else None
+
+
+def _described(spark: SparkSession, table: TableIdentifier) -> dict[str, Any] | None:
+    try:
+        return describe(spark, table)
+    except AnalysisException as err:
+        if err.getCondition() == "TABLE_OR_VIEW_NOT_FOUND":
+            return None
+        raise
+
+
+def _files_made_by(owner: TableOwner, details: dict[str, Any], marks: dict[str, str]) -> bool:
+    """Whether the table's files are the task's: it made the table (its marks), and the folder is a managed table's
+    or the LOCATION the task claimed (its mark, and the claim file there, name the task)."""
+    if not owner.is_same_task(marks):
+        return False
+    if details.get("type") != "EXTERNAL":
+        return True
+    location = details["location"]
+    if LOCATION not in marks or not files.same_location(marks[LOCATION], location):
+        return False
+    return location_claims.location_claimant(location) == owner.task()
 
 
 def _create(spark: SparkSession, name: TableIdentifier, frame: DataFrame, job: CtasJob) -> None:
@@ -140,9 +217,9 @@ def _create(spark: SparkSession, name: TableIdentifier, frame: DataFrame, job: C
 def _check_location(spark: SparkSession, name: TableIdentifier, location: str, owner: TableOwner) -> None:
     """The table must be where the claim is: a path without a scheme is resolved by Spark against Hadoop's default
     file system, which may not be the local one the claim went to."""
-    resolved = catalog.describe(spark, name).get("location") or ""
+    resolved = describe(spark, name).get("location") or ""
     if not files.same_location(resolved, location):
-        catalog.release_location(location, owner)
+        location_claims.release_location(location, owner)
         raise JobError(
             f"location {location} is {resolved} to Spark (Hadoop's default file system): give it as that full URI"
         )
