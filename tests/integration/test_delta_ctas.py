@@ -286,3 +286,54 @@ def test_a_table_at_a_location_of_its_own_is_dropped_with_its_folder_and_a_full_
     assert full.error.startswith("[DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION]"), full.error
     assert [path.name for path in theirs.iterdir()] == ["data.csv"], "nothing written into another's folder"
     assert not spark.catalog.tableExists(refused)
+
+
+def test_a_stopped_ctas_leaves_no_table(lake: tuple[Any, str], delta_server: Any) -> None:
+    from spark_tables.hooks.spark_connect_job import connect_session
+
+    spark, database = lake
+    table = f"{database}.stopped"
+    cancellation = Cancellation()
+    results: list[Any] = []
+    with connect_session(delta_server.url) as making:
+        cancellation.interrupt_with(making.interruptAll)
+        job = _ctas(table, SLEEPING_QUERY)
+        runner = threading.Thread(target=lambda: results.append(run_job(making, job, cancellation)), daemon=True)
+        runner.start()
+        assert wait_until(lambda: bool(delta_server.running_jobs()), 60), "the CTAS's Spark job runs"
+        cancellation.request("the test stops it")
+        runner.join(timeout=120)
+
+    assert not runner.is_alive()
+    [result] = results
+    assert result.error.startswith("cancelled: the test stops it"), result.error
+    assert result.output.undone == [], "nothing was committed, so nothing is undone"
+    assert not spark.catalog.tableExists(table)
+
+
+def test_the_cleanup_job_of_a_lost_try_drops_its_new_table_and_restores_the_one_it_replaced(
+    lake: tuple[Any, str],
+) -> None:
+    """A SQL job's try that died after its CTAS statements, before its last: its tables stay 'filling' until the
+    cleanup job (run from outside, as after a lost worker) undoes them."""
+    from spark_tables.core.ctas.job import CtasCleanupJob
+    from spark_tables.jobs.ctas.lifecycle import CtasTable
+
+    spark, database = lake
+    made, replaced, owner = f"{database}.made", f"{database}.replaced", _owner("lost")
+    spark.sql(f"CREATE TABLE {replaced} USING delta AS SELECT id FROM range(10)")
+    for job in (
+        _ctas(made, "SELECT id FROM range(5)", owner=owner),
+        _ctas(replaced, "SELECT 1 AS id", owner=owner, replace=True),
+    ):
+        CtasTable(spark, job).make(Cancellation(), complete=False)  # as the SQL job does, which then died
+
+    result = run_job(spark, CtasCleanupJob(tables=(made, replaced), owner=owner))
+
+    assert result.succeeded, result.error
+    assert result.output.undone == [
+        f"dropped the unfinished {made} of try 1",
+        f"restored version 0 of {replaced}, which the unfinished replace of try 1 replaced",
+    ]
+    assert not spark.catalog.tableExists(made)
+    assert spark.table(replaced).count() == 10 and _marks(spark, replaced) == {}
