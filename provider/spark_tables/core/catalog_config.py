@@ -58,23 +58,22 @@ class _TableFormatsLoaded:
         """The jars its applications load, for their driver and executors: its table formats'."""
         return _format_jars(self.table_formats)
 
+    def check_loads(self, names: tuple[str, ...]) -> None:
+        """Fail in one line if a job makes tables in a format this catalog does not load, before its spark-submit."""
+        missing = next((name for name in names if name not in self.table_formats), None)
+        if missing is not None:
+            coordinates = ", ".join(table_formats((missing,), FORMATS_SETTING)[0].coordinates)
+            raise SpecError(
+                f'table format {missing} is not loaded by this catalog: add "{missing}" to {FORMATS_SETTING}, which '
+                f"gives Spark {coordinates} and its session catalog (docs/table-formats.md)"
+            )
+
     def _hive_conf(self, warehouse: str) -> dict[str, str]:
         return {
             "spark.sql.catalogImplementation": "hive",
             "spark.sql.warehouse.dir": _absolute_uri(warehouse),
             **self._table_formats_conf(),
         }
-
-
-def check_table_formats(catalog: EmbeddedCatalog | PostgresMetastore, names: tuple[str, ...]) -> None:
-    """Fail in one line if a job makes tables in a format the catalog does not load, before its spark-submit."""
-    missing = next((name for name in names if name not in catalog.table_formats), None)
-    if missing is not None:
-        coordinates = ", ".join(table_formats((missing,), FORMATS_SETTING)[0].coordinates)
-        raise SpecError(
-            f'table format {missing} is not loaded by this catalog: add "{missing}" to {FORMATS_SETTING}, which '
-            f"gives Spark {coordinates} and its session catalog (docs/table-formats.md)"
-        )
 
 
 def _format_jars(formats: tuple[str, ...]) -> tuple[str, ...]:

@@ -20,7 +20,7 @@ from urllib.parse import quote
 from airflow.providers.common.compat.sdk import AirflowException, AirflowNotFoundException
 from airflow.sdk import ObjectStoragePath
 
-from spark_tables.core.catalog_config import Catalog, EmbeddedCatalog, check_table_formats, says_derby_in_use
+from spark_tables.core.catalog_config import Catalog, EmbeddedCatalog, says_derby_in_use
 from spark_tables.core.durable_job import DriverFacts, DriverLaunch, DriverState, driver_state
 from spark_tables.core.errors import SpecError
 from spark_tables.core.exchange import cancel_uri, spec_uri, started_uri
@@ -102,7 +102,7 @@ class SparkJobHook(SparkSubmitAdapter):
         durable: bool = False,
         **kwargs: Any,
     ) -> None:
-        check_table_formats(catalog, KINDS[spec.job.kind].table_formats(spec.job))
+        catalog.check_loads(KINDS[spec.job.kind].table_formats(spec.job))
         super().__init__(
             conf=_spark_conf(catalog, conf or {}),
             conn_id=conn_id,

@@ -82,12 +82,15 @@ class DeltaTables:
         finally:
             spark.catalog.dropTempView(view)
         on_created()
-        made = (
-            f"replaced {target} (its version {marks[REPLACED_VERSION]} stays in its history)"
-            if replacing
-            else (f"created {target}")
-        )
-        log.info("%s in one Delta commit, owned by %s", made, job.owner.describe())
+        if replacing:
+            log.info(
+                "replaced %s in one Delta commit (version %s stays in its history), owned by %s",
+                target,
+                marks[REPLACED_VERSION],
+                job.owner.describe(),
+            )
+        else:
+            log.info("created %s in one Delta commit, owned by %s", target, job.owner.describe())
         return {}
 
     def complete(self, spark: SparkSession, job: CtasJob, marks: dict[str, str]) -> None:
