@@ -71,7 +71,11 @@ SHARED_SESSIONS = {
         "tests/integration/test_session_mode.py",
     ),
     # the Delta Lake tests, on a Spark Connect server whose catalog loads Delta (``delta_server``)
-    "delta_server": ("tests/integration/test_delta_catalog.py", "tests/integration/test_delta_ctas.py"),
+    "delta_server": (
+        "tests/integration/test_delta_catalog.py",
+        "tests/integration/test_delta_ctas.py",
+        "tests/integration/test_delta_streams.py",
+    ),
 }
 _GROUP_OF_FILE = {path: group for group, paths in SHARED_SESSIONS.items() for path in paths}
 _PLACE_IN_GROUP = {path: place for paths in SHARED_SESSIONS.values() for place, path in enumerate(paths)}

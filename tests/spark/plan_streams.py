@@ -13,8 +13,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, DataFrameReader, Row, SparkSession
 
-from spark_tables.jobs.session_conf import session_conf
-from spark_tables.jobs.streaming.changelog import (
+from spark_tables.jobs.changelog import (
     DELETE,
     INSERT,
     UPDATE_AFTER,
@@ -22,6 +21,7 @@ from spark_tables.jobs.streaming.changelog import (
     insert_only,
     is_accumulate,
 )
+from spark_tables.jobs.session_conf import session_conf
 from spark_tables.jobs.streaming.session_confs import SESSION_CONFS
 
 #: How Flink prints each row kind.

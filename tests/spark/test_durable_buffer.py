@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from spark_tables.core.errors import JobError
 from spark_tables.core.streaming.flush import FlushOptions
 from spark_tables.core.streaming.sinks import PostgresUpsertSink
-from spark_tables.jobs.streaming.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE
+from spark_tables.jobs.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE
 from spark_tables.jobs.streaming.clock import FixedClock
 from spark_tables.jobs.streaming.durable_buffer import DurableBuffer
 from spark_tables.jobs.streaming.sinks.postgres_upsert import PostgresSinkWriter

@@ -10,9 +10,9 @@ import pytest
 from pyspark.sql import DataFrame, Row, SparkSession
 
 from spark_tables.core.plan.aggregates import AggregateCall
+from spark_tables.jobs.changelog import UPDATE_BEFORE
 from spark_tables.jobs.plan.group_aggregate import group_aggregate
 from spark_tables.jobs.streaming.buffer import FLUSH_CAUSE, buffered
-from spark_tables.jobs.streaming.changelog import UPDATE_BEFORE
 from spark_tables.jobs.streaming.clock import FixedClock
 from spark_tables.jobs.streaming.flush_requests import flush_requests, prepare_requests, request_flush
 from tests.spark.plan_streams import SHORT_NAMES, JsonSource, run, stream_session

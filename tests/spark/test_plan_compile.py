@@ -167,7 +167,8 @@ def test_an_insert_only_query_goes_into_a_catalog_table_cast_to_its_columns(spar
         ),
         (
             "INSERT INTO big_orders SELECT order_id, SUM(amount) FROM orders GROUP BY order_id",
-            "big_orders is a catalog table, which takes inserted rows only: write into a PostgresUpsertSink",
+            "big_orders is a catalog table appended to, which takes inserted rows only: write into a "
+            "PostgresUpsertSink, or declare the table kept by key (a TableUpsertSink in catalog_sinks)",
         ),
         (
             "INSERT INTO shop_counts SELECT /*+ STATE_TTL('x' = '1d') */ shop, COUNT(*) AS n FROM orders GROUP BY shop",

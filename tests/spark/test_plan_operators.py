@@ -19,11 +19,11 @@ from pyspark.sql import functions as F
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.aggregates import AggregateCall
+from spark_tables.jobs.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE
 from spark_tables.jobs.plan.deduplicate import LAST_ROW, deduplicate, spark_drop_duplicates
 from spark_tables.jobs.plan.group_aggregate import ACCUMULATOR, group_aggregate
 from spark_tables.jobs.plan.join import LEFT_SIDE, RIGHT_SIDE, ROWS, join
 from spark_tables.jobs.plan.spark_join import spark_join
-from spark_tables.jobs.streaming.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE
 from spark_tables.jobs.streaming.clock import BatchClock, FixedClock
 from tests.spark.plan_streams import (
     JsonSource,

@@ -159,8 +159,9 @@ def test_a_plan_edited_to_send_updates_into_a_catalog_table_is_refused_before_an
         ({"keep": "last"}, "node 2 (stream-exec-deduplicate): implementation spark-drop-duplicates keeps a key's "
          "first row, not its last: set its implementation to transform-with-state"),
         ({"implementation": "transform-with-state"}, "the query updates its results (an aggregation, a keep-last "
-         "deduplication or a left join on transform-with-state), but first_orders is a catalog table, which takes "
-         "inserted rows only: write into a PostgresUpsertSink"),
+         "deduplication or a left join on transform-with-state), but first_orders is a catalog table appended to, "
+         "which takes inserted rows only: write into a PostgresUpsertSink, or declare the table kept by key (a "
+         "TableUpsertSink in catalog_sinks)"),
     ):  # fmt: skip
         _edit_deduplication(plan_file, **edit)
         for statement in (f"EXPLAIN PLAN '{plan_file}'", f"EXECUTE PLAN '{plan_file}'"):

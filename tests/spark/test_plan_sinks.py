@@ -13,16 +13,26 @@ from pyspark.sql import SparkSession
 
 from spark_tables.core.errors import JobError, SpecError
 from spark_tables.core.streaming.sinks import PlanSink, PostgresUpsertSink, TableSink
-from spark_tables.jobs.streaming.changelog import DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE
+from spark_tables.jobs.changelog import DELETE, INSERT, UPDATE_AFTER, UPDATE_BEFORE
 from spark_tables.jobs.streaming.sinks import postgres_upsert
-from spark_tables.jobs.streaming.sinks.catalog_table import TABLE_MARKS
 from spark_tables.jobs.streaming.sinks.writers import sink_writer
+from spark_tables.jobs.table_format.batch_marks import TABLE_MARKS
 from tests.spark.postgres import PG
 
 pytestmark = pytest.mark.spark
 
 SCHEMA = "plan_sinks_spark_tests"
 TOTALS = "id INT, name STRING, amount BIGINT, __row_kind TINYINT"
+#: A batch of changes of ``TOTALS``: key 1 inserted then updated, 2 inserted, 3 inserted then deleted, 9 deleted.
+TOTALS_CHANGES = (
+    (INSERT, 1, "a", 10),
+    (UPDATE_BEFORE, 1, "a", 10),
+    (UPDATE_AFTER, 1, "a2", 11),
+    (INSERT, 2, "b", 20),
+    (INSERT, 3, "c", 30),
+    (DELETE, 3, "c", 30),
+    (DELETE, 9, "old", 90),
+)
 
 
 def _connect() -> psycopg.Connection:
@@ -78,6 +88,11 @@ class Changelog:
         (commits / f".{last}.crc").unlink(missing_ok=True)
         return last
 
+    def forget_mark(self, batch_id: int) -> None:
+        """Delete a catalog sink's mark of a batch, as when its query stopped between writing the batch and its mark."""
+        (self.checkpoint / TABLE_MARKS / str(batch_id)).unlink()
+        (self.checkpoint / TABLE_MARKS / f".{batch_id}.crc").unlink(missing_ok=True)
+
     def query_id(self) -> str:
         return json.loads((self.checkpoint / "metadata").read_text())["id"]
 
@@ -110,15 +125,7 @@ def test_postgres_sink_applies_the_last_change_of_each_key_once_per_batch_across
     )
     sink = PostgresUpsertSink(name="totals", conn_id="warehouse", table=table, key=["id"])
     changes = Changelog(spark, tmp_path, TOTALS)
-    changes.add(
-        (INSERT, 1, "a", 10),
-        (UPDATE_BEFORE, 1, "a", 10),
-        (UPDATE_AFTER, 1, "a2", 11),
-        (INSERT, 2, "b", 20),
-        (INSERT, 3, "c", 30),
-        (DELETE, 3, "c", 30),
-        (DELETE, 9, "old", 90),
-    )
+    changes.add(*TOTALS_CHANGES)
     changes.add(
         (DELETE, 4, "gone", 0),
         (INSERT, 4, "d", 40),
@@ -248,8 +255,7 @@ def test_table_sink_appends_each_batch_exactly_once_across_restarts_and_replays(
 
     # A batch stopped after moving its files in, before its mark: it runs again and replaces its files.
     batch = changes.forget_last_commit()
-    (changes.checkpoint / TABLE_MARKS / str(batch)).unlink()
-    (changes.checkpoint / TABLE_MARKS / f".{batch}.crc").unlink(missing_ok=True)
+    changes.forget_mark(batch)
     location = _location(spark, table)
     (location / f"_spark_tables_{changes.query_id()}-{batch}").mkdir()
 

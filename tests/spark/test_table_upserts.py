@@ -18,7 +18,7 @@ from spark_tables.core.streaming.sinks import TableUpsertSink
 from spark_tables.jobs.aggregation.runner import run_streaming_aggregation
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.streaming.clock import FixedClock
-from spark_tables.jobs.streaming.sinks import table_upsert
+from spark_tables.jobs.table_format import file_streams
 from tests.spark.page_views import T0, TWO_RUNS, add_views, lose_commit
 
 pytestmark = pytest.mark.spark
@@ -131,17 +131,17 @@ def test_a_writer_waits_for_another_s_switch_and_loses_none_of_its_rows(
     first = _location(spark, sink.name).removeprefix("file:")
     versions = Path(first + ".versions")
     versions.mkdir()
-    lock = versions / table_upsert.SWITCH_LOCK
+    lock = versions / file_streams.SWITCH_LOCK
     lock.write_text('{"query": "the-other-query", "table": "x"}')
     waiting = threading.Event()
-    holder = table_upsert._lock_holder
+    holder = file_streams._lock_holder
 
     def seen(path: str) -> str | None:
         waiting.set()
         return holder(path)
 
-    monkeypatch.setattr(table_upsert, "_lock_holder", seen)
-    monkeypatch.setattr(table_upsert, "SWITCH_POLL_SECONDS", 0.01)
+    monkeypatch.setattr(file_streams, "_lock_holder", seen)
+    monkeypatch.setattr(file_streams, "SWITCH_POLL_SECONDS", 0.01)
     add_views(views, "a", ("home", "u1", 120, "2026-01-01 00:00:01"))
     outcome: dict[str, Any] = {}
     writer = threading.Thread(target=lambda: outcome.update(_run(spark, sink, tmp_path / "checkpoint")))
@@ -166,25 +166,25 @@ def test_a_writer_waits_for_another_s_switch_and_loses_none_of_its_rows(
 def test_a_switch_lock_another_query_never_releases_fails_in_one_line(tmp_path: Path) -> None:
     versions = tmp_path / "t.versions"
     versions.mkdir()
-    (versions / table_upsert.SWITCH_LOCK).write_text('{"query": "q-gone", "table": "db.t"}')
+    (versions / file_streams.SWITCH_LOCK).write_text('{"query": "q-gone", "table": "db.t"}')
 
-    with pytest.raises(JobError) as caught, table_upsert.switch_lock(str(versions), "db.t", "q-mine", wait_seconds=0):
+    with pytest.raises(JobError) as caught, file_streams.switch_lock(str(versions), "db.t", "q-mine", wait_seconds=0):
         pass
 
     assert str(caught.value) == (
         f"catalog sink db.t: another streaming query (q-gone) has held the table's switch lock for over 0 s: if it "
-        f"has stopped, remove {versions}/{table_upsert.SWITCH_LOCK}, then run again"
+        f"has stopped, remove {versions}/{file_streams.SWITCH_LOCK}, then run again"
     )
-    assert (versions / table_upsert.SWITCH_LOCK).exists(), "another query's lock is never removed"
+    assert (versions / file_streams.SWITCH_LOCK).exists(), "another query's lock is never removed"
 
 
 def test_a_query_takes_over_the_switch_lock_it_left(tmp_path: Path) -> None:
     versions = tmp_path / "t.versions"
     versions.mkdir()
     # its driver died holding it
-    (versions / table_upsert.SWITCH_LOCK).write_text('{"query": "q-mine", "table": "db.t"}')
+    (versions / file_streams.SWITCH_LOCK).write_text('{"query": "q-mine", "table": "db.t"}')
 
-    with table_upsert.switch_lock(str(versions), "db.t", "q-mine", wait_seconds=0):
-        held = (versions / table_upsert.SWITCH_LOCK).exists()
+    with file_streams.switch_lock(str(versions), "db.t", "q-mine", wait_seconds=0):
+        held = (versions / file_streams.SWITCH_LOCK).exists()
 
-    assert held and not (versions / table_upsert.SWITCH_LOCK).exists()
+    assert held and not (versions / file_streams.SWITCH_LOCK).exists()

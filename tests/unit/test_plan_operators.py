@@ -19,7 +19,7 @@ from spark_tables.core.job_result import JobResult
 from spark_tables.core.plan.job import PlanJob
 from spark_tables.core.sql.job import SqlJob
 from spark_tables.core.streaming.flush import FlushOptions
-from spark_tables.core.streaming.sinks import PostgresUpsertSink
+from spark_tables.core.streaming.sinks import PostgresUpsertSink, TableUpsertSink
 from spark_tables.operators.plan import SparkCompilePlanOperator, SparkExecutePlanOperator, SparkExplainPlanOperator
 from spark_tables.operators.sql import SparkSqlJobOperator
 from tests.unit.task_context import task_context
@@ -131,11 +131,29 @@ def test_an_executed_plan_writes_only_the_catalog_tables_the_task_declares(
     with pytest.raises(AirflowFailException) as caught:
         undeclared.execute(task_context())
     assert str(caught.value) == (
-        f"plan {plan_file} writes catalog table sales.counts, which the task does not declare: add it to "
-        "catalog_sinks, or compile the plan again"
+        f"plan {plan_file} writes keyed catalog sink 'sales.counts' (key ['cid']), which the task does not declare: "
+        "add it to catalog_sinks, or compile the plan again"
     )
-    declared = SparkExecutePlanOperator(task_id="e", plan_uri=str(plan_file), catalog_sinks="sales.counts")
-    assert declared.build_job(task_context()).options.connections == {}
+    # Declared by name only, the table would be appended to: the key must be declared as the plan has it.
+    other_key = SparkExecutePlanOperator(
+        task_id="e", plan_uri=str(plan_file), catalog_sinks=["sales.counts", TableUpsertSink("sales.counts", ["id"])]
+    )
+    with pytest.raises(AirflowFailException) as caught:
+        other_key.execute(task_context())
+    assert str(caught.value) == (
+        f"plan {plan_file} writes keyed catalog sink 'sales.counts' as key ['cid'], but the task declares it as key "
+        "['id']: compile the plan again, or declare the sink as the plan has it"
+    )
+    declared = SparkExecutePlanOperator(
+        task_id="e", plan_uri=str(plan_file), catalog_sinks=[TableUpsertSink("sales.counts", ["cid"])]
+    )
+    options = declared.build_job(task_context()).options
+    assert (options.connections, options.table_upsert_sinks) == ({}, (TableUpsertSink("sales.counts", ["cid"]),))
+
+
+def test_catalog_sinks_take_names_and_keyed_declarations_only(nothing_is_started: None) -> None:
+    with pytest.raises(TypeError, match=r"^catalog_sinks must hold table names and TableUpsertSink declarations, not"):
+        SparkExecutePlanOperator(task_id="e", plan_uri="p.json", catalog_sinks=[("sales.counts", "cid")])
 
 
 @pytest.mark.parametrize(

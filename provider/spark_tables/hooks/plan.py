@@ -15,7 +15,7 @@ from spark_tables.core.plan.document import CompiledPlan
 from spark_tables.core.plan.job import PlanOptions
 from spark_tables.core.plan.statements import PlanStatement
 from spark_tables.core.storage_credentials import reached_by_airflow
-from spark_tables.core.streaming.sinks import PostgresUpsertSink
+from spark_tables.core.streaming.sinks import PostgresUpsertSink, TableUpsertSink
 from spark_tables.hooks.postgres import PostgresSinkHook
 from spark_tables.utils import settings
 
@@ -37,14 +37,17 @@ class CompiledPlanHook(BaseHook):
         checkpoints: str | None,
         run_for: str = "",
         trigger_interval: str = "1 s",
-        catalog_sinks: Sequence[str] = (),
+        catalog_sinks: Sequence[str | TableUpsertSink] = (),
     ) -> PlanOptions:
         """What a job running these plan statements needs: the options, the sinks a compile may write, and the
         connections of the declared PostgreSQL sinks. An executed plan may write only the sinks the task declares: its
-        PostgreSQL sinks as declared (``check_declared``), its catalog tables among ``catalog_sinks``."""
+        PostgreSQL sinks and keyed catalog tables as declared (``check_declared``), the catalog tables it appends to
+        among ``catalog_sinks``' names."""
+        keyed = tuple(sink for sink in catalog_sinks if isinstance(sink, TableUpsertSink))
         options = PlanOptions(  # the options checked first: a bad one fails before any connection is looked up
             configuration=dict(configuration or {}),
             postgres_sinks=tuple(postgres_sinks),
+            table_upsert_sinks=keyed,
             checkpoints=checkpoints or settings.checkpoint_uri(),
             run_for=run_for,
             trigger_interval=trigger_interval,
@@ -54,12 +57,14 @@ class CompiledPlanHook(BaseHook):
         executed = [statement for statement in statements if statement.executes]
         if not executed:
             return options
-        tables = {str(TableIdentifier.parse(name)) for name in catalog_sinks}
+        tables = {str(TableIdentifier.parse(name)) for name in catalog_sinks if isinstance(name, str)}
         for parsed in executed:
             plan = self.read_plan(parsed.uri)  # None: EXECUTE PLAN IF EXISTS of a plan that is not there
             for sink in plan.sinks if plan else ():
                 if isinstance(sink, PostgresUpsertSink):
                     check_declared(sink, postgres_sinks, parsed.uri)
+                elif isinstance(sink, TableUpsertSink):
+                    check_declared(sink, keyed, parsed.uri)
                 elif sink.name not in tables:
                     raise SpecError(
                         f"plan {parsed.uri} writes catalog table {sink.name}, which the task does not declare: add it "
@@ -68,24 +73,32 @@ class CompiledPlanHook(BaseHook):
         return dataclasses.replace(options, connections=PostgresSinkHook().sink_connections(list(postgres_sinks)))
 
 
-def check_declared(sink: PostgresUpsertSink, declared: Sequence[PostgresUpsertSink], uri: str) -> None:
-    """A plan file is edited by people, and its sinks name connections: an executed plan writes only to a sink the
-    task declares, as it declares it (name, connection, table and key). Raises ``SpecError`` in one line, before any
-    connection is looked up or query started."""
+def check_declared(
+    sink: PostgresUpsertSink | TableUpsertSink, declared: Sequence[PostgresUpsertSink | TableUpsertSink], uri: str
+) -> None:
+    """A plan file is edited by people, and its sinks name connections and keys: an executed plan writes only to a
+    keyed sink the task declares, as it declares it (name, key, and a PostgreSQL sink's connection and table). Raises
+    ``SpecError`` in one line, before any connection is looked up or query started."""
     if sink in declared:
         return
     same_name = next((given for given in declared if given.name == sink.name), None)
-    wrote = f"connection {sink.conn_id!r}, table {sink.table}, key {list(sink.key)}"
+    postgres = isinstance(sink, PostgresUpsertSink)
+    what, listed = ("PostgreSQL sink", "postgres_sinks") if postgres else ("keyed catalog sink", "catalog_sinks")
     if same_name is None:
         raise SpecError(
-            f"plan {uri} writes PostgreSQL sink {sink.name!r} ({wrote}), which the task does not declare: add it to "
-            "postgres_sinks, or compile the plan again"
+            f"plan {uri} writes {what} {sink.name!r} ({_declared_as(sink)}), which the task does not declare: add it "
+            f"to {listed}, or compile the plan again"
         )
-    declared_as = f"connection {same_name.conn_id!r}, table {same_name.table}, key {list(same_name.key)}"
     raise SpecError(
-        f"plan {uri} writes PostgreSQL sink {sink.name!r} as {wrote}, but the task declares it as {declared_as}: "
-        "compile the plan again, or declare the sink as the plan has it"
+        f"plan {uri} writes {what} {sink.name!r} as {_declared_as(sink)}, but the task declares it as "
+        f"{_declared_as(same_name)}: compile the plan again, or declare the sink as the plan has it"
     )
+
+
+def _declared_as(sink: PostgresUpsertSink | TableUpsertSink) -> str:
+    if isinstance(sink, PostgresUpsertSink):
+        return f"connection {sink.conn_id!r}, table {sink.table}, key {list(sink.key)}"
+    return f"key {list(sink.key)}"
 
 
 @reached_by_airflow

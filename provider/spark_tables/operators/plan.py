@@ -11,7 +11,7 @@ from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse
 from spark_tables.core.plan.job import FORCE_RECOMPILE_OPTION, PlanJob
 from spark_tables.core.plan.result import PlanResult
-from spark_tables.core.streaming.sinks import PostgresUpsertSink
+from spark_tables.core.streaming.sinks import PostgresUpsertSink, TableUpsertSink, declared_catalog_sinks
 from spark_tables.hooks.plan import CompiledPlanHook
 from spark_tables.operators.streaming import StreamingJobOperator, duration_text
 from spark_tables.tasks.sql_reader import read_plan_statement
@@ -30,8 +30,9 @@ class _PlanOperator(StreamingJobOperator):
         default TTL, ``0 ms``: none), ``table.plan.force-recompile``, FLIP-365's. (templated)
     :param postgres_sinks: ``PostgresUpsertSink`` declarations ``INSERT INTO`` may name, and the only PostgreSQL
         sinks an executed plan may write, each as declared.
-    :param catalog_sinks: the catalog tables (``db.table``) an executed plan may write; a plan file that names
-        another fails the task before any query.
+    :param catalog_sinks: the catalog tables an executed plan may write: a name (``db.table``) for a table the plan
+        appends to, a ``TableUpsertSink`` for one kept equal to an updating result by key (an ``INSERT INTO`` it names
+        compiles into an upsert by that key); a plan file that writes another fails the task before any query.
     :param checkpoints: root of executed plans' checkpoints, a folder per plan; default
         ``[spark_tables] checkpoint_uri``. (templated)
     """
@@ -44,14 +45,14 @@ class _PlanOperator(StreamingJobOperator):
         *,
         plan_uri: str,
         postgres_sinks: Sequence[PostgresUpsertSink] = (),
-        catalog_sinks: Sequence[str] = (),
+        catalog_sinks: Sequence[str | TableUpsertSink] = (),
         checkpoints: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.plan_uri = plan_uri
         self.postgres_sinks = tuple(postgres_sinks)
-        self.catalog_sinks = (catalog_sinks,) if isinstance(catalog_sinks, str) else tuple(catalog_sinks)
+        self.catalog_sinks = declared_catalog_sinks(catalog_sinks)
         for sink in self.postgres_sinks:
             if not isinstance(sink, PostgresUpsertSink):
                 raise TypeError(f"postgres_sinks must hold PostgresUpsertSink declarations, not {type(sink).__name__}")

@@ -11,7 +11,7 @@ from airflow.sdk import Context
 from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.errors import SpecError
 from spark_tables.core.sql.job import SqlJob
-from spark_tables.core.streaming.sinks import PostgresUpsertSink
+from spark_tables.core.streaming.sinks import PostgresUpsertSink, TableUpsertSink, declared_catalog_sinks
 from spark_tables.hooks.plan import CompiledPlanHook
 from spark_tables.operators.ctas_lifecycle import CtasLifecycleOperator
 from spark_tables.operators.spark_job import SparkJobOperator
@@ -44,7 +44,8 @@ class SparkSqlJobOperator(CtasLifecycleOperator):
     :param plan_configuration: the plan statements' job-level options (``table.exec.state.ttl``, ...). (templated)
     :param postgres_sinks: ``PostgresUpsertSink`` declarations a compiled ``INSERT INTO`` may name, and the only
         PostgreSQL sinks an executed plan may write.
-    :param catalog_sinks: the catalog tables an executed plan may write.
+    :param catalog_sinks: the catalog tables an executed plan may write: names of tables it appends to,
+        ``TableUpsertSink`` declarations of tables it keeps by key.
     :param checkpoints: root of executed plans' checkpoints; default ``[spark_tables] checkpoint_uri``. (templated)
     """
 
@@ -65,12 +66,12 @@ class SparkSqlJobOperator(CtasLifecycleOperator):
         count_rows: bool = True,
         plan_configuration: dict[str, Any] | None = None,
         postgres_sinks: Sequence[PostgresUpsertSink] = (),
-        catalog_sinks: Sequence[str] = (),
+        catalog_sinks: Sequence[str | TableUpsertSink] = (),
         checkpoints: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.catalog_sinks = (catalog_sinks,) if isinstance(catalog_sinks, str) else tuple(catalog_sinks)
+        self.catalog_sinks = declared_catalog_sinks(catalog_sinks)
         self.sql = sql
         self.max_result_rows = max_result_rows
         self.count_rows = count_rows

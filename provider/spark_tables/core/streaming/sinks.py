@@ -73,11 +73,12 @@ class PostgresUpsertSink:
 
 @dataclass(frozen=True)
 class TableUpsertSink:
-    """A catalog table kept equal to an updating result by ``key``: each write makes a new version of the table (its
-    rows whose keys did not change, and the changed rows but deleted ones) and switches the table to it.
+    """A catalog table kept equal to an updating result by ``key``, a commit per write as its format makes one: a
+    Delta table takes a MERGE (deleted rows deleted); a file table, a new version of it (its rows whose keys did not
+    change, and the changed rows but deleted ones) that the table is switched to.
 
-    :param name: the catalog table (``db.table``): an unpartitioned file table (parquet, orc, json, csv) with the
-        result's columns.
+    :param name: the catalog table (``db.table``) with the result's columns: a Delta table, or an unpartitioned
+        file table (parquet, orc, json, csv).
     :param key: the columns that identify a result row (the query's grouping columns).
     """
 
@@ -111,3 +112,13 @@ def sink_from_dict(data: Any, where: str) -> PlanSink:
         return SINK_KINDS[data["kind"]](**fields)
     except TypeError as err:
         raise SpecError(f"{where}: sink {data.get('name')!r} is malformed ({err})") from None
+
+
+def declared_catalog_sinks(sinks: str | Sequence[str | TableUpsertSink]) -> tuple[str | TableUpsertSink, ...]:
+    """A task's ``catalog_sinks``: the names of tables appended to, and ``TableUpsertSink`` declarations of tables
+    kept by key (a name alone is one table); ``TypeError`` for anything else, as a DAG file is parsed."""
+    declared = (sinks,) if isinstance(sinks, str) else tuple(sinks)
+    wrong = [type(sink).__name__ for sink in declared if not isinstance(sink, str | TableUpsertSink)]
+    if wrong:
+        raise TypeError(f"catalog_sinks must hold table names and TableUpsertSink declarations, not {wrong[0]}")
+    return declared

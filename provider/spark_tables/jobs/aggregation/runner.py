@@ -30,9 +30,9 @@ from spark_tables.core.streaming.flush import MAX_INTERVAL_OPTION, STATE_STORE, 
 from spark_tables.core.streaming.sinks import PostgresUpsertSink
 from spark_tables.jobs.aggregation.query_tokens import called_names, groups_rows
 from spark_tables.jobs.cancellation import Cancellation
+from spark_tables.jobs.changelog import ROW_KIND, UPDATE_AFTER, quoted
 from spark_tables.jobs.session_conf import session_conf
 from spark_tables.jobs.session_facts import is_connect
-from spark_tables.jobs.streaming.changelog import ROW_KIND, UPDATE_AFTER, quoted
 from spark_tables.jobs.streaming.clock import BatchClock, Clock
 from spark_tables.jobs.streaming.session_confs import SESSION_CONFS, SHUFFLE_PARTITIONS, state_partitions
 from spark_tables.jobs.streaming.sink_queries import PROGRESS_RETENTION, SinkQuery, run_available_now, run_for

@@ -37,7 +37,7 @@ from spark_tables.core.plan.implementations import deduplicate_implementation, j
 from spark_tables.core.plan.nodes import Calc, Deduplicate, GroupAggregate, Join, Node, Sink, SourceScan
 from spark_tables.core.plan.state import StateEntry, default_entries, default_ttl
 from spark_tables.core.plan.statements import shown
-from spark_tables.core.streaming.sinks import PlanSink, PostgresUpsertSink, TableSink
+from spark_tables.core.streaming.sinks import PlanSink, PostgresUpsertSink, TableSink, TableUpsertSink
 from spark_tables.jobs.plan.pipeline import Pipeline
 from spark_tables.jobs.streaming.clock import BatchClock
 
@@ -105,12 +105,17 @@ class PlanCompiler:
     """Compiles INSERT statements into one plan; Spark analyses each node as it is added."""
 
     def __init__(
-        self, spark: SparkSession, configuration: dict[str, str], postgres_sinks: Sequence[PostgresUpsertSink] = ()
+        self,
+        spark: SparkSession,
+        configuration: dict[str, str],
+        postgres_sinks: Sequence[PostgresUpsertSink] = (),
+        table_upsert_sinks: Sequence[TableUpsertSink] = (),
     ) -> None:
         self.spark = spark
         self.configuration = dict(configuration)
         self.job_ttl = default_ttl(self.configuration)
         self.postgres_sinks = {sink.name.lower(): sink for sink in postgres_sinks}
+        self.table_upsert_sinks = {sink.name.lower(): sink for sink in table_upsert_sinks}
         self.pipeline = Pipeline(spark, self.job_ttl, BatchClock())
         self.nodes: list[Node] = []
         self.sources: list[str] = []
@@ -153,7 +158,11 @@ class PlanCompiler:
         if not isinstance(target, exp.Table):
             raise SpecError("INSERT INTO must name a table")
         name = ".".join(part.name for part in target.parts)
-        sink: PlanSink = self.postgres_sinks.get(name.lower()) or TableSink(name)
+        sink: PlanSink = (
+            self.postgres_sinks.get(name.lower())
+            or self.table_upsert_sinks.get(str(TableIdentifier.parse(name)).lower())
+            or TableSink(name)
+        )
         if sink.name not in [known.name for known in self.sinks]:
             self.sinks.append(sink)
         return sink
@@ -581,9 +590,10 @@ def compile_plan(
     inserts: Sequence[str],
     configuration: dict[str, str],
     postgres_sinks: Sequence[PostgresUpsertSink] = (),
+    table_upsert_sinks: Sequence[TableUpsertSink] = (),
 ) -> CompiledPlan:
     """The plan of a ``COMPILE PLAN``'s INSERT statements (one, or a statement set's)."""
-    return PlanCompiler(spark, configuration, postgres_sinks).compile(inserts)
+    return PlanCompiler(spark, configuration, postgres_sinks, table_upsert_sinks).compile(inserts)
 
 
 def _state(names: tuple[str, ...], job_ttl: timedelta, *hinted: timedelta | None) -> tuple[StateEntry, ...]:

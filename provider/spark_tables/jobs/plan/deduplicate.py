@@ -26,7 +26,7 @@ from pyspark.sql.streaming.stateful_processor import (
 from pyspark.sql.types import StructField, StructType
 
 from spark_tables.core.errors import JobError, SpecError
-from spark_tables.jobs.streaming.changelog import (
+from spark_tables.jobs.changelog import (
     INSERT,
     ROW_KIND,
     ROW_KIND_FIELD,

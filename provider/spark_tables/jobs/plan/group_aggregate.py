@@ -51,9 +51,7 @@ from pyspark.sql.types import (
 
 from spark_tables.core.errors import JobError, SpecError
 from spark_tables.core.plan.aggregates import AggregateCall
-from spark_tables.jobs.connect_functions import carried_function
-from spark_tables.jobs.data_types import FRACTIONAL, NUMERIC, SIMPLE
-from spark_tables.jobs.streaming.changelog import (
+from spark_tables.jobs.changelog import (
     DELETE,
     INSERT,
     ROW_KIND,
@@ -64,6 +62,8 @@ from spark_tables.jobs.streaming.changelog import (
     data_fields,
     quoted,
 )
+from spark_tables.jobs.connect_functions import carried_function
+from spark_tables.jobs.data_types import FRACTIONAL, NUMERIC, SIMPLE
 from spark_tables.jobs.streaming.clock import Clock, checked_clock
 from spark_tables.jobs.streaming.state_ttl import (
     CleanupTimer,

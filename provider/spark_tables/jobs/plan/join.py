@@ -35,7 +35,7 @@ from pyspark.sql.streaming.stateful_processor import (
 from pyspark.sql.types import ByteType, LongType, StructField, StructType
 
 from spark_tables.core.errors import SpecError
-from spark_tables.jobs.streaming.changelog import (
+from spark_tables.jobs.changelog import (
     DELETE,
     INSERT,
     ROW_KIND,

@@ -5,7 +5,8 @@ The compiler builds the same frames as it adds nodes, so that Spark's analyzer n
 ``EXECUTE PLAN`` to run it. Every frame is a changelog: the node's columns and the row kind (``changelog``).
 
 Which frames only ever insert is inferred node by node, as Flink's planner infers changelog modes: a source's rows
-are inserts, and so are those of a keep-first deduplication, of an inner join of insert-only inputs and of a left
+are inserts (but a Delta table's change data feed's, ``jobs.table_format``), and so are those of a keep-first
+deduplication, of an inner join of insert-only inputs and of a left
 join on Spark's join (which sends a left row's null-padded row only once it expired unmatched); an aggregation, a
 keep-last deduplication and a left join on transform-with-state update their results. A join or a deduplication
 runs on the implementation its node names (``core.plan.implementations``); one that cannot run there is refused here. A
@@ -28,11 +29,11 @@ from spark_tables.core.plan.implementations import (
 )
 from spark_tables.core.plan.nodes import Calc, Column, Deduplicate, GroupAggregate, Join, Node, Sink, SourceScan
 from spark_tables.core.streaming.sinks import PlanSink, TableSink
+from spark_tables.jobs.changelog import ROW_KIND
 from spark_tables.jobs.plan.deduplicate import deduplicate, spark_drop_duplicates
 from spark_tables.jobs.plan.group_aggregate import group_aggregate
 from spark_tables.jobs.plan.join import join
 from spark_tables.jobs.plan.spark_join import spark_join
-from spark_tables.jobs.streaming.changelog import ROW_KIND, insert_only
 from spark_tables.jobs.streaming.clock import Clock
 from spark_tables.jobs.streaming.sources.streams import stream_source
 
@@ -48,6 +49,7 @@ class Pipeline:
         self.frames: dict[int, DataFrame] = {}
         #: Whether a node's frame only ever inserts rows (no update or delete), by id.
         self.insert_only: dict[int, bool] = {}
+        self._source_inserts_only: dict[int, bool] = {}
 
     def add(self, node: Node) -> DataFrame:
         """Build ``node``'s frame from its inputs' (already added); Spark's analysis errors become one line naming
@@ -69,7 +71,8 @@ class Pipeline:
             raise SpecError(
                 "the query updates its results (an aggregation, a keep-last deduplication or a left join on "
                 f"transform-with-state), but "
-                f"{sink.name} is a catalog table, which takes inserted rows only: write into a PostgresUpsertSink"
+                f"{sink.name} is a catalog table appended to, which takes inserted rows only: write into a "
+                "PostgresUpsertSink, or declare the table kept by key (a TableUpsertSink in catalog_sinks)"
             )
 
     def columns(self, node_id: int) -> tuple[Column, ...]:
@@ -83,7 +86,9 @@ class Pipeline:
     def _frame(self, node: Node) -> DataFrame:
         inputs = [self.frames[input_id] for input_id in node.inputs]
         if isinstance(node, SourceScan):
-            return insert_only(stream_source(node.table).frame(self.spark))
+            streamed = stream_source(node.table).changes(self.spark)
+            self._source_inserts_only[node.id] = streamed.insert_only
+            return streamed.changes
         if isinstance(node, Calc):
             frame = inputs[0] if node.condition is None else inputs[0].where(node.condition)
             return frame.selectExpr(*node.projection, ROW_KIND)
@@ -129,7 +134,7 @@ class Pipeline:
     def _inserts_only(self, node: Node) -> bool:
         inputs = [self.insert_only[input_id] for input_id in node.inputs]
         if isinstance(node, SourceScan):
-            return True
+            return self._source_inserts_only[node.id]
         if isinstance(node, Calc | Sink):
             return inputs[0]
         if isinstance(node, Deduplicate):

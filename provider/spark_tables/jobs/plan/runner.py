@@ -25,7 +25,7 @@ from spark_tables.core.plan.nodes import Sink
 from spark_tables.core.plan.result import PlanResult
 from spark_tables.core.plan.state import default_ttl
 from spark_tables.core.plan.statements import PlanStatement
-from spark_tables.core.streaming.sinks import PostgresUpsertSink
+from spark_tables.core.streaming.sinks import KeyedSink
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.plan.checkpoint_implementations import (
     check_implementations,
@@ -90,7 +90,9 @@ def compile_to_file(spark: SparkSession, statement: PlanStatement, options: Plan
             )
         log.info("plan %s exists: kept as it is", statement.uri)
         return {"written": False, "kept_existing": True}
-    plan = compile_plan(spark, statement.inserts, options.configuration, options.postgres_sinks)
+    plan = compile_plan(
+        spark, statement.inserts, options.configuration, options.postgres_sinks, options.table_upsert_sinks
+    )
     write_plan_text(statement.uri, plan.to_json())
     log.info("compiled %d node(s) into %s", len(plan.nodes), statement.uri)
     return {"written": True, "replaced": exists, "nodes": len(plan.nodes)}
@@ -151,7 +153,7 @@ def execute(
             checkpoint = checkpoints[node.id]
             record_implementations(plan, node, checkpoint)
             query = SinkQuery(f"plan_sink_{node.id}", pipeline.frames[node.id], writer, checkpoint, {"node": node.id})
-            if flush.enabled and isinstance(sink, PostgresUpsertSink):
+            if flush.enabled and isinstance(sink, KeyedSink):
                 query.buffer_output(flush, clock)
             if TRANSFORM_WITH_STATE not in node_implementations(plan, node).values():
                 query.confs = NO_DATA_BATCHES

@@ -24,8 +24,8 @@ from pyspark.sql.types import ByteType
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.implementations import LEFT_JOIN_NEEDS_LEFT_TTL
+from spark_tables.jobs.changelog import INSERT, ROW_KIND, quoted
 from spark_tables.jobs.plan.join import join_fields
-from spark_tables.jobs.streaming.changelog import INSERT, ROW_KIND, quoted
 from spark_tables.jobs.streaming.clock import Clock, time_column
 from spark_tables.jobs.streaming.state_ttl import StateTtl
 

@@ -40,7 +40,7 @@ from pyspark.sql.streaming.stateful_processor import (
 from pyspark.sql.types import ByteType, IntegerType, LongType, StringType, StructField, StructType
 
 from spark_tables.core.errors import SpecError
-from spark_tables.jobs.streaming.changelog import (
+from spark_tables.jobs.changelog import (
     EMIT_ORDER,
     ROW_KIND,
     UPDATE_BEFORE,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
+from spark_tables.core.errors import SpecError
 from spark_tables.core.identifiers import TableIdentifier, quote_part
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,27 @@ def provider(spark: SparkSession, table: TableIdentifier) -> str | None:
     """The table's format (its ``USING``: ``parquet``, ``delta``, ...), or None if there is no such table."""
     found = details(spark, table) or {}
     return found.get("Provider", "").lower() or None
+
+
+def sink_columns(spark: SparkSession, name: str, frame: DataFrame) -> list[str]:
+    """The columns of catalog table ``name``, checked to be those of a streaming query's ``frame`` (its data
+    columns) with the same types; ``SpecError`` in one line when not."""
+    schema = spark.table(TableIdentifier.parse(name).quoted()).schema
+    given = {field.name: field.dataType for field in frame.schema}
+    extra = [column for column in given if column not in schema.names]
+    missing = [column for column in schema.names if column not in given]
+    if extra or missing:
+        raise SpecError(
+            f"catalog sink {name}: the query's columns differ from the table's "
+            f"(not in the table: {', '.join(extra) or 'none'}; missing: {', '.join(missing) or 'none'})"
+        )
+    for field in schema:
+        if given[field.name] != field.dataType:
+            raise SpecError(
+                f"catalog sink {name}: column {field.name} is {given[field.name].simpleString()} in the query "
+                f"but {field.dataType.simpleString()} in the table: cast it"
+            )
+    return schema.names
 
 
 def property_list(values: dict[str, str]) -> str:

@@ -33,7 +33,9 @@ from spark_tables.core.identifiers import TableIdentifier, quote_part
 from spark_tables.core.table_format.delta import DELTA
 from spark_tables.jobs import files
 from spark_tables.jobs.cancellation import Cancellation
-from spark_tables.jobs.table_format import catalog
+from spark_tables.jobs.table_format import catalog, delta_log
+from spark_tables.jobs.table_format.delta_streams import DeltaSinkTable, delta_sink_table, delta_stream
+from spark_tables.jobs.table_format.tables import StreamedTable
 
 log = logging.getLogger(__name__)
 
@@ -140,29 +142,30 @@ class DeltaTables:
             "version": made_version,
         }
 
+    def sink_table(
+        self, spark: SparkSession, name: str, frame: DataFrame, checkpoint: str, *, writes: str
+    ) -> DeltaSinkTable:
+        return delta_sink_table(spark, name, frame, checkpoint)
+
+    def stream(self, spark: SparkSession, name: str) -> StreamedTable:
+        return delta_stream(spark, name)
+
 
 def making_commit(location: str | None, owner: TableOwner, marks: dict[str, str]) -> tuple[int, dict[str, str]] | None:
     """The version and metrics of the commit that made the table for ``owner``'s task, from its one file in the
-    table's log (Delta's transaction log protocol: ``_delta_log/<version, 20 digits>.json``, whose ``commitInfo``
-    holds the operation, its parameters and metrics): a small file the job's side reads in milliseconds, where
-    Delta's ``DESCRIBE HISTORY`` takes a second in a new driver (docs/benchmarks.md). The version is the first, or
-    the one after the version a replace replaced (the marks say which). None when the file is not there or is not
-    that commit (another writer's came first, or commit info is off): the history says then."""
+    table's log (``delta_log``). The version is the first, or the one after the version a replace replaced (the
+    marks say which). None when the file is not there or is not that commit (another writer's came first, or commit
+    info is off): the history says then."""
     if location is None or not owner.made(marks):
         return None
     made_version = int(marks[REPLACED_VERSION]) + 1 if REPLACED_VERSION in marks else 0
-    try:
-        text = files.read_text(f"{location.rstrip('/')}/_delta_log/{made_version:020d}.json")
-    except (FileNotFoundError, files.StorageUnreachable):
+    made = delta_log.commit(location, made_version)
+    if made is None or made.operation not in _MAKING_OPERATIONS:
         return None
-    info = next((json.loads(line)["commitInfo"] for line in text.splitlines() if line.startswith('{"commitInfo"')), {})
-    parameters = info.get("operationParameters") or {}
-    made_with = json.loads(parameters.get("properties") or "{}")
-    if info.get("operation") not in _MAKING_OPERATIONS or not owner.made(made_with):
+    made_with = json.loads((made.info.get("operationParameters") or {}).get("properties") or "{}")
+    if not owner.made(made_with) or owner_try(made_with) != owner_try(marks):
         return None
-    if owner_try(made_with) != owner_try(marks):
-        return None
-    return made_version, info.get("operationMetrics") or {}
+    return made_version, made.metrics
 
 
 def version(spark: SparkSession, table: TableIdentifier) -> int:

@@ -30,7 +30,10 @@ from spark_tables.core.errors import JobError
 from spark_tables.core.identifiers import TableIdentifier, quote_part
 from spark_tables.jobs import files
 from spark_tables.jobs.cancellation import Cancellation
+from spark_tables.jobs.changelog import insert_only
 from spark_tables.jobs.table_format import catalog, location_claims
+from spark_tables.jobs.table_format.file_streams import FileSinkTable, file_sink_table
+from spark_tables.jobs.table_format.tables import StreamedTable
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +122,15 @@ class FileTables:
         details = describe(spark, job.identifier)
         rows, size = statistics(details)
         return {"location": details.get("location"), "format": details.get("provider"), "rows": rows, "bytes": size}
+
+    def sink_table(
+        self, spark: SparkSession, name: str, frame: DataFrame, checkpoint: str, *, writes: str
+    ) -> FileSinkTable:
+        return file_sink_table(spark, name, frame, checkpoint, writes=writes)
+
+    def stream(self, spark: SparkSession, name: str) -> StreamedTable:
+        """The files added to the table's folder, as inserts (or any source Spark streams: rate, a view)."""
+        return StreamedTable(insert_only(spark.readStream.table(TableIdentifier.parse(name).quoted())), True)
 
 
 def describe(spark: SparkSession, table: TableIdentifier) -> dict[str, Any]:

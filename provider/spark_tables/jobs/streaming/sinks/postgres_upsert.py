@@ -22,7 +22,7 @@ from spark_tables.core.errors import JobError, SpecError
 from spark_tables.core.postgres import describe
 from spark_tables.core.streaming.sinks import PostgresUpsertSink
 from spark_tables.jobs import postgres
-from spark_tables.jobs.streaming.changelog import DELETE, EMIT_ORDER, ROW_KIND, UPDATE_BEFORE
+from spark_tables.jobs.changelog import DELETE, EMIT_ORDER, ROW_KIND, UPDATE_BEFORE
 from spark_tables.jobs.streaming.sinks.writer import BATCH_ORDER, SinkWriter
 
 log = logging.getLogger(__name__)

@@ -27,7 +27,9 @@ from pyspark.sql.streaming import StreamingQuery
 from spark_tables.core.durations import parse_duration, whole_milliseconds
 from spark_tables.core.streaming.sinks import PlanSink
 from spark_tables.jobs import files
+from spark_tables.jobs.changelog import EMIT_ORDER, ROW_KIND
 from spark_tables.jobs.connect_functions import carried_function
+from spark_tables.jobs.table_format.tables import BatchWrite
 
 log = logging.getLogger(__name__)
 
@@ -43,15 +45,31 @@ class SinkCounts:
 
     #: Micro-batches the query handed to the sink, empty ones and replays included.
     batches: int = 0
-    #: Batches that wrote anything: one PostgreSQL transaction, or one set of files moved into the table.
+    #: Batches that wrote anything, each in one commit: one PostgreSQL transaction, one set of files moved into a
+    #: file table or one version it was switched to, one Delta commit.
     write_calls: int = 0
-    #: PostgreSQL: rows sent as upserts and keys sent as deletes (a key the table lacks is still counted).
+    #: Upserts: rows sent as upserts and keys sent as deletes (a key the table lacks is still counted).
     rows_upserted: int = 0
     rows_deleted: int = 0
     #: Catalog table: rows appended.
     rows_appended: int = 0
+    #: Catalog table: the data files its commits added (what buffering makes fewer and larger, FLIP-365).
+    files_written: int = 0
     #: Catalog table: replayed batches skipped because their rows were in the table already.
     batches_already_written: int = 0
+
+    def add(self, written: BatchWrite) -> None:
+        """Add what one batch wrote into a catalog table."""
+        self.write_calls += written.committed
+        self.rows_appended += written.rows_appended
+        self.rows_upserted += written.rows_upserted
+        self.rows_deleted += written.rows_deleted
+        self.files_written += written.files_written
+
+
+def data_columns(frame: DataFrame) -> DataFrame:
+    """A changelog's data columns: without its row kind and emit order."""
+    return frame.drop(ROW_KIND, EMIT_ORDER)
 
 
 class SinkWriter(ABC):
@@ -138,6 +156,13 @@ class SinkWriter(ABC):
         if self._counts_files:
             files.remove(self._counts_folder)
         return {"sink": self.sink.name, "kind": self.sink.kind, **total}
+
+    def _count(self, written: BatchWrite | None, batch: DataFrame, batch_id: int) -> None:
+        """Count what a batch wrote into a catalog table; None: the table had it already (``_skip``)."""
+        if written is None:
+            self._skip(batch, batch_id)
+        else:
+            self.counts.add(written)
 
     def _skip(self, batch: DataFrame, batch_id: int) -> None:
         """Write nothing for a replayed batch that is in the table already, but run its plan all the same: its

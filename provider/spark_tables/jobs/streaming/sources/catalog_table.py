@@ -1,11 +1,16 @@
-"""A catalog table read as a stream, by Spark's own streaming reader: a file-source table's folder (JSON, CSV,
-parquet), a rate source, any table Spark can stream."""
+"""A catalog table read as a stream, by Spark's streaming reader of its format (``jobs.table_format``): a file
+table's folder (JSON, CSV, parquet), a rate source, a Delta table's appends or change data feed, any table Spark can
+stream."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
+
+from spark_tables.core.identifiers import TableIdentifier
+from spark_tables.jobs.table_format.choice import tables_of
+from spark_tables.jobs.table_format.tables import StreamedTable
 
 
 @dataclass(frozen=True)
@@ -14,5 +19,5 @@ class CatalogTableSource:
 
     table: str
 
-    def frame(self, spark: SparkSession) -> DataFrame:
-        return spark.readStream.table(self.table)
+    def changes(self, spark: SparkSession) -> StreamedTable:
+        return tables_of(spark, TableIdentifier.parse(self.table)).stream(spark, self.table)

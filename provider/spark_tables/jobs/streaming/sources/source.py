@@ -1,15 +1,18 @@
-"""What every source of a streaming query is: something that gives the query a stream of inserted rows."""
+"""What every source of a streaming query is: something that gives the query a stream of changes."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
+
+from spark_tables.jobs.table_format.tables import StreamedTable
 
 
 class StreamSource(Protocol):
-    """A stream a query reads; its rows are inserts (``changelog.insert_only`` gives them their row kind)."""
+    """A stream a query reads."""
 
-    def frame(self, spark: SparkSession) -> DataFrame:
-        """The source's rows as a streaming DataFrame of the data columns."""
+    def changes(self, spark: SparkSession) -> StreamedTable:
+        """The source's changes as a streaming DataFrame of the data columns and the row kind (``jobs.changelog``),
+        and whether they are all inserts."""
         ...
