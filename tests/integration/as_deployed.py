@@ -29,6 +29,10 @@ SPARK_MASTER_CONF = {"spark.deploy.defaultCores": "1", "spark.master.rest.enable
 #: a worker's memory.
 SPARK_APP_CONF = {"spark.cores.max": "1", "spark.executor.memory": "512m"}
 
+#: The table formats the deployed catalog loads (its connection's extra ``table-formats``), and so its Spark Connect
+#: server: Delta Lake, whose jars the image holds.
+TABLE_FORMATS = ("delta",)
+
 #: The Airflow components, each its own process (its own service in compose.yaml): the arguments of ``airflow``.
 AIRFLOW_COMPONENTS = (("api-server",), ("scheduler",), ("dag-processor",), ("triggerer",), ("celery", "worker"))
 
@@ -94,14 +98,15 @@ def spark_tables_settings(*, shared: str) -> dict[str, str]:
 def catalog_connection(
     *, host: str, port: int, user: str, password: str | None, database: str, warehouse: str
 ) -> dict[str, Any]:
-    """``AIRFLOW_CONN_SPARK_TABLES_DEFAULT`` (as JSON): the PostgreSQL metastore, its warehouse on the shared folder."""
+    """``AIRFLOW_CONN_SPARK_TABLES_DEFAULT`` (as JSON): the PostgreSQL metastore, its warehouse on the shared folder,
+    loading ``TABLE_FORMATS``."""
     connection: dict[str, Any] = {
         "conn_type": "spark_tables",
         "host": host,
         "port": port,
         "schema": database,
         "login": user,
-        "extra": {"warehouse": warehouse},
+        "extra": {"warehouse": warehouse, "table-formats": list(TABLE_FORMATS)},
     }
     if password is not None:
         connection["password"] = password

@@ -5,7 +5,8 @@ Five as deployed, the scheduler and a Celery worker (``cluster_airflow``) runnin
 are triggered at once through the REST API as a user would. The buffered-output example per job (its memory buffer
 is refused in session mode), its drivers on the master in client deploy mode. Each is checked as on local Spark, by
 the same checks; each application ran its executors in the workers' JVMs, not the driver's. The runs' Spark tables
-tabs and the overview show what they did. Then what the cluster refuses, per job: a root the executors do not share,
+tabs and the overview show what they did. A job per job on a catalog that loads Delta Lake (as docker/compose.yaml's
+does). Then what the cluster refuses, per job: a root the executors do not share,
 a master that cannot be reached, cluster deploy mode. (Per job on the cluster as deployed: ``test_durable_jobs.py``.)"""
 
 from __future__ import annotations
@@ -14,13 +15,20 @@ import dataclasses
 import json
 import socket
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import numpy as np
 import pytest
 
+from spark_tables.core.ctas.ownership import TableOwner
+from spark_tables.core.job_spec import JobSpec
+from spark_tables.core.sql.job import SqlJob
 from spark_tables.core.xcom_keys import FAILED_TRY
+from spark_tables.tasks.sql_reader import read_statements
+from spark_tables.utils.metastore_schema import ensure_metastore_schema
+from tests.conftest import SMALL_DELTA_TABLES
 from tests.integration.airflow_services import AirflowServices, _free_port
 from tests.integration.conftest import CLUSTER_CTAS_DS, CLUSTER_METASTORE_DATABASE, SCENARIOS, Deployment, ExampleRun
 from tests.integration.ctas_checks import metastore_tables
@@ -246,3 +254,37 @@ def test_cluster_deploy_mode_on_the_standalone_master_fails_before_submitting(
         "cleanup": None,
     }, "nothing was submitted: no application"
     assert "--deploy-mode cluster" not in log
+
+
+def test_a_job_per_job_on_the_cluster_makes_and_merges_into_a_delta_table_with_delta_s_jars_on_the_executors(
+    on_cluster: Deployment, spark_cluster: SparkCluster, spark_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The catalog loads Delta Lake, as docker/compose.yaml's does: spark-submit hands Delta's jars to the workers'
+    executors, which write the table's files and its log on the shared folder; a CTAS is one Delta commit, a MERGE
+    the next, and another application reads each version back."""
+    from spark_tables.hooks.spark_job import SparkJobHook
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", on_cluster.env["AIRFLOW_CONN_SPARK_DEFAULT"])
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+    lake = dataclasses.replace(on_cluster, catalog=dataclasses.replace(on_cluster.catalog, table_formats=("delta",)))
+    ensure_metastore_schema(lake.catalog)  # as the operator does before its job
+    table = "delta_on_cluster"
+    statements = (
+        f"DROP TABLE IF EXISTS {table}",
+        f"CREATE TABLE {table} USING delta AS SELECT id, 'old' AS v FROM range(10)",
+        f"MERGE INTO {table} t USING (SELECT id, 'new' AS v FROM range(5, 15)) c ON t.id = c.id "
+        "WHEN MATCHED THEN UPDATE SET v = c.v WHEN NOT MATCHED THEN INSERT *",
+        f"SELECT v, count(*) AS n FROM {table} GROUP BY v ORDER BY v",
+    )
+    owner = TableOwner(dag_id="lake", run_id="manual__1", task_id="on_cluster")
+    spec = JobSpec(job=SqlJob(statements=read_statements(statements), owner=owner), result_uri=f"file://{spark_env}/r")
+    result = SparkJobHook(spec=spec, catalog=lake.catalog, conf=SMALL_DELTA_TABLES, name="delta-on-cluster").run()
+
+    assert result.succeeded, result.error
+    assert result.output is not None and result.output.rows == [["new", 10], ["old", 5]]
+    [made] = result.output.ctas
+    assert (made.format, made.atomicity, made.rows, made.version) == ("delta", "commit", 10, 0)
+    assert spark_cluster.executors(result.application_id), "the workers ran its executors"
+    assert Path(made.location.removeprefix("file:")).is_relative_to(on_cluster.catalog.warehouse), "the shared folder"
+    versions = ", ".join(f"(SELECT count(*) FROM {table} VERSION AS OF {version})" for version in range(3))
+    assert lake.read_back(f"SELECT {versions}") == [[10, 15, 15]], "made, merged into, marked complete"

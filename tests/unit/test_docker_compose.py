@@ -240,11 +240,16 @@ def test_the_spark_connect_server_runs_on_the_cluster_on_the_catalogs_metastore_
     assert "org.apache.spark.sql.connect.service.SparkConnectServer" in command
     assert f"--master spark://{SPARK_MASTER} " in command
     settings = dict(re.findall(r"--conf (\S+?)=(\S+)", command))
-    catalog = PostgresMetastore(**_metastore(services))
+    catalog = PostgresMetastore(**_metastore(services), table_formats=as_deployed.TABLE_FORMATS)
     assert settings == {**catalog.spark_conf(), "spark.connect.grpc.binding.port": SPARK_CONNECT.split(":")[1]}
-    # The driver the provider's default names (its path under the virtual environment), in the image's environment.
-    in_the_image = "$$VIRTUAL_ENV/" + os.path.relpath(catalog.jdbc_driver_jar, sys.prefix)
-    assert f'--driver-class-path "{in_the_image}" ' in command
+
+    # The driver and the table formats' jars the provider names (their paths under the virtual environment), in the
+    # image's environment.
+    def in_the_image(jar: str) -> str:
+        return "$$VIRTUAL_ENV/" + os.path.relpath(jar, sys.prefix)
+
+    assert f'--driver-class-path "{in_the_image(catalog.jdbc_driver_jar)}" ' in command
+    assert f'--jars "{",".join(map(in_the_image, catalog.jars))}" ' in command
     [(password_key, _)] = catalog.secret_conf().items()
     assert f'echo "{password_key} $$METASTORE_PASSWORD" >> "$$properties"' in command
     assert 'cat /opt/spark-conf/spark-defaults.conf > "$$properties"' in command

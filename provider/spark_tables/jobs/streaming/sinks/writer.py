@@ -53,7 +53,7 @@ class SinkCounts:
     rows_deleted: int = 0
     #: Catalog table: rows appended.
     rows_appended: int = 0
-    #: Catalog table: the data files its commits added (what buffering makes fewer and larger, FLIP-365).
+    #: Catalog table: the data files its commits added (what buffering makes fewer, FLIP-365).
     files_written: int = 0
     #: Catalog table: replayed batches skipped because their rows were in the table already.
     batches_already_written: int = 0
