@@ -1,26 +1,20 @@
-"""Delta Lake on a catalog that loads it (its connection's extra ``table-formats``), in both modes: a job per job
-gets Delta's jars and settings with its spark-submit, and session mode's server starts with them (``delta_server``, on a
-metastore of its own: the other tests' server loads no format), so a SQL job makes, merges into and
-reads back a Delta table's versions on the PostgreSQL metastore. And what the table-format seam builds on, on that
-server: Delta's commits and their metrics, MERGE, idempotent appends, and what Spark's own table statements refuse
-of a Delta table."""
+"""Delta Lake on a catalog that loads it (its connection's extra ``table-formats``): session mode's server starts
+with Delta's jars and settings (``delta_server``, on a metastore of its own: the other tests' server loads no
+format), so a SQL job makes, merges into and reads back a Delta table's versions on the PostgreSQL metastore (per
+job, with Delta's jars given to spark-submit, on the standalone cluster: ``test_cluster.py``). And what the
+table-format seam builds on, on that server: Delta's commits and their metrics, MERGE, idempotent appends, and what
+Spark's own table statements refuse of a Delta table."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.job_spec import JobSpec
 from spark_tables.core.sql.job import SqlJob
-from spark_tables.tasks.sql_reader import read_statements
-from spark_tables.utils.metastore_schema import ensure_metastore_schema
-from tests.conftest import SMALL_DELTA_TABLES
-from tests.integration.conftest import Deployment
 
 pytestmark = pytest.mark.integration
 
@@ -34,35 +28,6 @@ def _statements(table: str) -> tuple[str, ...]:
         "WHEN MATCHED THEN UPDATE SET v = c.v WHEN NOT MATCHED THEN INSERT *",
         f"SELECT v, count(*) AS n FROM {table} GROUP BY v ORDER BY v",
     )
-
-
-def test_a_job_per_job_on_a_catalog_whose_default_format_is_delta_makes_and_merges_into_a_delta_table(
-    postgres: Deployment, spark_env: Path
-) -> None:
-    """Its CTAS statement names no format: the catalog's default makes it a Delta table, in one commit (FLIP-218's
-    marks in it); another application reads each version back."""
-    from spark_tables.hooks.spark_job import SparkJobHook
-
-    catalog = dataclasses.replace(postgres.catalog, table_formats=("delta",), default_format="delta")
-    lake = dataclasses.replace(postgres, catalog=catalog)
-    ensure_metastore_schema(lake.catalog)  # as the operator does before its job
-    table = "delta_per_job"
-    statements = (
-        f"DROP TABLE IF EXISTS {table}",
-        f"CREATE TABLE {table} AS SELECT id, 'old' AS v FROM range(10)",
-        *_statements(table)[3:],
-    )
-    owner = TableOwner(dag_id="lake", run_id="manual__1", task_id="per_job")
-    job = SqlJob(statements=read_statements(statements), owner=owner)
-    spec = JobSpec(job=job, result_uri=f"file://{spark_env}/result.json")
-    result = SparkJobHook(spec=spec, catalog=lake.catalog, conf=SMALL_DELTA_TABLES, name="delta-per-job").run()
-
-    assert result.succeeded, result.error
-    assert result.output is not None and result.output.rows == [["new", 10], ["old", 5]]
-    [made] = result.output.ctas
-    assert (made.format, made.atomicity, made.rows, made.version) == ("delta", "commit", 10, 0)
-    versions = ", ".join(f"(SELECT count(*) FROM {table} VERSION AS OF {version})" for version in range(3))
-    assert lake.read_back(f"SELECT {versions}") == [[10, 15, 15]], "made, merged into, marked complete"
 
 
 def test_a_job_in_session_mode_makes_and_merges_into_a_delta_table_on_the_server(

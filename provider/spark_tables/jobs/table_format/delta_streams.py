@@ -28,12 +28,12 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ByteType
 
 from spark_tables.core.identifiers import TableIdentifier, quote_part
-from spark_tables.jobs.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE, insert_only
+from spark_tables.jobs.changelog import DELETE, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE, insert_only, quoted
 from spark_tables.jobs.table_format import catalog, delta_log
 from spark_tables.jobs.table_format.batch_marks import BatchMarks
 from spark_tables.jobs.table_format.tables import DELETED, BatchWrite, StreamedTable
@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 CHANGE_FEED = "delta.enableChangeDataFeed"
 #: Delta's kinds of change (``_change_type``), as Flink's row kinds.
 _ROW_KINDS = {"insert": INSERT, "update_preimage": UPDATE_BEFORE, "update_postimage": UPDATE_AFTER, "delete": DELETE}
+#: A MERGE commit's metrics of the rows it inserted, updated and deleted, which its result row gives too.
+_MERGED_ROWS = ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted")
 #: The columns Delta adds to a change data feed's rows.
 _FEED_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 
@@ -60,7 +62,7 @@ class DeltaSinkTable:
     def append(self, spark: SparkSession, batch: DataFrame, *, query_id: str, batch_id: int) -> BatchWrite | None:
         before = delta_log.newest_version(self.location)
         (
-            batch.select(*map(_column, self.columns))
+            batch.select(*map(quoted, self.columns))
             .write.format("delta")
             .option("txnAppId", query_id)
             .option("txnVersion", batch_id)
@@ -104,14 +106,12 @@ class DeltaSinkTable:
         self.marks.record(batch_id)
         if merged is None:
             return BatchWrite()
+        rows = (merged["num_inserted_rows"], merged["num_updated_rows"], merged["num_deleted_rows"])
         made = next(
             (
                 commit
                 for commit in delta_log.commits_after(self.location, before)
-                if commit.operation == "MERGE"
-                and (commit.count("numTargetRowsInserted"), commit.count("numTargetRowsUpdated"))
-                == (merged["num_inserted_rows"], merged["num_updated_rows"])
-                and commit.count("numTargetRowsDeleted") == merged["num_deleted_rows"]
+                if commit.operation == "MERGE" and tuple(map(commit.count, _MERGED_ROWS)) == rows
             ),
             None,
         )
@@ -169,7 +169,3 @@ def delta_stream(spark: SparkSession, name: str) -> StreamedTable:
     for change, row_kind in _ROW_KINDS.items():
         kind = F.when(F.col("_change_type") == change, F.lit(row_kind).cast(ByteType())).otherwise(kind)
     return StreamedTable(feed.withColumn(ROW_KIND, kind).drop(*_FEED_COLUMNS), False)
-
-
-def _column(name: str) -> Column:
-    return F.col(quote_part(name))

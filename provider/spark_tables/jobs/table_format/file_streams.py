@@ -32,14 +32,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyspark.errors import AnalysisException
-from pyspark.sql import Column, DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from spark_tables.core.errors import JobError, SpecError, one_line
-from spark_tables.core.identifiers import TableIdentifier, quote_part
+from spark_tables.core.identifiers import TableIdentifier
 from spark_tables.jobs import files
+from spark_tables.jobs.changelog import quoted
+from spark_tables.jobs.table_format import catalog
 from spark_tables.jobs.table_format.batch_marks import BatchMarks
-from spark_tables.jobs.table_format.catalog import sink_columns
 from spark_tables.jobs.table_format.tables import DELETED, BatchWrite
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ class FileSinkTable:
             removed = files.remove_named(self.location, moved_prefix)
             log.warning("catalog sink %s: batch %d stopped part way; %d file(s) removed", self.name, batch_id, removed)
         observation = Observation()
-        rows = batch.select(*map(_column, self.columns)).observe(observation, F.count(F.lit(1)).alias("rows"))
+        rows = batch.select(*map(quoted, self.columns)).observe(observation, F.count(F.lit(1)).alias("rows"))
         rows.write.format(self.format).options(**self.options).mode("overwrite").save(staging)
         appended = observation.get["rows"]
         moved = files.data_file_names(staging) if appended else []
@@ -110,9 +111,9 @@ class FileSinkTable:
             if not metrics["changes"]:
                 return BatchWrite()
             quoted_name = TableIdentifier.parse(self.name).quoted()
-            kept = spark.table(quoted_name).join(changes.select(*map(_column, key)), list(key), "left_anti")
-            upserts = changes.where(~F.col(DELETED)).select(*map(_column, self.columns))
-            rows = kept.select(*map(_column, self.columns)).unionByName(upserts)
+            kept = spark.table(quoted_name).join(changes.select(*map(quoted, key)), list(key), "left_anti")
+            upserts = changes.where(~F.col(DELETED)).select(*map(quoted, self.columns))
+            rows = kept.select(*map(quoted, self.columns)).unionByName(upserts)
             rows.write.format(self.format).options(**self.options).mode("overwrite").save(version)
         finally:
             changes.unpersist()
@@ -150,7 +151,7 @@ def file_sink_table(spark: SparkSession, name: str, frame: DataFrame, checkpoint
         )
     return FileSinkTable(
         name=name,
-        columns=sink_columns(spark, name, frame),
+        columns=catalog.sink_columns(spark, name, frame),
         format=table["provider"],
         options={key: value for key, value in table.get("storage_properties", {}).items() if key != "path"},
         location=table["location"].rstrip("/"),
@@ -209,7 +210,3 @@ def _lock_holder(lock: str) -> str | None:
         return str(json.loads(files.read_text(lock)).get("query"))
     except (FileNotFoundError, ValueError, AttributeError):
         return None  # released meanwhile, or being written: look again
-
-
-def _column(name: str) -> Column:
-    return F.col(quote_part(name))
