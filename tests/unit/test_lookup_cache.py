@@ -16,11 +16,10 @@ from typing import Any
 import pytest
 
 from spark_tables.core.errors import JobError
-from spark_tables.core.lookup.snapshot import Pointer
+from spark_tables.core.lookup.snapshot import UNINITIALIZED, Pointer
 from spark_tables.jobs.lookup.cache import DefaultLookupCache, Key, deep_sizeof
 from spark_tables.jobs.lookup.caching_lookup import CachingLookup, LookupFailed
-from spark_tables.jobs.lookup.metrics import METRIC_NAMES, UNINITIALIZED, CacheMetrics, aggregate
-from spark_tables.jobs.lookup.reload import full_cache_metrics
+from spark_tables.jobs.lookup.metrics import METRIC_NAMES, CacheMetrics, aggregate
 from spark_tables.jobs.lookup.retries import Backoff, retrying
 
 
@@ -511,7 +510,7 @@ def test_latest_load_time_is_uninitialised_before_any_load() -> None:
     assert aggregate([])["latestLoadTime"] == -1
 
     never_loaded = Pointer(current=None, load_failures=1, failing=None)
-    assert full_cache_metrics(never_loaded)["latestLoadTime"] == -1, "a full cache never loaded"
+    assert never_loaded.metrics()["latestLoadTime"] == -1, "a full cache never loaded"
 
     metrics.loaded(0.0)
     assert metrics.snapshot()["latestLoadTime"] == 0.0

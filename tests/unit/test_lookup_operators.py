@@ -263,7 +263,10 @@ class TestReloadSensor:
         assert isinstance(trigger, DateTimeTrigger)
         assert trigger.moment == started.add(hours=1)  # FIXED_RATE: an hour after the last load started
         assert deferred.value.method_name == "execute_complete"
-        assert sensor.execute_complete(task_context(), event=None) == trigger.moment.isoformat()
+        monkeypatch.setattr(pendulum, "now", lambda tz=None: trigger.moment)  # the trigger fires at its moment
+        assert (
+            sensor.execute_complete(task_context(), event=None, **deferred.value.kwargs) == trigger.moment.isoformat()
+        )
 
     def test_a_timed_reload_defers_to_the_wall_clock_time_across_a_dst_change(
         self, crm: Path, monkeypatch: pytest.MonkeyPatch
@@ -331,6 +334,7 @@ class TestReloadSensor:
             "lookup": "customers",
             "due": failed_at.add(minutes=2).isoformat(),
             "failing": 3,
+            "table_version": None,
         }, "the overview's next reload due, left before the sensor defers"
         log = capsys.readouterr().out
         assert "3 load(s) failed in a row" in log and "relation crm.customers does not exist" in log

@@ -363,7 +363,8 @@ def test_copies_in_servers_memory_are_summed_by_server_against_the_memory_quota(
 
 def test_lookup_joins_and_reloads_with_their_metrics() -> None:
     metrics = {"hitCount": 17800, "missCount": 2200, "hitRate": 0.89}
-    snapshot = {"version": "v-1", "rows": 1000, "bytes": 11628, "load_milliseconds": 1414}
+    delta = {"format": "delta", "location": "file:/w/dims.db/customers", "number": 3, "commit": "c3"}
+    snapshot = {"version": "v-1", "rows": 1000, "bytes": 11628, "load_milliseconds": 1414, "table_version": delta}
     entries = [
         result(
             "enrich_partial", "lookup_join", lookup="customers", cache="PARTIAL", rows=20000, metrics=metrics, **JOB
@@ -380,7 +381,25 @@ def test_lookup_joins_and_reloads_with_their_metrics() -> None:
             **JOB,
         ),
         result(
-            "enrich_full", "lookup_join", lookup="customers", cache="FULL", rows=20000, snapshot="v-1", metrics=metrics
+            "enrich_full",
+            "lookup_join",
+            lookup="customers",
+            cache="FULL",
+            rows=20000,
+            snapshot="v-1",
+            table_version=delta,
+            metrics=metrics,
+        ),
+        result(
+            "reload_again",
+            "lookup_reload",
+            lookup="customers",
+            snapshot=snapshot,
+            loads=1,
+            loaded=False,
+            unchanged=True,
+            load_failures=0,
+            metrics={"loadCount": 1},
         ),
         result("wait_for_reload"),
     ]
@@ -394,10 +413,15 @@ def test_lookup_joins_and_reloads_with_their_metrics() -> None:
         "metrics": metrics,
         "worker_metrics": [],
         "definition": None,
+        "snapshot": None,
+        "table_version": None,
     }
     assert lookups[1]["kind"] == "reload" and lookups[1]["snapshot"] == snapshot
-    assert (lookups[2]["kind"], lookups[2]["cache"]) == ("join", "FULL")  # it names the snapshot it read
-    assert len(lookups) == 3
+    assert (lookups[1]["loaded"], lookups[1]["unchanged"], lookups[1]["table_version"]) == (True, False, 3)
+    full = lookups[2]
+    assert (full["kind"], full["cache"], full["snapshot"], full["table_version"]) == ("join", "FULL", "v-1", 3)
+    assert (lookups[3]["loaded"], lookups[3]["unchanged"]) == (False, True), "a reload that found the table unchanged"
+    assert len(lookups) == 4
 
 
 def test_a_task_summary_separates_the_job_from_its_output() -> None:

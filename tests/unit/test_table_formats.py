@@ -60,10 +60,15 @@ def test_an_unknown_table_format_fails_in_one_line_naming_the_setting_and_the_kn
     )
 
 
+def _no_version(location: str, list_names: object, read_text: object) -> None:
+    return None
+
+
 def test_a_missing_jar_fails_in_one_line_naming_its_coordinates_and_what_to_do(tmp_path):
     fetched = tmp_path / "present.jar"
     fetched.write_bytes(b"")
-    lake = TableFormat("lake", (str(fetched), "/no/lake.jar"), ("org.example:lake:1", "org.example:log:1"), "E", "C")
+    coordinates = ("org.example:lake:1", "org.example:log:1")
+    lake = TableFormat("lake", (str(fetched), "/no/lake.jar"), coordinates, "E", "C", read_version=_no_version)
 
     with pytest.raises(SpecError) as raised:
         lake.check_jars("the catalog connection's extra 'table-formats'")
@@ -76,7 +81,7 @@ def test_a_missing_jar_fails_in_one_line_naming_its_coordinates_and_what_to_do(t
 
 
 def test_two_formats_that_each_need_the_session_catalog_cannot_share_a_session():
-    other = TableFormat("other", (), (), "org.example.Extensions", "org.example.Catalog")
+    other = TableFormat("other", (), (), "org.example.Extensions", "org.example.Catalog", read_version=_no_version)
 
     with pytest.raises(SpecError, match=r"^table formats delta, other each need their own session catalog"):
         formats_conf((DELTA, other))

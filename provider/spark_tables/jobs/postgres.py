@@ -7,7 +7,8 @@ Lookup sources, plan sinks and aggregation sinks connect through here, so every 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import psycopg
@@ -69,6 +70,23 @@ def safe_line(error: BaseException, args: Mapping[str, Any]) -> str:
         if secret:
             line = line.replace(str(secret), "***")
     return line
+
+
+@contextlib.contextmanager
+def advisory_lock(args: Mapping[str, Any], resource: str, while_waiting: Callable[[], None]) -> Iterator[bool]:
+    """Hold a session-level advisory lock named ``resource`` in the database for the block, on a connection of its
+    own, so that it holds across hosts and is released when the block ends or the connection drops (its holder
+    died); yields whether another held it first, calling ``while_waiting`` (which may raise) between tries."""
+    key = "hashtextextended(%s, 0)"
+    with connect(args, autocommit=True, prepare_threshold=0) as connection:
+        waited = False
+        while not connection.execute(f"SELECT pg_try_advisory_lock({key})", (resource,)).fetchone()[0]:
+            waited = True
+            while_waiting()
+        try:
+            yield waited
+        finally:
+            connection.execute(f"SELECT pg_advisory_unlock({key})", (resource,))
 
 
 def _libpq(args: Mapping[str, Any], connect_timeout: int | None) -> dict[str, Any]:

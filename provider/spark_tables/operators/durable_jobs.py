@@ -46,6 +46,9 @@ class DurableJobMixin(ResumableJobMixin):
         is returned."""
         with _bad_input_fails_the_task():
             job = self.build_job(context)
+            self._result = self.result_without_job(job)
+            if self._result is not None:
+                return None
             tables = self.cached_tables(context, job)
             writers = cache_writers(context) if tables else ()
             server = self.conn_id if tables and self.in_session_mode else None  # keeps them in memory

@@ -11,13 +11,14 @@ from airflow.providers.common.compat.sdk import Stats
 from airflow.sdk import Context
 
 from spark_tables.core.durable_job import DriverLaunch
+from spark_tables.core.errors import SpecError
 from spark_tables.core.exchange import metrics_uri
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse
 from spark_tables.core.lookup.job import AVAILABLE_NOW, ERROR_IF_EXISTS, LookupJoinJob, LookupReloadJob
 from spark_tables.core.lookup.options import CacheMode
 from spark_tables.core.lookup.result import LookupJoinResult, LookupReloadResult
-from spark_tables.core.lookup.table import LookupTable
+from spark_tables.core.lookup.table import CATALOG, LookupTable
 from spark_tables.hooks.lookup.tables import LookupTableHook
 from spark_tables.operators.spark_job import SparkJobOperator
 from spark_tables.tasks.sql_reader import nestable_query
@@ -44,7 +45,16 @@ class _LookupOperator(SparkJobOperator):
         return LookupTableHook(self.lookup.with_options(self.lookup_options))
 
     def job_jars(self, job: Any) -> list[str]:
-        return [self.lookup_hook.jdbc_driver_jar()]
+        jar = self.lookup_hook.jdbc_driver_jar()
+        return [jar] if jar else []
+
+    def check_catalog(self) -> None:
+        """A catalog table is read by the task's own Spark application: the catalog the task runs on must be it."""
+        if self.lookup.source == CATALOG and self.lookup.conn_id != self.catalog_conn_id:
+            raise SpecError(
+                f"lookup table {self.lookup.name} is a table of catalog {self.lookup.conn_id!r}, and this task runs on "
+                f"catalog {self.catalog_conn_id!r}: give the task catalog_conn_id={self.lookup.conn_id!r}"
+            )
 
     def xcom_value(self, result: JobResult) -> dict[str, Any]:
         """The job's output and the table's definition (``lookup_definition``), with the FLIP's metrics logged."""
@@ -136,6 +146,7 @@ class SparkLookupJoinOperator(_LookupOperator):
         return folders
 
     def build_job(self, context: Context) -> LookupJoinJob:
+        self.check_catalog()
         return LookupJoinJob(
             lookup=self.lookup_hook.spec(),
             on=self.on,
@@ -183,6 +194,7 @@ class SparkLookupReloadOperator(_LookupOperator):
         self.retained = retained
 
     def build_job(self, context: Context) -> LookupReloadJob:
+        self.check_catalog()
         return LookupReloadJob(
             lookup=self.lookup_hook.spec(),
             scheduled_for=self.scheduled_for or None,
@@ -193,6 +205,32 @@ class SparkLookupReloadOperator(_LookupOperator):
     def shared_folders(self, job: Any, caches: tuple[CacheUse, ...]) -> dict[str, str]:
         """Besides cached tables': the lookup root, where the executors write the new snapshot."""
         return {**super().shared_folders(job, caches), "[spark_tables] lookup_uri": settings.lookup_uri()}
+
+    def result_without_job(self, job: LookupReloadJob) -> JobResult | None:
+        """A table with versions whose version is the one its snapshot holds has nothing to load: read from its log
+        here, without a Spark job (the job's own load checks the same under the table's lock)."""
+        pointer = self.lookup_hook.pointer()
+        snapshot = pointer.current
+        if snapshot is None or snapshot.table_version is None:
+            return None
+        now = self.lookup_hook.version_now(snapshot)
+        if now != snapshot.table_version:
+            self.log.info(
+                "lookup table %s: the table is at %s, its snapshot %s holds version %d: loading",
+                self.lookup.name,
+                now.describe() if now is not None else "no version (gone)",
+                snapshot.version,
+                snapshot.table_version.number,
+            )
+            return None
+        self.log.info(
+            "lookup table %s: %s is the one snapshot %s holds: nothing to load, no Spark job",
+            self.lookup.name,
+            now.describe(),
+            snapshot.version,
+        )
+        output = LookupReloadResult.of(self.lookup.name, pointer, loaded=False, unchanged=True)
+        return JobResult(kind=LookupReloadJob.kind, output=output)
 
     def run_hook(self, hook: Any, launch: DriverLaunch | None = None) -> JobResult:
         try:

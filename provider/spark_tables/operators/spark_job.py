@@ -140,6 +140,11 @@ class SparkJobOperator(DurableJobMixin, CacheWaitMixin, BaseOperator):
         """The validated job this task runs; raise ``SpecError`` for bad input."""
         raise NotImplementedError
 
+    def result_without_job(self, job: Job) -> JobResult | None:
+        """The result ``job`` would give, where the Airflow side can tell it without running it (a reload of a table
+        that has not changed since its snapshot); None: run it."""
+        return None
+
     def cached_tables(self, context: Context, job: Job) -> tuple[CachedTable, ...]:
         """The cached tables this task's job reads, their queries rendered for this task."""
         return tuple(

@@ -1,8 +1,9 @@
 """Lookup join cache options (Flink's FLIP-221): how a lookup table's rows are cached on the executors.
 
 The keys and defaults are Flink's (``lookup.cache``, ``lookup.partial-cache.*``, ``lookup.full-cache.*``), plus
-ours, after Flink's lookup hints: ``lookup.shuffle``, ``lookup.async`` and ``lookup.async.capacity``. Values come
-as text, as in a SQL ``WITH`` clause, or as Python values.
+ours, after Flink's lookup hints: ``lookup.shuffle``, ``lookup.async`` and ``lookup.async.capacity``, and the reload
+strategy ``ON_CHANGE`` for tables with versions. Values come as text, as in a SQL ``WITH`` clause, or as Python
+values.
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ class CacheMode(StrEnum):
 
 
 class ReloadStrategy(StrEnum):
-    """When a full cache reloads: every interval, or at a time of day."""
+    """When a full cache reloads: every interval, at a time of day, or (ours) when its table's version changes."""
 
     PERIODIC = "PERIODIC"
     TIMED = "TIMED"
+    ON_CHANGE = "ON_CHANGE"
 
 
 class ScheduleMode(StrEnum):

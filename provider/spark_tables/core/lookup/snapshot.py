@@ -3,8 +3,9 @@
 ``<lookup root>/<name>-<hash>/`` (``snapshot_root``) holds one folder per version (``v-<UTC time>-<random>``,
 parquet) and ``CURRENT.json``, the pointer. A reload writes a new version folder whole, then replaces the pointer in
 one write: a reader that reads the pointer sees the old snapshot or the new one, never a mix. The pointer also
-carries the load's times (the reload schedule counts from them), the table's load counters, and the reloads failing
-since the last one that published (the schedule backs off from them).
+carries the load's times (the reload schedule counts from them), the version of the table the snapshot holds (for a
+table with versions: a reload copies only a version it does not hold), the table's load counters, and the reloads
+failing since the last one that published (the schedule backs off from them).
 """
 
 from __future__ import annotations
@@ -19,8 +20,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from spark_tables.core.errors import SpecError
+from spark_tables.core.table_format.version import TableVersion
 
 POINTER = "CURRENT.json"
+#: A gauge not measured yet, as Flink reports it (``MetricNames``' UNINITIALIZED): ``latestLoadTime`` before any
+#: load, which a 0 ms load could not be told from.
+UNINITIALIZED = -1
 _VERSION = re.compile(r"v-\d{8}T\d{12}-[0-9a-f]{8}")
 
 
@@ -46,7 +51,7 @@ class Snapshot:
     """A published version and how its load went.
 
     ``started``/``finished`` are ISO times of the load; ``scheduled_for`` the reload time it ran for (None for a
-    first or manual load).
+    first or manual load); ``table_version`` the version of the table it copied (None: the table has no versions).
     """
 
     version: str
@@ -57,6 +62,7 @@ class Snapshot:
     finished: str
     load_milliseconds: int
     scheduled_for: str | None = None
+    table_version: TableVersion | None = None
 
 
 @dataclass(frozen=True)
@@ -85,16 +91,32 @@ class Pointer:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def metrics(self) -> dict[str, Any]:
+        """The FLIP's metrics of a full cache: the table's loads so far and what the current snapshot holds."""
+        snapshot = self.current
+        return {
+            "loadCount": self.loads,
+            "numLoadFailure": self.load_failures,
+            "latestLoadTime": snapshot.load_milliseconds if snapshot else UNINITIALIZED,
+            "numCachedRecords": snapshot.rows if snapshot else 0,
+            "numCachedBytes": snapshot.bytes if snapshot else 0,
+        }
+
     @classmethod
     def from_dict(cls, data: Any, root: str) -> Pointer:
         """The pointer of the lookup table whose snapshots are at ``root``, as read from its ``CURRENT.json``.
 
         The file is on storage others may write: its current snapshot must be one of the table's own version folders
-        (``<root>/<version>``), never another folder a join would read; anything else raises ``SpecError``.
+        (``<root>/<version>``), never another folder a join would read; anything else raises ``SpecError``. The
+        table version it records is only compared with the table's log, which the Airflow side lists at its
+        location to tell whether a reload would copy anything new: a pointer written to name another table can at
+        worst bring a reload on or put one off, as one written with other counts can.
         """
         where = f"lookup snapshots {root}: {POINTER}"
         try:
             current, failing = data.get("current"), data.get("failing")
+            if current is not None and current.get("table_version") is not None:
+                current = {**current, "table_version": TableVersion.from_dict(current["table_version"], where)}
             pointer = cls(
                 current=Snapshot(**current) if current is not None else None,
                 loads=data["loads"],

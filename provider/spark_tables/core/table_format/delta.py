@@ -4,6 +4,7 @@ makes and loads Delta tables in the Hive metastore and hands every other table t
 from __future__ import annotations
 
 from spark_tables.core.jvm_jars import declared_jar
+from spark_tables.core.table_format import delta_log
 from spark_tables.core.table_format.format import TableFormat
 
 DELTA = TableFormat(
@@ -12,4 +13,5 @@ DELTA = TableFormat(
     coordinates=("io.delta:delta-spark_4.2_2.13:4.4.0", "io.delta:delta-storage:4.4.0"),
     extensions="io.delta.sql.DeltaSparkSessionExtension",
     session_catalog="org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    read_version=delta_log.read_version,
 )

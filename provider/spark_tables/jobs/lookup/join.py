@@ -35,7 +35,6 @@ from spark_tables.jobs.lookup.arrow_types import arrow_type
 from spark_tables.jobs.lookup.metrics import aggregate
 from spark_tables.jobs.lookup.partition import PartitionLookup
 from spark_tables.jobs.lookup.reload import (
-    full_cache_metrics,
     lease_snapshot,
     load_snapshot,
     read_pointer,
@@ -91,8 +90,13 @@ class LookupJoin:
         root = self.job.lookup.snapshots
         lease_snapshot(root, snapshot.version, self.reader)  # renewed at every read: retention leaves it alone
         if self.snapshot is None or snapshot.version != self.snapshot.version:
+            held = f", {snapshot.table_version.describe()}" if snapshot.table_version else ""
             log.info(
-                "lookup table %s: reading snapshot %s (%d rows)", self.job.lookup.name, snapshot.version, snapshot.rows
+                "lookup table %s: reading snapshot %s (%d rows%s)",
+                self.job.lookup.name,
+                snapshot.version,
+                snapshot.rows,
+                held,
             )
             if self.snapshot is not None:
                 release_snapshot(root, self.snapshot.version, self.reader)
@@ -175,7 +179,7 @@ class LookupJoin:
                 "hitCount": hits,
                 "missCount": 0,
                 "unmatchedCount": self._totals["unmatchedCount"],
-                **full_cache_metrics(self.pointer),
+                **self.pointer.metrics(),
                 "hitRate": 1.0 if hits else 0.0,
             }
         return aggregate(workers)
@@ -202,6 +206,7 @@ class LookupJoin:
             "metrics": self.metrics(workers),
             "worker_metrics": workers,
             "snapshot": snapshot.version if snapshot is not None else None,
+            "table_version": snapshot.table_version.to_dict() if snapshot and snapshot.table_version else None,
         }
 
     def _settle(self) -> None:
@@ -252,6 +257,7 @@ def run_lookup_join(spark: SparkSession, job: LookupJoinJob, cancellation: Cance
         worker_metrics=done["worker_metrics"],
         snapshot=done["snapshot"],
         loaded_snapshot=lookup_join.loaded_snapshot if done["snapshot"] is not None else None,
+        table_version=done.get("table_version"),
     )
 
 

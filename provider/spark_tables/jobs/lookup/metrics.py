@@ -8,6 +8,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping
 
+from spark_tables.core.lookup.snapshot import UNINITIALIZED
+
 #: The FLIP's counters, then its gauges.
 METRIC_NAMES = (
     "hitCount",
@@ -21,9 +23,6 @@ METRIC_NAMES = (
 #: The counters, which only grow; the other metrics are gauges of the cache as it is now.
 COUNTER_NAMES = ("hitCount", "missCount", "loadCount", "numLoadFailure")
 _SUMMED_NAMES = ("hitCount", "missCount", "loadCount", "numLoadFailure", "numCachedRecords", "numCachedBytes")
-#: A gauge not measured yet, as Flink reports it (``MetricNames``' UNINITIALIZED): ``latestLoadTime`` before any
-#: load, which a 0 ms load could not be told from.
-UNINITIALIZED = -1
 
 
 def _initial_values() -> dict[str, float | int]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from spark_tables.core.lookup.table import SourceTable
+from spark_tables.core.table_format.version import TableVersion
 from spark_tables.jobs import postgres
 from spark_tables.jobs.data_types import INTEGRAL
 from spark_tables.jobs.lookup.source import LookupSource
@@ -143,7 +144,8 @@ class PostgresLookupSource(LookupSource):
         query = self._select((), where_key=False).as_string(None) + " WHERE false"
         return self._ordered(self._jdbc(spark).option("query", query).load()).schema
 
-    def scan(self, spark: SparkSession, num_partitions: int) -> DataFrame:
+    def scan(self, spark: SparkSession, num_partitions: int, version: TableVersion | None = None) -> DataFrame:
+        """The table as it is now (PostgreSQL keeps no versions), in range partitions of an integer first key."""
         table = self._select((), where_key=False).as_string(None).removeprefix("SELECT * FROM ")
         first_key = self.table.key[0]
         reader = self._jdbc(spark).option("dbtable", table)
@@ -163,20 +165,9 @@ class PostgresLookupSource(LookupSource):
         with self._connect() as connection:
             return connection.execute(query).fetchone()
 
-    @contextlib.contextmanager
-    def exclusive(self, resource: str, while_waiting: Callable[[], None]) -> Iterator[bool]:
-        """A session-level advisory lock on a connection of its own, released when the block ends or the
-        connection drops."""
-        key = "hashtextextended(%s, 0)"
-        with self._connect() as connection:
-            waited = False
-            while not connection.execute(f"SELECT pg_try_advisory_lock({key})", (resource,)).fetchone()[0]:
-                waited = True
-                while_waiting()
-            try:
-                yield waited
-            finally:
-                connection.execute(f"SELECT pg_advisory_unlock({key})", (resource,))
+    def exclusive(self, resource: str, while_waiting: Callable[[], None]) -> contextlib.AbstractContextManager[bool]:
+        """An advisory lock in the table's own database (``jobs/postgres.py``)."""
+        return postgres.advisory_lock(self.table.connection, resource, while_waiting)
 
     def close(self) -> None:
         if self._connection is not None:

@@ -2,8 +2,11 @@
 
 The rows themselves are written and read by Spark; the pointer is one small file written atomically. Every load of
 a table, a scheduled reload or a FULL join's first load, runs under one lock per table (``exclusive_load``), held
-in the lookup table's own database, so two loads never publish at once: a load that had to wait for another, and
-finds that it published, uses that snapshot instead of loading its own.
+in the lookup table's own system (its database, its catalog's metastore), so two loads never publish at once: a
+load that had to wait for another, and finds that it published, uses that snapshot instead of loading its own.
+
+A table with versions (a Delta table) is copied as of the version its format says it is at, which the snapshot
+records; a load that finds the table at the version the current snapshot holds copies nothing and publishes nothing.
 """
 
 from __future__ import annotations
@@ -15,19 +18,19 @@ import json
 import logging
 import time
 from collections.abc import Iterator
-from typing import Any
 
 from pyspark.sql import Observation, SparkSession
 from pyspark.sql import functions as F
 
 from spark_tables.core.errors import JobError, one_line
 from spark_tables.core.lookup.job import LookupReloadJob
+from spark_tables.core.lookup.options import ReloadStrategy
 from spark_tables.core.lookup.result import LookupReloadResult
 from spark_tables.core.lookup.snapshot import POINTER, FailedReloads, Pointer, Snapshot, is_version, new_version
 from spark_tables.core.lookup.table import LookupSpec
+from spark_tables.core.table_format.version import TableVersion
 from spark_tables.jobs import files
 from spark_tables.jobs.cancellation import Cancellation
-from spark_tables.jobs.lookup.metrics import UNINITIALIZED
 from spark_tables.jobs.lookup.retries import retrying
 from spark_tables.jobs.lookup.source import LookupSource, source_for
 from spark_tables.jobs.session_facts import default_parallelism
@@ -113,24 +116,23 @@ class LoadFailed(JobError):
 @dataclasses.dataclass(frozen=True)
 class Load:
     """What one load did: the pointer it left, and whether it loaded (False: it used one a concurrent load published
-    while it waited for the lock)."""
+    while it waited for the lock, or, ``unchanged``, the table was at the version the snapshot holds)."""
 
     pointer: Pointer
     loaded: bool
     attempts: int = 0
     dropped: tuple[str, ...] = ()
+    unchanged: bool = False
 
     def output(self, lookup: str) -> LookupReloadResult:
         """The reload's result: the current snapshot, the table's counters, and this load's attempts and drops."""
-        return LookupReloadResult(
-            lookup=lookup,
-            snapshot=dataclasses.asdict(self.pointer.current) if self.pointer.current else None,
-            loads=self.pointer.loads,
-            load_failures=self.pointer.load_failures,
+        return LookupReloadResult.of(
+            lookup,
+            self.pointer,
             loaded=self.loaded,
             attempts=self.attempts,
-            dropped=list(self.dropped),
-            metrics=full_cache_metrics(self.pointer),
+            dropped=self.dropped,
+            unchanged=self.unchanged,
         )
 
 
@@ -167,8 +169,9 @@ def load_snapshot(
 
     If a concurrent load published while this one waited for the lock, its snapshot is used instead. With
     ``only_if_missing`` (a FULL join's first load), nothing is loaded when a snapshot exists once the lock is held.
-    A load whose attempts all fail keeps the current snapshot, records the failure in the pointer (the reload
-    schedule backs off from it) and raises ``LoadFailed``.
+    A table found at the version the current snapshot holds is not copied again. A load whose attempts all fail
+    keeps the current snapshot, records the failure in the pointer (the reload schedule backs off from it) and
+    raises ``LoadFailed``.
     """
     source = source_for(lookup.source)
     try:
@@ -206,19 +209,32 @@ def _load(
     observation: Observation | None = None
     partitions = num_partitions or default_parallelism(spark)
     attempts = 0
+    held = previous.current.table_version if previous.current is not None else None
 
-    def attempt() -> None:
+    def attempt() -> TableVersion | None:
+        """The table's version, copied into ``location`` unless it is the one the snapshot holds."""
         nonlocal attempts, observation
         attempts += 1
         cancellation.check()
         files.remove(location)  # what a failed attempt left
+        table_version = source.version(spark)
+        if table_version is None and lookup.lookup_options.reload_strategy is ReloadStrategy.ON_CHANGE:
+            raise JobError(
+                f"lookup.full-cache.reload-strategy=ON_CHANGE needs a table with versions, and {lookup.source.table} "
+                "has none (it is not a Delta table): use PERIODIC or TIMED"
+            )
+        if table_version is not None and table_version == held:
+            return table_version
         observation = Observation(f"lookup_reload_{lookup.name}_{attempts}")
-        frame = source.scan(spark, partitions).observe(observation, F.count(F.lit(1)).alias("rows"))
-        frame.write.mode("overwrite").parquet(location)
+        frame = source.scan(spark, partitions, table_version)
+        frame.observe(observation, F.count(F.lit(1)).alias("rows")).write.mode("overwrite").parquet(location)
+        return table_version
 
     log.info("loading lookup table %s from %s into %s", lookup.name, lookup.source.table, location)
     try:
-        retrying(attempt, max_retries=lookup.lookup_options.max_retries, what=f"load of lookup table {lookup.name}")
+        table_version = retrying(
+            attempt, max_retries=lookup.lookup_options.max_retries, what=f"load of lookup table {lookup.name}"
+        )
     except Exception as err:
         files.remove(location)
         failed = _failed(previous, started, one_line(err), scheduled_for)
@@ -229,6 +245,14 @@ def _load(
             f"({failed.failing.count} failed load(s) in a row): {one_line(err)}; {kept}",
             Load(pointer=failed, loaded=False, attempts=attempts).output(lookup.name),
         ) from err
+    if table_version is not None and table_version == held:
+        log.info(
+            "lookup table %s: %s is the one snapshot %s holds: nothing to load",
+            lookup.name,
+            held.describe(),
+            previous.current.version,
+        )
+        return Load(pointer=previous, loaded=False, attempts=attempts, unchanged=True)
     finished = _now()
     snapshot = Snapshot(
         version=version,
@@ -239,6 +263,7 @@ def _load(
         finished=finished.isoformat(),
         load_milliseconds=round((finished - started).total_seconds() * 1000),
         scheduled_for=scheduled_for,
+        table_version=table_version,
     )
     pointer = Pointer(current=snapshot, loads=previous.loads + 1, load_failures=previous.load_failures)
     publish(root, pointer)
@@ -247,7 +272,12 @@ def _load(
     for old in dropped:
         files.remove(_join(root, old))
     log.info(
-        "published snapshot %s of %s: %d rows, %d bytes", snapshot.version, lookup.name, snapshot.rows, snapshot.bytes
+        "published snapshot %s of %s: %d rows, %d bytes%s",
+        snapshot.version,
+        lookup.name,
+        snapshot.rows,
+        snapshot.bytes,
+        f", {table_version.describe()}" if table_version is not None else "",
     )
     return Load(pointer=pointer, loaded=True, attempts=attempts, dropped=dropped)
 
@@ -275,15 +305,3 @@ def run_lookup_reload(spark: SparkSession, job: LookupReloadJob, cancellation: C
         num_partitions=job.num_partitions,
         retained=job.retained,
     ).output(job.lookup.name)
-
-
-def full_cache_metrics(pointer: Pointer) -> dict[str, Any]:
-    """The FLIP's metrics of a full cache: the table's loads so far and what the current snapshot holds."""
-    snapshot = pointer.current
-    return {
-        "loadCount": pointer.loads,
-        "numLoadFailure": pointer.load_failures,
-        "latestLoadTime": snapshot.load_milliseconds if snapshot else UNINITIALIZED,
-        "numCachedRecords": snapshot.rows if snapshot else 0,
-        "numCachedBytes": snapshot.bytes if snapshot else 0,
-    }

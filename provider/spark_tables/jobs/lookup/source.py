@@ -2,8 +2,8 @@
 
 A source answers ``lookup(key)`` with the rows whose key columns equal ``key`` (sync, on an executor's Python
 worker) or ``await lookup_async(key)``, and scans the whole table into a DataFrame for a full-cache snapshot
-(on the driver, with Spark's own reader). Add a system by subclassing ``LookupSource`` and naming it in
-``SOURCE_KINDS``.
+(on the driver, with Spark's own reader), as of the version it says the table is at where the table has versions.
+Add a system by subclassing ``LookupSource`` and naming it in ``SOURCE_KINDS``.
 """
 
 from __future__ import annotations
@@ -17,10 +17,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
 from spark_tables.core.errors import SpecError
-from spark_tables.core.lookup.table import SourceTable
+from spark_tables.core.lookup.table import CATALOG, POSTGRES, SourceTable
+from spark_tables.core.table_format.version import TableVersion
 
 #: Source kind -> ``module:class`` of its ``LookupSource``, imported when first used.
-SOURCE_KINDS = {"postgres": "spark_tables.jobs.lookup.postgres:PostgresLookupSource"}
+SOURCE_KINDS = {
+    POSTGRES: "spark_tables.jobs.lookup.postgres:PostgresLookupSource",
+    CATALOG: "spark_tables.jobs.lookup.catalog_table:CatalogLookupSource",
+}
 
 
 class LookupSource(ABC):
@@ -46,9 +50,14 @@ class LookupSource(ABC):
     def schema(self, spark: SparkSession) -> StructType:
         """The Spark schema of the key columns followed by the value columns, read from the system's catalog."""
 
+    def version(self, spark: SparkSession) -> TableVersion | None:
+        """The table's current version, read without reading its rows; None where the system keeps no versions."""
+        return None
+
     @abstractmethod
-    def scan(self, spark: SparkSession, num_partitions: int) -> DataFrame:
-        """The whole table (key and value columns), read in parallel by Spark's reader for this system."""
+    def scan(self, spark: SparkSession, num_partitions: int, version: TableVersion | None = None) -> DataFrame:
+        """The whole table (key and value columns), read in parallel by Spark's reader for this system, as of
+        ``version`` (one ``version`` gave) where it has versions."""
 
     @abstractmethod
     def exclusive(self, resource: str, while_waiting: Callable[[], None]) -> contextlib.AbstractContextManager[bool]:

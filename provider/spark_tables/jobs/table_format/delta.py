@@ -31,6 +31,7 @@ from spark_tables.core.ctas.ownership import (
 from spark_tables.core.errors import JobError
 from spark_tables.core.identifiers import TableIdentifier, quote_part
 from spark_tables.core.table_format.delta import DELTA
+from spark_tables.core.table_format.version import TableVersion
 from spark_tables.jobs import files
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.table_format import catalog, delta_log
@@ -64,7 +65,7 @@ class DeltaTables:
         target = job.identifier
         marks = job.owner.properties(COMPLETE if complete else FILLING)
         if replacing:
-            marks[REPLACED_VERSION] = str(version(spark, target))
+            marks[REPLACED_VERSION] = str(self.version(spark, target).number)
         if job.location is not None:
             marks[LOCATION] = job.location
         clauses = ["USING delta"]
@@ -150,6 +151,18 @@ class DeltaTables:
     def stream(self, spark: SparkSession, name: str) -> StreamedTable:
         return delta_stream(spark, name)
 
+    def version(self, spark: SparkSession, table: TableIdentifier) -> TableVersion | None:
+        """Its newest commit's number and id, from its log's names and that commit's file (a listing and a small
+        read: Delta's ``DESCRIBE HISTORY`` takes a second in a new driver)."""
+        location = (catalog.details(spark, table) or {}).get("Location")
+        return delta_log.table_version(location) if location else None
+
+    def read(self, spark: SparkSession, table: TableIdentifier, version: TableVersion | None) -> DataFrame:
+        """Delta's time travel to ``version``'s number: the rows of that commit, whatever commits came after."""
+        if version is None:
+            return spark.table(table.quoted())
+        return spark.sql(f"SELECT * FROM {table.quoted()} VERSION AS OF {version.number}")
+
 
 def making_commit(location: str | None, owner: TableOwner, marks: dict[str, str]) -> tuple[int, dict[str, str]] | None:
     """The version and metrics of the commit that made the table for ``owner``'s task, from its one file in the
@@ -166,11 +179,6 @@ def making_commit(location: str | None, owner: TableOwner, marks: dict[str, str]
     if not owner.made(made_with) or owner_try(made_with) != owner_try(marks):
         return None
     return made_version, made.metrics
-
-
-def version(spark: SparkSession, table: TableIdentifier) -> int:
-    """The table's current version: its newest commit, read from the log, not the data."""
-    return int(spark.sql(f"DESCRIBE HISTORY {table.quoted()} LIMIT 1").head()["version"])
 
 
 def check_loaded(spark: SparkSession) -> None:

@@ -28,6 +28,7 @@ from spark_tables.core.ctas.ownership import (
 )
 from spark_tables.core.errors import JobError
 from spark_tables.core.identifiers import TableIdentifier, quote_part
+from spark_tables.core.table_format.version import TableVersion
 from spark_tables.jobs import files
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.changelog import insert_only
@@ -131,6 +132,13 @@ class FileTables:
     def stream(self, spark: SparkSession, name: str) -> StreamedTable:
         """The files added to the table's folder, as inserts (or any source Spark streams: rate, a view)."""
         return StreamedTable(insert_only(spark.readStream.table(TableIdentifier.parse(name).quoted())), True)
+
+    def version(self, spark: SparkSession, table: TableIdentifier) -> TableVersion | None:
+        """None: a folder of files keeps no versions."""
+        return None
+
+    def read(self, spark: SparkSession, table: TableIdentifier, version: TableVersion | None) -> DataFrame:
+        return spark.table(table.quoted())
 
 
 def describe(spark: SparkSession, table: TableIdentifier) -> dict[str, Any]:

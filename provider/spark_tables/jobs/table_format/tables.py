@@ -1,7 +1,7 @@
 """What a capability asks of the tables of one format: make a CTAS's table (created, filled and given its name,
 atomically where the format can), mark it complete, undo what a try left unfinished, and say what a write added;
 take a streaming query's micro-batches, appended or upserted by key, each exactly once across restarts; be read as
-a stream of changes."""
+a stream of changes; say its current version (from its log, never its data) and be read as of a version."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from spark_tables.core.ctas.job import CtasJob
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.identifiers import TableIdentifier
+from spark_tables.core.table_format.version import TableVersion
 from spark_tables.jobs.cancellation import Cancellation
 
 #: The column of an upsert's changes that says whether a change deletes its key's row (else it upserts it).
@@ -65,6 +66,15 @@ class FormatTables(Protocol):
 
     def stream(self, spark: SparkSession, name: str) -> StreamedTable:
         """Catalog table ``name`` as a stream of changes, by Spark's streaming reader of its format."""
+        ...
+
+    def version(self, spark: SparkSession, table: TableIdentifier) -> TableVersion | None:
+        """The table's current version, read from its log without reading its data; None where the format keeps
+        no versions."""
+        ...
+
+    def read(self, spark: SparkSession, table: TableIdentifier, version: TableVersion | None) -> DataFrame:
+        """The table's rows as of ``version`` (one ``version`` gave), or as they are (None)."""
         ...
 
 

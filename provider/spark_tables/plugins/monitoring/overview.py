@@ -40,7 +40,12 @@ def overview(results: Iterable[RecentResult]) -> dict[str, Any]:
             continue
         where = {"dag_id": result.dag_id, "run_id": result.run_id, "task_id": result.entry.task_id, "at": result.at}
         if result.entry.key == RELOAD_DUE:
-            due = {**where, "due": value["due"], "failing": value["failing"]}
+            due = {
+                **where,
+                "due": value["due"],
+                "failing": value["failing"],
+                "table_version": value.get("table_version"),
+            }
             lookup_items.append((result.dag_id, value["lookup"], None, "due", due))
             continue
         summary = kind_summary(result.entry)
@@ -55,6 +60,8 @@ def overview(results: Iterable[RecentResult]) -> dict[str, Any]:
                     **where,
                     "snapshot": lookup["snapshot"],
                     "loaded": lookup["loaded"],
+                    "unchanged": lookup["unchanged"],
+                    "table_version": lookup["table_version"],
                     "load_failures": lookup["load_failures"],
                 }
             else:

@@ -122,9 +122,13 @@ def next_reload(
     after the due time of a scheduled load, skipping missed ones as FIXED_RATE does; after a first or manual
     load, at the first occurrence after its start.
 
+    ON_CHANGE reloads when the table's version changes: due from the end of the last load, the version deciding
+    (``LookupReloadSensor`` compares it, as it does at each PERIODIC or TIMED time for a table with versions).
+
     After loads that ``failing`` (the schedule's time had come, or there was no snapshot yet), the next attempt
     waits ``failure_backoff`` after the latest failure, doubled for each further failure in a row, but never
-    longer than the reload interval (PERIODIC) or past the next reload time after the failed one (TIMED).
+    longer than the reload interval (PERIODIC and ON_CHANGE: the failure backoff alone) or past the next reload
+    time after the failed one (TIMED).
     """
     if options.cache is not CacheMode.FULL:
         raise SpecError(f"lookup.cache={options.cache} has no full reload: reloads are for lookup.cache=FULL")
@@ -133,6 +137,8 @@ def next_reload(
     current = _utc(now)
     if last is None:
         due = current
+    elif options.reload_strategy is ReloadStrategy.ON_CHANGE:
+        due = _utc(last.finished)
     elif options.reload_strategy is ReloadStrategy.TIMED:
         due = _next_timed(options, last, current, timezone)
     elif options.schedule_mode is ScheduleMode.FIXED_DELAY:
@@ -159,9 +165,25 @@ def retry_after(
     if options.reload_strategy is ReloadStrategy.TIMED:
         failed_load = LastLoad(started=failed, finished=failed, scheduled_for=failing.scheduled_for)
         bound = _next_timed(options, failed_load, max(now, failed), timezone) - failed
+    elif options.reload_strategy is ReloadStrategy.ON_CHANGE:
+        return failed + datetime.timedelta(seconds=seconds)
     else:
         bound = options.reload_interval
     return failed + datetime.timedelta(seconds=min(seconds, bound.total_seconds()))
+
+
+def next_check(options: LookupOptions, unchanged: pendulum.DateTime, *, timezone: str) -> pendulum.DateTime:
+    """The next reload time after ``unchanged``, a reload time at which the table's version was the one its
+    snapshot holds (so nothing was loaded): one interval on (PERIODIC, both schedule modes: the check took no
+    time), the next time of day (TIMED, counted as after a scheduled load). ON_CHANGE has no reload times: its
+    sensor watches the version."""
+    if options.reload_strategy is ReloadStrategy.ON_CHANGE:
+        raise SpecError("lookup.full-cache.reload-strategy=ON_CHANGE has no reload times: the version is watched")
+    moment = _utc(unchanged)
+    if options.reload_strategy is ReloadStrategy.TIMED:
+        checked = LastLoad(started=moment, finished=moment, scheduled_for=moment)
+        return pendulum.instance(_next_timed(options, checked, moment, timezone))
+    return pendulum.instance(moment + options.reload_interval)
 
 
 def _latest_tick(start: datetime.datetime, interval: datetime.timedelta, now: datetime.datetime) -> datetime.datetime:
