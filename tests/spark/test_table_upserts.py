@@ -188,3 +188,29 @@ def test_a_query_takes_over_the_switch_lock_it_left(tmp_path: Path) -> None:
         held = (versions / file_streams.SWITCH_LOCK).exists()
 
     assert held and not (versions / file_streams.SWITCH_LOCK).exists()
+
+
+def test_a_key_two_rows_of_a_batch_upsert_fails_the_batch_naming_it_before_anything_is_written(
+    spark: SparkSession, db: str, views: Path, tmp_path: Path
+) -> None:
+    """The sink's key is part of the grouping columns: two groups of one batch share it, and neither row retracts the
+    other (Spark's aggregation sends each changed group once): which to keep cannot be told."""
+    spark.sql(f"CREATE TABLE {db}.per_user (page STRING, user STRING, views BIGINT) USING parquet")
+    sink = TableUpsertSink(name=f"{db}.per_user", key=("page",))
+    add_views(views, "a", ("home", "u1", 120, "2026-01-01 00:00:01"), ("home", "u2", 80, "2026-01-01 00:00:02"))
+    before = _location(spark, sink.name)
+    job = StreamingAggregationJob(
+        query="SELECT page, user, count(*) AS views FROM STREAM(views) GROUP BY page, user",
+        sink=sink,
+        checkpoint=str(tmp_path / "checkpoint"),
+    )
+
+    with pytest.raises(JobError) as raised:
+        run_streaming_aggregation(spark, job, Cancellation(), FixedClock(T0))
+
+    assert (
+        f"catalog sink {db}.per_user: two rows of one micro-batch upsert key (page) = (home), neither retracting the "
+        "other: the sink's key must identify the query's rows (an aggregation's grouping columns)"
+    ) in str(raised.value)
+    assert "\n" not in str(raised.value), "one line"
+    assert _location(spark, sink.name) == before and _rows(spark, sink.name) == [], "nothing was written"

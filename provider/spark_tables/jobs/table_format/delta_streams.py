@@ -96,8 +96,9 @@ class DeltaSinkTable:
                 F.count(F.lit(1)).alias("changes"),
                 F.coalesce(F.sum(F.col(DELETED).cast("long")), F.lit(0)).alias("deletes"),
             ).first()
-            merged, before = None, delta_log.newest_version(self.location)
+            merged = None
             if counted["changes"]:
+                before = delta_log.newest_version(self.location)
                 changes.createOrReplaceTempView(view)
                 merged = session.sql(self._merge(view, key)).first()
         finally:

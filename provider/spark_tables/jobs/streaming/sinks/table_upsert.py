@@ -1,20 +1,27 @@
 """A catalog table kept by key (``TableUpsertSink``) takes updating streams: each batch's last change per key (but
 -U) is applied as the table's format can (``jobs.table_format``: a new version of a file table switched to, one
 MERGE into a Delta table), exactly once across restarts; a buffered query flushes in micro-batches, so buffering
-costs one commit per flush instead of one per batch."""
+costs one commit per flush instead of one per batch.
+
+A key that two rows of a batch upsert, neither retracted in between (+I or +U after +I or +U, no -U or -D), is not
+the key of the query's rows (two groups of an aggregation keyed by part of its grouping columns, say): the batch
+fails in one line naming the key's values, as the format's write first counts the changes, before it writes."""
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.identifiers import TableIdentifier
 from spark_tables.core.streaming.sinks import TableUpsertSink
-from spark_tables.jobs.changelog import DELETE, EMIT_ORDER, ROW_KIND, UPDATE_BEFORE, quoted
+from spark_tables.jobs.changelog import DELETE, EMIT_ORDER, INSERT, ROW_KIND, UPDATE_AFTER, UPDATE_BEFORE, quoted
 from spark_tables.jobs.streaming.sinks.writer import BATCH_ORDER, SinkWriter, data_columns
 from spark_tables.jobs.table_format.choice import tables_of
 from spark_tables.jobs.table_format.tables import DELETED
+
+#: The column that says a batch's key was upserted twice without a retraction between.
+_TWICE = "__spark_tables_upserted_twice"
 
 
 class TableUpsertSinkWriter(SinkWriter):
@@ -42,9 +49,30 @@ class TableUpsertSinkWriter(SinkWriter):
 
     def _last_changes(self, batch: DataFrame) -> DataFrame:
         """Per key, its last change in the batch but -U: the table's columns, and whether the change deletes the key
-        (``DELETED``)."""
-        columns = [*map(quoted, self._table.columns), (F.col(ROW_KIND) == DELETE).alias(DELETED)]
-        ordered = batch.withColumn(BATCH_ORDER, F.monotonically_increasing_id()).where(F.col(ROW_KIND) != UPDATE_BEFORE)
+        (``DELETED``), which fails the batch where the key is not unique in it."""
+        keys = [quoted(name) for name in self.sink.key]
+        ordered = batch.withColumn(BATCH_ORDER, F.monotonically_increasing_id())
         order = [F.col(EMIT_ORDER), F.col(BATCH_ORDER)] if EMIT_ORDER in batch.columns else [F.col(BATCH_ORDER)]
-        last = Window.partitionBy(*map(quoted, self.sink.key)).orderBy(*(column.desc() for column in order))
-        return ordered.withColumn("__rank", F.row_number().over(last)).where("__rank = 1").select(*columns)
+        kind, upserts = F.col(ROW_KIND), [INSERT, UPDATE_AFTER]
+        upserted_again = kind.isin(upserts) & F.lag(kind).over(Window.partitionBy(*keys).orderBy(*order)).isin(upserts)
+        flagged = ordered.withColumn(_TWICE, F.max(upserted_again).over(Window.partitionBy(*keys)))
+        last = Window.partitionBy(*keys).orderBy(*(column.desc() for column in order))
+        deleted = F.when(F.col(_TWICE), F.raise_error(self._not_unique(keys))).otherwise(kind == DELETE)
+        columns = [*map(quoted, self._table.columns), deleted.alias(DELETED)]
+        last_changes = flagged.where(kind != UPDATE_BEFORE).withColumn("__rank", F.row_number().over(last))
+        return last_changes.where("__rank = 1").select(*columns)
+
+    def _not_unique(self, keys: list[Column]) -> Column:
+        """The one line of a batch in which the sink's key is not unique, naming its values."""
+        values = F.concat_ws(", ", *(F.coalesce(key.cast("string"), F.lit("null")) for key in keys))
+        return F.concat(
+            F.lit(
+                f"catalog sink {self.sink.name}: two rows of one micro-batch upsert key ({', '.join(self.sink.key)})"
+            ),
+            F.lit(" = ("),
+            values,
+            F.lit(
+                "), neither retracting the other: the sink's key must identify the query's rows (an aggregation's "
+                "grouping columns)"
+            ),
+        )
