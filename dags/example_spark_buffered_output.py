@@ -14,7 +14,12 @@ checkpoint:
 - ``views_memory_buffered``: the same, the buffer in the driver's memory (``flush_memory_buffer_only``), bounded by
   ``cache_max_entries`` results (a full buffer would flush early).
 
-The three tables end identical; the XCom ``query`` of each task (and its log) says how many rows it wrote in how
+A fourth, ``views_buffered_delta``, keeps the same results in a Delta Lake table of the catalog (``TableUpsertSink``,
+one ``MERGE`` a write; the catalog loads Delta), buffered the same way: on Delta, what the buffer saves is commits
+and small files, one commit a flush where unbuffered each micro-batch would make one (its XCom's ``write_calls``
+counts the commits, ``files_written`` the data files they added).
+
+The four tables end identical; the XCom ``query`` of each task (and its log) says how many rows it wrote in how
 many write calls, and for the buffered ones the flushes by cause. The interval is the DAG's param
 ``flush_max_interval`` (2 min). The connection ``spark_tables_buffered_demo`` (type postgres) names the database.
 """
@@ -25,7 +30,7 @@ import pendulum
 from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
 from airflow.sdk import DAG, Param
 
-from spark_tables.core.streaming.sinks import PostgresUpsertSink
+from spark_tables.core.streaming.sinks import PostgresUpsertSink, TableUpsertSink
 from spark_tables.operators.aggregation import SparkStreamingAggregationOperator
 from spark_tables.operators.sql import SparkSqlJobOperator
 
@@ -48,6 +53,8 @@ ADD_PAGE_VIEWS = [
     "CREATE DATABASE IF NOT EXISTS buffered_demo",
     "CREATE TABLE IF NOT EXISTS buffered_demo.page_views (page STRING, visitor INT, ts TIMESTAMP) USING json "
     "OPTIONS (maxFilesPerTrigger 1)",
+    "CREATE TABLE IF NOT EXISTS buffered_demo.page_views_per_slot "
+    "(page STRING, slot_start TIMESTAMP, slot_end TIMESTAMP, views BIGINT, visitors INT) USING delta",
     """INSERT INTO buffered_demo.page_views
        SELECT /*+ REPARTITION(8) */ page, visitor, ts
        FROM (SELECT concat('page_', CAST(floor(pow(id % 400, 2) / 8000) AS STRING)) AS page,
@@ -105,4 +112,10 @@ with DAG(
         flush_memory_buffer_only=True,
         cache_max_entries=1000,
     )
-    [seed_sinks, add_page_views] >> unbuffered >> buffered >> memory_buffered
+    buffered_delta = SparkStreamingAggregationOperator(
+        task_id="views_buffered_delta",
+        sql=VIEWS_PER_SLOT,
+        sink=TableUpsertSink(name="buffered_demo.page_views_per_slot", key=("page", "slot_start")),
+        flush_max_interval="{{ params.flush_max_interval }}",
+    )
+    [seed_sinks, add_page_views] >> unbuffered >> buffered >> memory_buffered >> buffered_delta

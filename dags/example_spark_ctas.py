@@ -1,12 +1,16 @@
-"""CREATE TABLE AS SELECT with FLIP-218's lifecycle, at both atomicity levels.
+"""CREATE TABLE AS SELECT with FLIP-218's lifecycle: a Hive-format parquet table, and a Delta Lake table replaced
+day after day.
 
-- ``snapshot_orders`` (level ``table``, the FLIP's): creates the day's snapshot table before its job fills it;
-  if the job fails or the task is stopped, the table is dropped with its files. ``IF NOT EXISTS`` makes a
+- ``snapshot_orders`` (parquet, level ``table``, the FLIP's): creates the day's snapshot table before its job fills
+  it; if the job fails or the task is stopped, the table is dropped with its files. ``IF NOT EXISTS`` makes a
   rerun of a finished day succeed without running the job.
-- ``publish_customer_totals`` (level ``staging``, a REPLACE): builds the new totals in a staging table and
-  swaps it in only when complete; readers of ``customer_totals`` see the old table until then.
+- ``publish_customer_totals`` (Delta Lake, a REPLACE): Delta's own atomic REPLACE TABLE AS SELECT, one commit;
+  readers of ``customer_totals`` see the old version until then, and it stays in the table's history after
+  (``SELECT ... VERSION AS OF n``): each day's totals are a version of their own. XCom has the version it committed,
+  and the rows, bytes and files from the commit's metrics.
 
-Runs on the embedded default (local[*] Spark, Derby metastore under AIRFLOW_HOME/spark_tables).
+Runs on the embedded catalog (local[*] Spark, Derby metastore under AIRFLOW_HOME/spark_tables) loading Delta Lake, as
+the repository's scripts set it up (its connection's extra ``"table-formats": ["delta"]``).
 """
 
 from __future__ import annotations
@@ -45,7 +49,8 @@ with DAG(
             SELECT customer, count(*) AS orders, sum(amount) AS total, '{{ ds }}' AS as_of
             FROM order_snapshot_{{ ds_nodash }} GROUP BY customer
         """,
-        replace=True,  # atomicity "staging": the old table stays readable until the new one is complete
+        format="delta",
+        replace=True,  # one Delta commit: the old version stays readable until then, and in the history after
     )
 
     snapshot_orders >> publish_customer_totals

@@ -10,7 +10,9 @@ Two results from one stream of orders, compiled as one statement set into one pl
 - ``order_customers`` (Example 2): each order with its customer, a regular left join of two streams. The hint keeps
   orders 1 h (they arrive once) and customers 7 d (they are joined again and again).
 
-Both go into PostgreSQL tables, upserted by key (connection ``spark_tables_plan_demo``, type postgres). ``compile``
+``shop_counts`` goes into a PostgreSQL table that serves the counts, ``order_customers`` into a Delta Lake table of the
+catalog (the catalog loads Delta), both upserted by key: PostgreSQL's with ``INSERT ... ON CONFLICT`` (connection
+``spark_tables_plan_demo``, type postgres), Delta's with one ``MERGE`` a micro-batch (``TableUpsertSink``). ``compile``
 writes the plan only when there is none (IF NOT EXISTS), so edits a person made to its TTLs survive; ``explain``
 shows the node graph with each TTL (XCom ``explain``, also in its log) and warns where a downstream operator would
 forget sooner than an upstream one; ``execute`` processes what the source tables hold since the last run, resuming
@@ -27,7 +29,7 @@ import pendulum
 from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
 from airflow.sdk import DAG, ObjectStoragePath, task
 
-from spark_tables.core.streaming.sinks import PostgresUpsertSink
+from spark_tables.core.streaming.sinks import PostgresUpsertSink, TableUpsertSink
 from spark_tables.operators.plan import SparkCompilePlanOperator, SparkExecutePlanOperator, SparkExplainPlanOperator
 from spark_tables.operators.sql import SparkSqlJobOperator
 
@@ -37,28 +39,26 @@ PLAN_URI = os.environ.get(
     "SPARK_TABLES_PLAN_DEMO_URI",
     str(Path(os.environ.get("AIRFLOW_HOME", "~/airflow")).expanduser() / "plans" / "example_spark_plan.json"),
 )
-SINKS = [
-    PostgresUpsertSink(name="shop_counts", conn_id=CONN_ID, table="spark_tables_demo.shop_counts", key=("shop",)),
-    PostgresUpsertSink(
-        name="order_customers", conn_id=CONN_ID, table="spark_tables_demo.order_customers", key=("order_id",)
-    ),
-]
+SINKS = [PostgresUpsertSink(name="shop_counts", conn_id=CONN_ID, table="spark_tables_demo.shop_counts", key=("shop",))]
+#: The Delta table of the catalog that Example 2's results are merged into, by order.
+ORDER_CUSTOMERS_TABLE = TableUpsertSink(name="plan_demo.order_customers", key=("order_id",))
 SEED_SINKS = [
     # The examples share this schema: run at once (as from the UI), their seeds take turns, one transaction each,
     # since two CREATE ... IF NOT EXISTS of one name at once can fail on a duplicate key.
     "SELECT pg_advisory_xact_lock(hashtext('spark_tables_demo'))",
     "CREATE SCHEMA IF NOT EXISTS spark_tables_demo",
     "CREATE TABLE IF NOT EXISTS spark_tables_demo.shop_counts (shop text PRIMARY KEY, orders bigint, total bigint)",
-    "CREATE TABLE IF NOT EXISTS spark_tables_demo.order_customers "
-    "(order_id integer PRIMARY KEY, shop text, customer_id integer, name text, tier text)",
 ]
 #: Streaming sources are catalog tables: each INSERT adds files to their folders, which the next execution reads.
-#: 200 orders a run, of 180 ids: the last 20 of a run are duplicates of its first 20, sent again. A run's ids come
+#: The 30 customers once, by the first run; 200 orders a run, of 180 ids: the last 20 of a run are duplicates of its
+#: first 20, sent again. A run's ids come
 #: from its time: its logical date, or when it was triggered if it has none (a run from the UI or the REST API).
 ADD_ORDERS = [
     "CREATE DATABASE IF NOT EXISTS plan_demo",
     "CREATE TABLE IF NOT EXISTS plan_demo.orders (order_id INT, shop STRING, customer_id INT, amount INT) USING json",
     "CREATE TABLE IF NOT EXISTS plan_demo.customers (customer_id INT, name STRING, tier STRING) USING json",
+    "CREATE TABLE IF NOT EXISTS plan_demo.order_customers "
+    "(order_id INT, shop STRING, customer_id INT, name STRING, tier STRING) USING delta",
     """INSERT INTO plan_demo.orders
        SELECT CAST({{ (dag_run.logical_date or dag_run.run_after).timestamp() | int % 100000 }} * 1000
                    + id % 180 AS INT),
@@ -66,7 +66,7 @@ ADD_ORDERS = [
        FROM range(200)""",
     """INSERT INTO plan_demo.customers
        SELECT CAST(id AS INT), concat('customer ', CAST(id AS STRING)), IF(id % 4 = 0, 'gold', 'silver')
-       FROM range(30)""",
+       FROM range(30) WHERE NOT EXISTS (SELECT 1 FROM plan_demo.customers)""",
 ]
 SHOP_COUNTS = """
     INSERT INTO shop_counts
@@ -76,7 +76,7 @@ SHOP_COUNTS = """
     GROUP BY shop
 """
 ORDER_CUSTOMERS = """
-    INSERT INTO order_customers
+    INSERT INTO plan_demo.order_customers
     SELECT /*+ STATE_TTL('o' = '1 h', 'c' = '7 d') */ o.order_id, o.shop, o.customer_id, c.name, c.tier
     FROM plan_demo.orders o LEFT JOIN plan_demo.customers c ON o.customer_id = c.customer_id
 """
@@ -90,7 +90,12 @@ with DAG(
 ) as dag:
     seed_sinks = SQLExecuteQueryOperator(task_id="seed_sinks", conn_id=CONN_ID, sql=SEED_SINKS)
     add_orders = SparkSqlJobOperator(task_id="add_orders", sql=ADD_ORDERS)
-    plan = {"plan_uri": PLAN_URI, "configuration": {"table.exec.state.ttl": "7 d"}, "postgres_sinks": SINKS}
+    plan = {
+        "plan_uri": PLAN_URI,
+        "configuration": {"table.exec.state.ttl": "7 d"},
+        "postgres_sinks": SINKS,
+        "catalog_sinks": [ORDER_CUSTOMERS_TABLE],
+    }
     compile_plan = SparkCompilePlanOperator(
         task_id="compile",
         sql=[SHOP_COUNTS, ORDER_CUSTOMERS],

@@ -1,9 +1,11 @@
 """The closing summary of scripts/demo.sh, a block per capability: what ran, the key figures it found (from the
-tasks' XComs in the last run of each example DAG, and the tables' parquet files), and where to look.
+tasks' XComs in the last run of each example DAG, and the tables' files: parquet, and for a Delta table its log and
+the data files its commits left current), and where to look.
 
-Usage: python scripts/demo_summary.py DS LOOKUP_LEFT_OUT LOOKUP_DATABASE, with AIRFLOW_HOME set (scripts/setup.sh);
-LOOKUP_LEFT_OUT is empty when example_spark_lookup, example_spark_plan and example_spark_buffered_output (which need
-PostgreSQL) ran, else why they did not.
+Usage: python scripts/demo_summary.py DS LOOKUP_LEFT_OUT LOOKUP_DATABASE CTAS_DAYS, with AIRFLOW_HOME set
+(scripts/setup.sh); LOOKUP_LEFT_OUT is empty when example_spark_lookup, example_spark_plan and
+example_spark_buffered_output (which need PostgreSQL) ran, else why they did not; CTAS_DAYS are the days the CTAS
+example ran for, oldest first.
 """
 
 from __future__ import annotations
@@ -12,10 +14,14 @@ import json
 import os
 import sqlite3
 import sys
+from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pandas as pd
 import psycopg
+
+from spark_tables.core.table_format.delta_log import LOG, parse_commit
 
 HOME = os.environ["AIRFLOW_HOME"]
 #: How example_spark_buffered_output writes its three tables.
@@ -58,6 +64,40 @@ def task_seconds(dag_id: str, mode: str) -> dict[str, float]:
     raise SystemExit(f"error: no run of {dag_id} in {mode} mode")
 
 
+def delta_log(location: str) -> list[tuple[int, list[dict[str, Any]]]]:
+    """A Delta table's commits as its log holds them, oldest first: each one's version and actions (Delta's protocol:
+    ``_delta_log/<version>.json``, a JSON action a line)."""
+    commits = sorted(Path(location.removeprefix("file:"), LOG).glob("[0-9]" * 20 + ".json"))
+    return [
+        (int(path.stem), [json.loads(line) for line in path.read_text().splitlines() if line.strip()])
+        for path in commits
+    ]
+
+
+def delta_rows(location: str) -> pd.DataFrame:
+    """A Delta table's current rows (unpartitioned): the data files its commits added and did not remove since."""
+    current: dict[str, None] = {}
+    for _, actions in delta_log(location):
+        for action in actions:
+            if "add" in action:
+                current[action["add"]["path"]] = None
+            elif "remove" in action:
+                current.pop(action["remove"]["path"], None)
+    folder = Path(location.removeprefix("file:"))
+    frames = [pd.read_parquet(folder / unquote(path)) for path in current]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def delta_history(location: str) -> list[str]:
+    """A Delta table's versions, newest first: the operation and the rows each wrote (its commit's metrics)."""
+    lines = []
+    for version, actions in reversed(delta_log(location)):
+        made = parse_commit(version, "\n".join(json.dumps(action) for action in actions))
+        rows = made.count("numOutputRows")
+        lines.append(f"      version {version}  {made.operation}" + (f", {rows:,} rows" if rows is not None else ""))
+    return lines
+
+
 def created(ctas: dict[str, Any]) -> str:
     """What a CTAS task did: created its table, or found it there (IF NOT EXISTS on a rerun: no job ran)."""
     if ctas["created"]:
@@ -83,20 +123,24 @@ def sql_jobs(ds: str) -> list[str]:
     ]
 
 
-def ctas() -> list[str]:
+def ctas(days: list[str]) -> list[str]:
     x = xcoms("example_spark_ctas")
     snapshot, published = x["snapshot_orders"], x["publish_customer_totals"]
-    customers = pd.read_parquet(f"{WAREHOUSE}/customer_totals").sort_values("customer")
+    customers = delta_rows(published["location"]).sort_values("customer")
     return [
-        "CTAS (example_spark_ctas)",
-        f"  ran:   snapshot_orders {created(snapshot)};",
+        f"CTAS (example_spark_ctas, for {' and '.join(days)})",
+        f"  ran:   snapshot_orders {created(snapshot)} (parquet);",
         "         partitioned by region; atomicity table: a failed job would have dropped it with its files;",
-        f"         publish_customer_totals {'replaced' if published['replaced'] else 'created'} customer_totals "
-        f"({published['rows']:,} rows) through a staging table renamed",
-        "         into place once complete (atomicity staging: readers see the old table until then); read back:",
+        f"         publish_customer_totals {'replaced' if published['replaced'] else 'created'} the Delta table "
+        f"customer_totals ({published['rows']:,} rows, {published['files']} file(s))",
+        f"         in one commit, version {published['version']} (atomicity commit: readers see the version before "
+        "until then); its history,",
+        "         each day's totals a version of its own (SELECT ... VERSION AS OF n reads an old one):",
+        *delta_history(published["location"]),
+        "         the current version, read back:",
         *table(customers),
-        f"  look:  {WAREHOUSE}/{snapshot['table']}/ and .../customer_totals/;",
-        "         who owns them: their spark_tables.ctas.* table properties; each task's XCom (rows, bytes, created)",
+        f"  look:  {WAREHOUSE}/{snapshot['table']}/ and .../customer_totals/ (its _delta_log/);",
+        "         who owns them: their spark_tables.ctas.* table properties; each task's XCom (rows, bytes, version)",
     ]
 
 
@@ -170,9 +214,27 @@ def lookup_joins(left_out: str, database: str) -> list[str]:
         f"{full['hitCount']:,} hits ({full['unmatchedCount']:,} of keys it lacks), no query per order",
         f"      the three tables are {'identical' if same else 'NOT identical'}: {len(enriched['none']):,} rows, "
         f"{unmatched:,} of them of customers the table lacks (left join)",
+        *delta_lookup(x),
         "  look:  each enrich_* task's XCom 'metrics' (the FLIP-221 metrics);",
-        f"         {WAREHOUSE}/orders_enriched_none/, _partial/, _full/;",
-        f"         the full cache's snapshots: {HOME}/spark_tables/lookup/demo_customers/",
+        f"         {WAREHOUSE}/orders_enriched_none/, _partial/, _full/, orders_discounted/;",
+        f"         the full caches' snapshots: {HOME}/spark_tables/lookup/demo_customers-*/, demo_segments-*/",
+    ]
+
+
+def delta_lookup(x: dict[str, Any]) -> list[str]:
+    """The lookup of the Delta dimension table: the version its snapshot holds, the join, the unchanged reload."""
+    loaded, checked, joined = x["reload_segments"], x["check_segments"], x["enrich_segments"]
+    held = loaded["snapshot"]["table_version"]
+    discounted = pd.read_parquet(f"{WAREHOUSE}/orders_discounted")
+    return [
+        "         a Delta dimension table, lookup_demo.segments (each segment's discount), through its full cache:",
+        f"      review_segments merged the discounts anew: version {held['number']} of the table;",
+        f"      reload_segments {'copied' if loaded['loaded'] else 'kept'} version {held['number']} into snapshot "
+        f"{loaded['snapshot']['version']} ({loaded['snapshot']['rows']} rows), which records it;",
+        f"      enrich_segments joined {joined['rows']:,} enriched orders with the snapshot of version "
+        f"{joined['table_version']['number']} ({int(discounted['discount'].notna().sum()):,} with a discount);",
+        f"      check_segments found the table still at version {checked['snapshot']['table_version']['number']}: "
+        f"{'nothing to load, no Spark job' if checked['unchanged'] else 'it loaded again'}",
     ]
 
 
@@ -182,6 +244,7 @@ def compiled_plans(left_out: str, database: str) -> list[str]:
     x = xcoms("example_spark_plan")
     compiled, explained = x["compile"]["compile"], x["explain"]["explain"]
     queries = x["execute"]["execute"]["queries"]
+    order_customers = len(delta_rows(f"{WAREHOUSE}/plan_demo.db/order_customers"))
     return [
         "Compiled plans (example_spark_plan)",
         "  ran:   add_orders added 200 orders (20 of them sent twice) and 30 customers to the stream tables;",
@@ -203,8 +266,10 @@ def compiled_plans(left_out: str, database: str) -> list[str]:
             for query in queries
         ),
         "         (the left join on Spark's join sends an order without a customer once its 1 h TTL has passed)",
+        f"      plan_demo.order_customers, the Delta table its orders are merged into: {order_customers:,} rows",
         "  look:  the plan file (JSON, edit its TTLs); explain's XCom 'explain' (the graph, for the UI);",
-        f"         spark_tables_demo.shop_counts and .order_customers in PostgreSQL ({database});",
+        f"         spark_tables_demo.shop_counts in PostgreSQL ({database});",
+        f"         {WAREHOUSE}/plan_demo.db/order_customers/ (Delta);",
         f"         the checkpoints under {HOME}/spark_tables/checkpoints/",
     ]
 
@@ -223,7 +288,7 @@ def buffered_output(left_out: str, database: str) -> list[str]:
     lines = [
         "Buffered output (example_spark_buffered_output)",
         "  ran:   add_page_views added 2,000 page views in 8 files; the same aggregation (views per page and",
-        "         2-minute window) read them one file a micro-batch into three tables, written three ways:",
+        "         2-minute window) read them one file a micro-batch into four tables, three in PostgreSQL:",
     ]
     for way in WAYS:
         task_id = f"views_{way}"
@@ -236,21 +301,30 @@ def buffered_output(left_out: str, database: str) -> list[str]:
             f"{query['rows_upserted']:>4,} rows upserted in {query['write_calls']} write call(s)"
             + (f"; flushes: {flushes}" if buffer else "")
         )
+    delta = x["views_buffered_delta"]["query"]
+    lines += [
+        "         and one a Delta table, buffered: what the buffer saves there is commits and files",
+        f"      views_buffered_delta   {delta['batches']} batches, {delta['rows_upserted']:>4,} rows merged in "
+        f"{delta['write_calls']} commit(s), {delta['files_written']} file(s) written (unbuffered: a commit a batch)",
+    ]
     tables = [postgres_rows(f"SELECT * FROM spark_tables_demo.page_views_{way} ORDER BY 1, 2") for way in WAYS]
-    same = all(table == tables[0] for table in tables)
-    lines.append(f"      the three tables are {'identical' if same else 'NOT identical'}: {len(tables[0]):,} rows")
+    in_delta = delta_rows(f"{WAREHOUSE}/buffered_demo.db/page_views_per_slot")
+    counted = sorted(in_delta[["page", "views", "visitors"]].itertuples(index=False, name=None))
+    same = all(table == tables[0] for table in tables) and counted == sorted((r[0], r[3], r[4]) for r in tables[0])
+    lines.append(f"      the four tables are {'identical' if same else 'NOT identical'}: {len(tables[0]):,} rows")
     return [
         *lines,
         "  look:  each views_* task's XCom 'query' (and its log line 'sink ...: ... record(s) in');",
         f"         spark_tables_demo.page_views_unbuffered, _buffered, _memory_buffered in PostgreSQL ({database});",
+        f"         {WAREHOUSE}/buffered_demo.db/page_views_per_slot/ (Delta);",
         f"         the checkpoints under {HOME}/spark_tables/checkpoints/aggregations/example_spark_buffered_output__*",
     ]
 
 
-def main(ds: str, lookup_left_out: str, lookup_database: str) -> None:
+def main(ds: str, lookup_left_out: str, lookup_database: str, ctas_days: str) -> None:
     blocks = [
         sql_jobs(ds),
-        ctas(),
+        ctas(ctas_days.split()),
         cached_tables(),
         lookup_joins(lookup_left_out, lookup_database),
         compiled_plans(lookup_left_out, lookup_database),
@@ -272,4 +346,4 @@ def main(ds: str, lookup_left_out: str, lookup_database: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])

@@ -4,7 +4,8 @@
 #   - fetches the JVM jars jvm/pom.xml declares from Maven Central into .venv/share/spark-tables/jars (again only
 #     when jvm/pom.xml changes), with mvn (as root, Debian's maven is installed first when it is missing)
 #   - points Airflow at .airflow/ (SQLite metadata DB) and its DAGs folder at AIRFLOW__CORE__DAGS_FOLDER when that
-#     is set (made absolute), else this repo's dags/, and migrates the DB
+#     is set (made absolute), else this repo's dags/, and migrates the DB; its catalog (spark_tables_default, the
+#     embedded one) loads Delta Lake, unless AIRFLOW_CONN_SPARK_TABLES_DEFAULT names another
 #   - defines postgres_ready (scripts/services.sh), which test.sh and demo.sh call for their PostgreSQL: the server
 #     installed, started and its login set up, the databases created, where that can be done; and redis_ready, which
 #     test.sh calls for the Celery executor's broker: the server started (installed first) where that can be done
@@ -51,6 +52,9 @@ export AIRFLOW__CORE__DAGS_FOLDER="${AIRFLOW__CORE__DAGS_FOLDER:-$ROOT/dags}"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
 # Cached tables are registered in the run's XComs through the provider's backend; other XComs work as before.
 export AIRFLOW__CORE__XCOM_BACKEND=spark_tables.xcom.cache_registry.CacheRegistryXComBackend
+# The catalog of this setup: the embedded one, loading Delta Lake (whose jars are fetched below), as the examples'
+# Delta tables need; a catalog connection of one's own, in this variable, replaces it.
+export AIRFLOW_CONN_SPARK_TABLES_DEFAULT=${AIRFLOW_CONN_SPARK_TABLES_DEFAULT:-'{"conn_type": "spark_tables", "extra": {"table-formats": ["delta"]}}'}
 mkdir -p "$AIRFLOW_HOME"
 source "$ROOT/scripts/services.sh"
 

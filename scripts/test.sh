@@ -5,6 +5,7 @@
 # Extra arguments go to pytest: -n 0 runs in one process; paths choose what runs (scripts/test.sh tests/unit).
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/dags"  # the examples, whatever DAGs folder the shell names
+unset AIRFLOW_CONN_SPARK_TABLES_DEFAULT  # the tests make catalogs of their own, the setup's among them
 
 # The tests' PostgreSQL, as tests/integration/conftest.py reads it: the metastore tests create their own
 # database (spark_tables_test_gw0, _gw1, one per worker); the lookup tests need spark_tables_test.

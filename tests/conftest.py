@@ -31,18 +31,25 @@ import pytest
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
 
+#: The conf of every Spark application the tests start, as Java system properties of its driver (``spark.*``
+#: properties are Spark's defaults: ``SparkConf`` reads them), in :data:`SPARK_SUBMIT_OPTIONS`: their Delta tables are
+#: small, and Delta computes a table's log state in 50 tasks by default, most of a small Delta statement's time on 2
+#: cores (4 tests: 46 s -> 15 s). Not the product's default. (A ``spark-defaults.conf`` would put its folder on the
+#: class path, which the drivers' class-data archive refuses: "Cannot have non-empty directory in paths".)
+SMALL_DELTA_TABLES = {"spark.databricks.delta.snapshotPartitions": "2"}
+#: ``SPARK_SUBMIT_OPTS`` of the tests' spark-submits: :data:`QUICK_JIT` and :data:`SMALL_DELTA_TABLES`.
+SPARK_SUBMIT_OPTIONS = " ".join([QUICK_JIT, *(f"-D{key}={value}" for key, value in SMALL_DELTA_TABLES.items())])
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """Every process the tests start inherits :data:`QUICK_JIT` for the spark-submits it runs."""
+    """Every process the tests start inherits :data:`SPARK_SUBMIT_OPTIONS` for the spark-submits it runs."""
     options = os.environ.get("SPARK_SUBMIT_OPTS", "")
-    if QUICK_JIT not in options:
-        os.environ["SPARK_SUBMIT_OPTS"] = f"{options} {QUICK_JIT}".strip()
+    if SPARK_SUBMIT_OPTIONS not in options:
+        os.environ["SPARK_SUBMIT_OPTS"] = f"{options} {SPARK_SUBMIT_OPTIONS}".strip()
 
 
 #: Groups of test files that use the same session fixtures, by the name of the group; a group's files run in the
 #: order given.
-#: The conf of the tests' Spark applications that load Delta Lake: their tables are small, and Delta computes a
-#: table's log state in 50 tasks by default, most of a small Delta statement's time on 2 cores (4 tests: 46 s -> 15 s).
-SMALL_DELTA_TABLES = {"spark.databricks.delta.snapshotPartitions": "2"}
 
 SHARED_SESSIONS = {
     # the Spark standalone cluster, the Airflow services whose Spark it is (``cluster_airflow``), their runs of the
@@ -75,6 +82,7 @@ SHARED_SESSIONS = {
         "tests/integration/test_delta_catalog.py",
         "tests/integration/test_delta_ctas.py",
         "tests/integration/test_delta_streams.py",
+        "tests/integration/test_delta_lookups.py",
     ),
 }
 _GROUP_OF_FILE = {path: group for group, paths in SHARED_SESSIONS.items() for path in paths}

@@ -20,7 +20,6 @@ import pytest
 
 from spark_tables.core.catalog_config import Catalog, EmbeddedCatalog, PostgresMetastore
 from spark_tables.utils.class_archive import ClassArchive
-from tests.conftest import SMALL_DELTA_TABLES
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -45,6 +44,19 @@ AIRFLOW_METADATA_DATABASE = PG_DATABASE.replace("spark_tables_test", "spark_tabl
 #: The metastore of the deployment on the Spark standalone cluster: its own, so its tables (the examples', by the
 #: same names) never meet those of the local deployments.
 CLUSTER_METASTORE_DATABASE = PG_DATABASE.replace("spark_tables_test", "spark_tables_cluster", 1)
+
+
+#: The table formats every deployment's catalog loads: Delta Lake, as the scripts' catalog does (scripts/setup.sh's
+#: ``AIRFLOW_CONN_SPARK_TABLES_DEFAULT``), since the examples make Delta tables.
+TABLE_FORMATS = ("delta",)
+
+
+def setup_catalog_connection() -> str:
+    """The catalog connection scripts/setup.sh gives the scripts' Airflow unless one is set: the embedded catalog,
+    loading Delta Lake (read from the script, so that the tests run the examples as the demo does)."""
+    found = re.search(r"AIRFLOW_CONN_SPARK_TABLES_DEFAULT:-'([^']*)'", (REPO / "scripts" / "setup.sh").read_text())
+    assert found is not None, "scripts/setup.sh no longer sets AIRFLOW_CONN_SPARK_TABLES_DEFAULT"
+    return found.group(1)
 
 
 @dataclass(frozen=True)
@@ -96,8 +108,6 @@ class Deployment:
         if self.catalog.jars:
             command += ["--jars", ",".join(self.catalog.jars)]
         conf = {**self.catalog.spark_conf(), "spark.log.level": "WARN", "spark.pyspark.python": sys.executable}
-        if self.catalog.table_formats:
-            conf.update(SMALL_DELTA_TABLES)
         archive = ClassArchive(str(JVM_CLASS_ARCHIVE), self.catalog.driver_class_path)
         java_options = conf.get("spark.driver.extraJavaOptions", "")
         conf["spark.driver.extraJavaOptions"] = f"{java_options} {archive.java_option(java_options)}".strip()
@@ -208,10 +218,15 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> Deployment:
 
 
 def embedded_deployment(home: Path) -> Deployment:
-    """An Airflow in ``home`` on the embedded default (a Derby metastore and a warehouse under the provider's home)."""
-    env = _base_env(home)
+    """An Airflow in ``home`` on the embedded default (a Derby metastore and a warehouse under the provider's home),
+    its catalog connection the scripts' (``setup_catalog_connection``: loading Delta Lake)."""
+    env = {**_base_env(home), "AIRFLOW_CONN_SPARK_TABLES_DEFAULT": setup_catalog_connection()}
+    formats = tuple(json.loads(env["AIRFLOW_CONN_SPARK_TABLES_DEFAULT"])["extra"]["table-formats"])
+    assert formats == TABLE_FORMATS
     _migrated(home, env)
-    return Deployment(home=home, catalog=EmbeddedCatalog(home=str(home / "spark_tables")), env=env)
+    return Deployment(
+        home=home, catalog=EmbeddedCatalog(home=str(home / "spark_tables"), table_formats=formats), env=env
+    )
 
 
 def postgres_deployment(
@@ -230,6 +245,7 @@ def postgres_deployment(
         password=pg_password(),
         database=metastore_database,
         warehouse=str(warehouse),
+        table_formats=TABLE_FORMATS,
     )
     env["AIRFLOW_CONN_SPARK_TABLES_DEFAULT"] = json.dumps(
         {
@@ -239,7 +255,7 @@ def postgres_deployment(
             "schema": metastore_database,
             "login": PG_USER,
             "password": catalog.password,
-            "extra": {"warehouse": catalog.warehouse},
+            "extra": {"warehouse": catalog.warehouse, "table-formats": list(TABLE_FORMATS)},
         }
     )
     _migrated(home, env)
@@ -360,24 +376,21 @@ SESSION_METASTORE_DATABASE = PG_DATABASE.replace("spark_tables_test", "spark_tab
 
 @pytest.fixture(scope="session")
 def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A Spark Connect server on loopback (``local[2]``, a PostgreSQL metastore of its own), once per test session."""
+    """A Spark Connect server on loopback (``local[2]``, a PostgreSQL metastore of its own), once per test session;
+    its catalog loads Delta Lake (``TABLE_FORMATS``), as ``scripts/connect_server.py`` starts one for a catalog whose
+    connection names ``delta``."""
     from tests.integration.spark_connect_server import running_spark_connect_server
 
     root = tmp_path_factory.mktemp("spark-connect")
-    with running_spark_connect_server(root, server_metastore(root, SESSION_METASTORE_DATABASE)) as server:
+    catalog = server_metastore(root, SESSION_METASTORE_DATABASE, table_formats=TABLE_FORMATS)
+    with running_spark_connect_server(root, catalog) as server:
         yield server
 
 
 @pytest.fixture(scope="session")
-def delta_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A Spark Connect server whose catalog loads Delta Lake (its own metastore), as ``scripts/connect_server.py``
-    starts one for a catalog whose connection names ``delta``; the other tests' server loads no table format."""
-    from tests.integration.spark_connect_server import running_spark_connect_server
-
-    root = tmp_path_factory.mktemp("spark-connect-delta")
-    catalog = server_metastore(root, f"{SESSION_METASTORE_DATABASE}_delta", table_formats=("delta",))
-    with running_spark_connect_server(root, catalog) as server:
-        yield server
+def delta_server(connect_server: Any) -> Any:
+    """The Spark Connect server of the Delta Lake tests: session mode's, whose catalog loads Delta."""
+    return connect_server
 
 
 @pytest.fixture
@@ -394,7 +407,7 @@ def lake(delta_server: Any, request: pytest.FixtureRequest) -> Iterator[tuple[An
             spark.sql(f"DROP DATABASE IF EXISTS {database} CASCADE")
 
 
-def server_metastore(root: Path, database: str, table_formats: tuple[str, ...] = ()) -> PostgresMetastore:
+def server_metastore(root: Path, database: str, table_formats: tuple[str, ...] = TABLE_FORMATS) -> PostgresMetastore:
     """A Spark Connect server's PostgreSQL metastore: ``database`` emptied, the warehouse under ``root``."""
     return PostgresMetastore(
         host=PG_HOST,

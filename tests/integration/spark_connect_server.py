@@ -21,7 +21,7 @@ from typing import Any
 from spark_tables.core.catalog_config import PostgresMetastore
 from spark_tables.core.private_files import write_private
 from spark_tables.utils.metastore_schema import ensure_metastore_schema
-from tests.conftest import QUICK_JIT, SMALL_DELTA_TABLES
+from tests.conftest import SPARK_SUBMIT_OPTIONS
 from tests.integration.airflow_services import _free_port as free_port
 from tests.integration.airflow_services import wait_for
 from tests.integration.as_deployed import SPARK_APP_CONF
@@ -73,7 +73,6 @@ class SparkConnectServer:
             "spark.log.level": "WARN",
             "spark.pyspark.python": self._workers_python(),
             **(SPARK_APP_CONF if self.master.startswith("spark://") else {}),
-            **(SMALL_DELTA_TABLES if self.catalog.table_formats else {}),
         }
         command = [str(VENV_BIN / "spark-submit"), "--master", self.master, "--class", SERVER_CLASS]
         command += ["--driver-class-path", self.catalog.driver_class_path]
@@ -88,7 +87,7 @@ class SparkConnectServer:
         env = {
             **os.environ,
             "PYSPARK_PYTHON": self._workers_python(),
-            "SPARK_SUBMIT_OPTS": QUICK_JIT,
+            "SPARK_SUBMIT_OPTS": SPARK_SUBMIT_OPTIONS,
             "SPARK_LOCAL_IP": "127.0.0.1",
             "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
         }

@@ -1,6 +1,6 @@
 """Buffered output through `airflow dags test` on the embedded default: the example DAG adds page views and runs one
-streaming aggregation three ways (unbuffered, buffered in the state store, buffered in memory) into PostgreSQL,
-with real spark-submit jobs."""
+streaming aggregation three ways (unbuffered, buffered in the state store, buffered in memory) into PostgreSQL, and
+buffered into a Delta Lake table of the catalog, with real spark-submit jobs."""
 
 from __future__ import annotations
 
@@ -88,5 +88,18 @@ def check_example_buffered_output(run: ExampleRun, database: str) -> None:
     }
     assert (memory["rows_upserted"], memory["write_calls"]) == (100, 1)
     assert [op["operator"] for op in memory["state_operators"]] == ["stateStoreSave"]
+    delta = x["views_buffered_delta"]["query"]
+    # into Delta, what the buffer saves is commits and files: one MERGE for the 8 micro-batches; a catalog table's
+    # buffer is in the state store, which flushes at the end in a batch of its own
+    assert (delta["batches"], delta["rows_upserted"], delta["write_calls"]) == (9, 100, 1)
+    assert delta["buffer"]["store"] == "state-store"
+    assert delta["files_written"] >= 1 and delta["buffer"]["records_emitted"] == 100
+    rows = run.deployment.read_back(
+        "SELECT page, CAST((unix_timestamp(slot_start) - min(unix_timestamp(slot_start)) OVER ()) DIV 120 AS INT), "
+        "views, visitors, CAST(unix_timestamp(slot_end) - unix_timestamp(slot_start) AS INT) "
+        "FROM buffered_demo.page_views_per_slot"
+    )
+    assert {row[4] for row in rows} == {120}, "2-minute windows"
+    assert sorted(tuple(row[:4]) for row in rows) == expected, "the Delta table equals PostgreSQL's"
     assert "sink page_views_buffered: 2016 record(s) in" not in run.log
     assert "sink page_views_buffered: 2000 record(s) in, 100 emitted, 1 write call(s)" in run.log

@@ -28,7 +28,6 @@ from spark_tables.core.sql.job import SqlJob
 from spark_tables.core.xcom_keys import FAILED_TRY
 from spark_tables.tasks.sql_reader import read_statements
 from spark_tables.utils.metastore_schema import ensure_metastore_schema
-from tests.conftest import SMALL_DELTA_TABLES
 from tests.integration.airflow_services import AirflowServices, _free_port
 from tests.integration.conftest import CLUSTER_CTAS_DS, CLUSTER_METASTORE_DATABASE, SCENARIOS, Deployment, ExampleRun
 from tests.integration.ctas_checks import metastore_tables
@@ -62,7 +61,11 @@ def ran_on_the_workers(cluster: SparkCluster, xcoms: dict[str, Any], master: str
     """Check that each Spark task of a run ran on ``master`` (the cluster's, per job, or its Spark Connect server's, in
     session mode), and each that runs Spark tasks ran them with executors the workers started; the applications'
     ids."""
-    jobs = {task: x for task, x in xcoms.items() if isinstance(x, dict) and "application_id" in x}
+    jobs = {
+        task: x
+        for task, x in xcoms.items()
+        if isinstance(x, dict) and "application_id" in x and not x.get("unchanged")  # a reload with no job to run
+    }
     assert jobs, "the run has no Spark job"
     assert jobs.keys() - DRIVER_ONLY, "the run has no Spark job with executors"
     mode = "per-job" if master == cluster.master_url else "session"
@@ -155,11 +158,17 @@ def test_the_runs_spark_tables_tabs_and_the_overview_show_what_they_did(
     run_id, _ = cluster_examples["example_spark_lookup"]
     tab = _run_tab(airflow, "example_spark_lookup", run_id)
     assert sorted((lookup["task_id"], lookup["kind"]) for lookup in tab["lookups"]) == [
+        ("check_segments", "reload"),
         ("enrich_full", "join"),
         ("enrich_none", "join"),
         ("enrich_partial", "join"),
+        ("enrich_segments", "join"),
         ("reload", "reload"),
+        ("reload_segments", "reload"),
     ]
+    versions = {lookup["task_id"]: lookup["table_version"] for lookup in tab["lookups"]}
+    assert versions["check_segments"] == versions["enrich_segments"] == versions["reload_segments"] is not None
+    assert versions["reload"] is None, "a PostgreSQL table has no versions"
     page = airflow.page(f"/dags/example_spark_lookup/runs/{quote(run_id, safe='')}")
     assert "demo_customers" in page
 
@@ -280,7 +289,7 @@ def test_a_job_per_job_on_the_cluster_makes_and_merges_into_a_delta_table_with_d
     )
     owner = TableOwner(dag_id="lake", run_id="manual__1", task_id="on_cluster")
     spec = JobSpec(job=SqlJob(statements=read_statements(statements), owner=owner), result_uri=f"file://{spark_env}/r")
-    result = SparkJobHook(spec=spec, catalog=catalog, conf=SMALL_DELTA_TABLES, name="delta-on-cluster").run()
+    result = SparkJobHook(spec=spec, catalog=catalog, name="delta-on-cluster").run()
 
     assert result.succeeded, result.error
     assert result.output is not None and result.output.rows == [["new", 10, 10], ["old", 5, 10]]

@@ -1,6 +1,6 @@
 """Delta Lake on a catalog that loads it (its connection's extra ``table-formats``): session mode's server starts
-with Delta's jars and settings (``delta_server``, on a metastore of its own: the other tests' server loads no
-format), so a SQL job makes, merges into and reads back a Delta table's versions on the PostgreSQL metastore (per
+with Delta's jars and settings (``delta_server``, on its PostgreSQL metastore, as every deployment of the tests
+loads Delta), so a SQL job makes, merges into and reads back a Delta table's versions on the PostgreSQL metastore (per
 job, with Delta's jars given to spark-submit, on the standalone cluster: ``test_cluster.py``). And what the
 table-format seam builds on, on that server: Delta's commits and their metrics, MERGE, idempotent appends, and what
 Spark's own table statements refuse of a Delta table."""

@@ -144,3 +144,33 @@ def test_a_parquet_table_has_no_versions_and_is_reloaded_on_a_schedule(
     assert on_change.output.snapshot is None, "nothing was published"
     assert periodic.succeeded, periodic.error
     assert periodic.output.snapshot["rows"] == 4 and periodic.output.snapshot["table_version"] is None
+
+
+def test_a_reload_per_job_copies_the_version_and_takes_its_lock_in_the_metastore_s_database(
+    lake: tuple[Any, str], lake_catalog: str, spark_env: Path, delta_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same reload through spark-submit, on the server's catalog (its PostgreSQL metastore): the driver reads the
+    version from the table's log and takes the table's load lock in the metastore's database, whose password reaches
+    it in the job spec's private file."""
+    from spark_tables.core.job_spec import JobSpec
+    from spark_tables.hooks.spark_connect_job import CONNECT_MODE_VARIABLE
+    from spark_tables.hooks.spark_job import SparkJobHook
+
+    spark, database = lake
+    table = f"{database}.per_job"
+    spark.sql(f"CREATE TABLE {table} USING delta AS SELECT id, 'x' AS name FROM range(6)")
+    spec = JobSpec(
+        job=LookupReloadJob(lookup=LookupTableHook(_lookup(table)).spec()), result_uri=f"file://{spark_env}/r"
+    )
+    assert spec.carries_credentials
+
+    with (
+        monkeypatch.context() as classic
+    ):  # while this process holds a Connect session (``lake``), as a task's would not
+        classic.delenv(CONNECT_MODE_VARIABLE, raising=False)
+        result = SparkJobHook(spec=spec, catalog=delta_server.catalog, name="delta-lookup-per-job").run()
+
+    assert result.succeeded, result.error
+    held = result.output.snapshot["table_version"]
+    assert (result.output.loaded, result.output.snapshot["rows"], held["number"]) == (True, 6, 0)
+    assert result.application_id.startswith("local-"), "its own application"

@@ -88,7 +88,8 @@ def test_example_dag_enriches_the_same_rows_through_every_cache(
     run_id, log = example_run
     run = ExampleRun(lookups, _xcoms(lookups, "example_spark_lookup", run_id), log)
     check_example_lookup(run)
-    jobs = ("reload", "enrich_none", "enrich_partial", "enrich_full")
+    jobs = ("reload", "enrich_none", "enrich_partial", "enrich_full", "review_segments", "reload_segments")
+    jobs += ("enrich_segments",)  # check_segments found the Delta table unchanged: no job
     assert {run.xcoms[task]["mode"] for task in jobs} == {"session"}
     assert run.log.count("shipped the job's code to the session") == len(jobs)
 
@@ -117,6 +118,25 @@ def check_example_lookup(run: ExampleRun) -> None:
     assert full["hitCount"] == 20000 and full["missCount"] == 0  # a full cache answers every key (Flink's meaning)
     assert full["unmatchedCount"] == int(tables["full"]["name"].isna().sum())
     assert xcoms["enrich_full"]["snapshot"] == reload["snapshot"]["version"]
+
+    # The Delta dimension table: the MERGE made a version, which the reload copied, the join read, and the reload
+    # after it found unchanged, without a Spark job
+    segments = xcoms["reload_segments"]
+    held = segments["snapshot"]["table_version"]
+    assert (segments["loaded"], held["format"]) == (True, "delta") and held["number"] >= 1, "created, then merged"
+    joined = xcoms["enrich_segments"]
+    assert (joined["cache"], joined["table_version"], joined["rows"]) == ("FULL", held, 20000)
+    check = xcoms["check_segments"]
+    assert (check["loaded"], check["unchanged"], check["application_id"]) == (False, True, None)
+    assert check["snapshot"] == segments["snapshot"]
+    discounted = pd.read_parquet(warehouse / "orders_discounted")
+    discounts = {"retail": 0.0, "wholesale": 0.12, "online": 0.05}
+    known = discounted["segment"].notna()
+    assert (
+        len(discounted) == 20000
+        and (discounted.loc[known, "discount"] == discounted.loc[known, "segment"].map(discounts)).all()
+    )
+    assert discounted.loc[~known, "discount"].isna().all(), "orders of customers the table lacks: no segment"
 
 
 def test_the_reload_sensor_defers_until_due_and_backs_off_after_failed_loads(

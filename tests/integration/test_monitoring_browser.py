@@ -184,7 +184,11 @@ def test_the_lookup_run_tab_and_the_overview_show_the_lookup_tables_snapshot_and
         "enrich_full (FULL)",
         "enrich_none (NONE)",
         "enrich_partial (PARTIAL)",
+        "enrich_segments (FULL)",
     ]
+    segments = xcom(cluster_examples, "example_spark_lookup", "reload_segments")["snapshot"]["table_version"]
+    assert lookups.count(f"table version {segments['number']}") == 3, "the segments' reload, join and check"
+    assert "table unchanged, snapshot" in lookups, "the check that found the Delta table unchanged"
     assert len(set(modes.values())) == 3 and all(fill == modes[label.split("(")[1][:-1]] for label, _, fill in bars)
     assert frame.locator("body").evaluate(BROKEN_WORDS) == []
     frame.locator("svg.chart").scroll_into_view_if_needed()  # the screenshot shows the joins' table and chart
@@ -194,7 +198,9 @@ def test_the_lookup_run_tab_and_the_overview_show_the_lookup_tables_snapshot_and
     reload = xcom(cluster_examples, "example_spark_lookup", "reload")
     assert frame.locator("#lookup-tables th").all_inner_texts()[:2] == ["DAG", "table"]
     rows = frame.locator("#lookup-tables tr").all_inner_texts()[1:]
-    [row] = [row for row in rows if row.startswith("example_spark_lookup\t")]
+    [row] = [row for row in rows if row.startswith(f"example_spark_lookup\t{reload['lookup']}")]
+    [segments_row] = [row for row in rows if row.startswith("example_spark_lookup\tdemo_segments")]
+    assert f"table version {segments['number']}" in segments_row and "table unchanged" in segments_row
     assert row.startswith(f"example_spark_lookup\t{reload['lookup']}") and reload["snapshot"]["version"] in row
     assert reload["lookup_definition"] in row
     due = cluster_airflow.xcom("example_spark_lookup", run_id, "wait_for_reload", RELOAD_DUE)["due"]

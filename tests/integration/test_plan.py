@@ -7,7 +7,6 @@ import dataclasses
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
@@ -45,16 +44,20 @@ def plan_demo_env(database: str, home: Path) -> dict[str, str]:
 
 def prepare_example_plan(database: str) -> None:
     """Before a run of the example: no sink tables of an earlier one in ``database``."""
-    _pg("DROP TABLE IF EXISTS spark_tables_demo.shop_counts, spark_tables_demo.order_customers", database)
+    _pg("DROP TABLE IF EXISTS spark_tables_demo.shop_counts", database)
 
 
 def check_example_plan(run: ExampleRun, database: str) -> None:
     """What the example's run did, its tables in ``database`` and its plan where its environment put it."""
     plan_file = Path(run.deployment.env["SPARK_TABLES_PLAN_DEMO_URI"])
     x = run.xcoms
-    assert x["compile"]["compile"] == {"written": True, "replaced": False, "nodes": 12}
+    assert x["compile"]["compile"] == {"written": True, "replaced": False, "nodes": 13}
     plan = json.loads(plan_file.read_text())
-    assert len(plan["nodes"]) == 12 and [sink["name"] for sink in plan["sinks"]] == ["shop_counts", "order_customers"]
+    sinks = [(sink["name"], sink["kind"]) for sink in plan["sinks"]]
+    assert len(plan["nodes"]) == 13 and sinks == [
+        ("shop_counts", "postgres-upsert"),
+        ("plan_demo.order_customers", "table-upsert"),  # its rows cast to the Delta table's columns: a calc more
+    ]
     # EXPLAIN's structured result: the edited deduplication, the job's TTL on the count, the hint's on the join
     states = {node["type"]: node["state"] for node in x["explain"]["explain"]["nodes"] if "state" in node}
     assert [s["ttl"] for s in states["stream-exec-deduplicate"]] == ["3600000 ms"]
@@ -76,7 +79,7 @@ def check_example_plan(run: ExampleRun, database: str) -> None:
     assert (
         "stream-exec-join_1" in run.log and "implementation spark-stream-join" in run.log
     )  # the graph in the task log
-    check_example_plan_output(x, database)
+    check_example_plan_output(run, database)
     log = run.log
     if x["execute"]["mode"] == "session":  # no driver of its own, whose log would be the task's: the server's
         assert log.count("shipped the job's code to the session") == 4
@@ -97,8 +100,10 @@ def check_example_plan(run: ExampleRun, database: str) -> None:
         assert "doesn't contain a value" not in log
 
 
-def check_example_plan_output(x: dict[str, Any], database: str) -> None:
-    """What the example's EXECUTE PLAN wrote, its XComs ``x`` and its tables in ``database``."""
+def check_example_plan_output(run: ExampleRun, database: str) -> None:
+    """What the example's EXECUTE PLAN wrote: its XComs, its PostgreSQL table in ``database`` and its Delta table in
+    the catalog."""
+    x = run.xcoms
     queries = {query["sink"]: query for query in x["execute"]["execute"]["queries"]}
     assert queries["shop_counts"]["input_rows"] == 200 and queries["shop_counts"]["write_calls"] == 1
     # 200 orders of 180 ids (the last 20 repeat the first 20): 36 orders per shop once deduplicated
@@ -106,11 +111,12 @@ def check_example_plan_output(x: dict[str, Any], database: str) -> None:
     assert counts == {f"shop_{n}": 36 for n in range(5)}
     totals = dict(_pg("SELECT shop, total FROM spark_tables_demo.shop_counts", database))
     assert totals == {f"shop_{n}": sum(i % 97 for i in range(180) if i % 5 == n) for n in range(5)}
-    joined = _pg(
-        "SELECT count(*), count(name), count(*) FILTER (WHERE tier = 'gold') FROM spark_tables_demo.order_customers",
-        database,
+    joined = run.deployment.read_back(
+        "SELECT count(*), count(name), count_if(tier = 'gold') FROM plan_demo.order_customers"
     )
     # 180 orders; customers 0..29 exist, and a customer is gold when id % 4 = 0. The orders of customers 30..39
     # (none exist) are sent alone once their 1 h TTL has passed, by Spark's left join: not in this run
     with_customer = sum(1 for i in range(180) if i % 40 < 30)
-    assert joined == [(with_customer, with_customer, sum(1 for i in range(180) if i % 40 < 30 and i % 40 % 4 == 0))]
+    assert joined == [[with_customer, with_customer, sum(1 for i in range(180) if i % 40 < 30 and i % 40 % 4 == 0)]]
+    merged = queries["plan_demo.order_customers"]
+    assert merged["write_calls"] >= 1 and merged["files_written"] >= 1, "MERGEs into the Delta table, by order"

@@ -73,7 +73,7 @@ def quick_start() -> tuple[list[Snippet], list[str]]:
 
 def test_each_snippet_states_the_connections_and_the_xcom_backend_it_uses() -> None:
     snippets, shell = quick_start()
-    assert snippets[0].dag_id == SETUP_DAG and len(snippets) == 6, [s.dag_id for s in snippets]
+    assert snippets[0].dag_id == SETUP_DAG and len(snippets) == 7, [s.dag_id for s in snippets]
     assert len({s.dag_id for s in snippets}) == len(snippets), "one DAGs folder holds them all"
     for snippet in snippets:
         for conn_id in re.findall(r'conn_id="(\w+)"', snippet.code):
@@ -181,6 +181,7 @@ def _check(deployment: Deployment, dag_id: str, x: dict[str, Any], day: str, day
         snapshot = x["snapshot_orders"]
         assert snapshot["table"].endswith("orders_" + day.replace("-", ""))
         assert (snapshot["rows"], snapshot["created"]) == (ORDERS_A_DAY, True)
+        assert (snapshot["format"], snapshot["atomicity"], snapshot["version"]) == ("delta", "commit", 0)
     elif dag_id == "quickstart_cache":
         assert [x[task]["caches"]["per_customer"]["status"] for task in ("top", "low")] == ["miss", "hit"]
         # per_customer sums every day loaded so far
@@ -194,6 +195,18 @@ def _check(deployment: Deployment, dag_id: str, x: dict[str, Any], day: str, day
         table = pd.read_parquet(deployment.home / "spark_tables" / "warehouse" / "quickstart.db" / "orders_enriched")
         assert len(table) == ORDERS_A_DAY and table["name"].notna().all()  # every customer is in PostgreSQL
         assert (table["name"] == "customer " + table["customer_id"].astype(str)).all()
+    elif dag_id == "quickstart_shops":
+        reload, enrich = x["reload"], x["enrich"]
+        # made once, IF NOT EXISTS: a SQL job's CTAS is two commits, the table and then its completion mark
+        assert reload["snapshot"]["table_version"]["number"] == 1
+        if days == 1:
+            assert (reload["loaded"], reload["unchanged"]) == (True, False)
+        else:  # the table is at the version its snapshot holds: no Spark job
+            assert (reload["loaded"], reload["unchanged"], reload["application_id"]) == (False, True, None)
+        assert (enrich["rows"], enrich["cache"], enrich["table_version"]["number"]) == (ORDERS_A_DAY, "FULL", 1)
+        table = pd.read_parquet(deployment.home / "spark_tables" / "warehouse" / "quickstart.db" / "orders_by_region")
+        expected = table["shop"].map(lambda shop: "north" if int(shop.removeprefix("shop_")) < 3 else "south")
+        assert len(table) == ORDERS_A_DAY and (table["region"] == expected).all()
     elif dag_id == "quickstart_plan":
         assert x["compile"]["compile"]["written"] is (days == 1)  # then kept, IF NOT EXISTS
         [query] = x["execute"]["execute"]["queries"]
@@ -215,7 +228,8 @@ def test_the_snippets_run_in_one_catalog_after_the_demo_and_in_any_order(
     def run_all(deployment: Deployment, mode: str, day: str, days: int, order: list[Snippet]) -> None:
         for snippet in [setup, *order]:
             x = _run(deployment, snippet.dag_id, day, snippet.exports)
-            jobs = [value for value in x.values() if "mode" in value]  # all but release_caches
+            # all but release_caches, and a reload that found its Delta table unchanged (it ran no job)
+            jobs = [value for value in x.values() if "mode" in value and not value.get("unchanged")]
             assert jobs and {job["mode"] for job in jobs} == {mode}, (snippet.dag_id, day)
             if snippet is not setup:
                 _check(deployment, snippet.dag_id, x, day, days)

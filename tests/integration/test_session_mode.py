@@ -178,7 +178,7 @@ def test_the_plan_example_compiles_explains_and_executes_its_plan_in_session_mod
     run = dags_test(deployment, "example_spark_plan")
 
     assert {run.xcoms[task]["mode"] for task in ("compile", "explain", "execute")} == {"session"}
-    check_example_plan_output(run.xcoms, demo_database)
+    check_example_plan_output(run, demo_database)
     assert run.log.count("shipped the job's code to the session") == 4
 
 

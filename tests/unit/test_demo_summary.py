@@ -4,10 +4,12 @@ EXPLAIN PLAN output made by the provider's own ``explain`` (a renamed field once
 from __future__ import annotations
 
 import importlib.util
+import json
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from spark_tables.core.plan.document import CompiledPlan
@@ -28,8 +30,12 @@ def demo_summary(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
 
 
 def test_the_compiled_plan_lines_name_each_stateful_operator_what_runs_it_and_its_ttls(
-    demo_summary: Any, monkeypatch: pytest.MonkeyPatch
+    demo_summary: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    order_customers = tmp_path / "spark_tables" / "warehouse" / "plan_demo.db" / "order_customers"
+    order_customers.mkdir(parents=True)
+    pd.DataFrame({"order_id": range(150)}).to_parquet(order_customers / "part-0.parquet")
+    _commit(order_customers, 0, {"commitInfo": {"operation": "MERGE"}}, {"add": {"path": "part-0.parquet"}})
     explained = explain(CompiledPlan.from_dict(example_2()), timedelta(0))
     query = {"sink": "order_customers", "input_rows": 200, "rows_upserted": 180, "rows_deleted": 0, "write_calls": 2}
     x = {
@@ -48,3 +54,41 @@ def test_the_compiled_plan_lines_name_each_stateful_operator_what_runs_it_and_it
         assert node["type"] in line and f" on {node['implementation']}" in line, line
         assert all(f"{state['name']} {state['ttl']}" in line for state in node["state"]), line
     assert any("order_customers" in line and "200 rows in" in line for line in lines)
+    assert any("the Delta table its orders are merged into: 150 rows" in line for line in lines)
+
+
+def _commit(table: Path, version: int, *actions: dict[str, Any]) -> None:
+    log = table / "_delta_log"
+    log.mkdir(parents=True, exist_ok=True)
+    (log / f"{version:020d}.json").write_text("".join(json.dumps(action) + "\n" for action in actions))
+
+
+def test_a_delta_table_s_history_and_current_rows_are_read_from_its_log(demo_summary: Any, tmp_path: Path) -> None:
+    """A REPLACE leaves the old version's files in the folder: the current rows are those of the files the log says
+    are current, and the history names both versions."""
+    table = tmp_path / "customer_totals"
+    table.mkdir()
+    pd.DataFrame({"customer": ["a", "b"], "orders": [1, 2]}).to_parquet(table / "part-0.parquet")
+    pd.DataFrame({"customer": ["a", "b", "c"], "orders": [3, 4, 5]}).to_parquet(table / "part%201.parquet")
+    metrics = {"numOutputRows": "2"}
+    _commit(
+        table,
+        0,
+        {"commitInfo": {"operation": "CREATE TABLE AS SELECT", "operationMetrics": metrics}},
+        {"add": {"path": "part-0.parquet"}},
+    )
+    _commit(
+        table,
+        1,
+        {"commitInfo": {"operation": "REPLACE TABLE AS SELECT", "operationMetrics": {"numOutputRows": "3"}}},
+        {"remove": {"path": "part-0.parquet"}},
+        {"add": {"path": "part%25201.parquet"}},
+    )
+
+    rows = demo_summary.delta_rows(f"file:{table}")
+
+    assert sorted(rows["customer"]) == ["a", "b", "c"] and sorted(rows["orders"]) == [3, 4, 5]
+    assert demo_summary.delta_history(str(table)) == [
+        "      version 1  REPLACE TABLE AS SELECT, 3 rows",
+        "      version 0  CREATE TABLE AS SELECT, 2 rows",
+    ]
