@@ -209,8 +209,9 @@ def test_a_key_two_rows_of_a_batch_upsert_fails_the_batch_naming_it_before_anyth
         run_streaming_aggregation(spark, job, Cancellation(), FixedClock(T0))
 
     assert (
-        f"catalog sink {db}.per_user: two rows of one micro-batch upsert key (page) = (home), neither retracting the "
-        "other: the sink's key must identify the query's rows (an aggregation's grouping columns)"
+        f"catalog sink {db}.per_user: two rows of one micro-batch upsert key (page) = (home) with other values, "
+        "neither retracting the other: the sink's key must identify the query's rows (an aggregation's grouping "
+        "columns)"
     ) in str(raised.value)
     assert "\n" not in str(raised.value), "one line"
     assert _location(spark, sink.name) == before and _rows(spark, sink.name) == [], "nothing was written"

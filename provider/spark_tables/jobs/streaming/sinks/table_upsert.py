@@ -3,9 +3,10 @@
 MERGE into a Delta table), exactly once across restarts; a buffered query flushes in micro-batches, so buffering
 costs one commit per flush instead of one per batch.
 
-A key that two rows of a batch upsert, neither retracted in between (+I or +U after +I or +U, no -U or -D), is not
-the key of the query's rows (two groups of an aggregation keyed by part of its grouping columns, say): the batch
-fails in one line naming the key's values, as the format's write first counts the changes, before it writes."""
+A key that two rows of a batch upsert with other values, neither retracted in between (+I or +U after +I or +U, no
+-U or -D), is not the key of the query's rows (two groups of an aggregation keyed by part of its grouping columns,
+say): the batch fails in one line naming the key's values, as the format's write first counts the changes, before
+it writes. The same row sent twice (a join of a stream with a row repeated in it) is one row."""
 
 from __future__ import annotations
 
@@ -49,12 +50,19 @@ class TableUpsertSinkWriter(SinkWriter):
 
     def _last_changes(self, batch: DataFrame) -> DataFrame:
         """Per key, its last change in the batch but -U: the table's columns, and whether the change deletes the key
-        (``DELETED``), which fails the batch where the key is not unique in it."""
+        (``DELETED``), which fails the batch where two rows upsert the key with other values (the same row sent twice,
+        as a join of a stream with a repeated row sends it, is one row)."""
         keys = [quoted(name) for name in self.sink.key]
         ordered = batch.withColumn(BATCH_ORDER, F.monotonically_increasing_id())
         order = [F.col(EMIT_ORDER), F.col(BATCH_ORDER)] if EMIT_ORDER in batch.columns else [F.col(BATCH_ORDER)]
         kind, upserts = F.col(ROW_KIND), [INSERT, UPDATE_AFTER]
-        upserted_again = kind.isin(upserts) & F.lag(kind).over(Window.partitionBy(*keys).orderBy(*order)).isin(upserts)
+        row, previous = (
+            F.to_json(F.struct(*map(quoted, self._table.columns))),
+            Window.partitionBy(*keys).orderBy(*order),
+        )
+        upserted_again = (
+            kind.isin(upserts) & F.lag(kind).over(previous).isin(upserts) & ~row.eqNullSafe(F.lag(row).over(previous))
+        )
         flagged = ordered.withColumn(_TWICE, F.max(upserted_again).over(Window.partitionBy(*keys)))
         last = Window.partitionBy(*keys).orderBy(*(column.desc() for column in order))
         deleted = F.when(F.col(_TWICE), F.raise_error(self._not_unique(keys))).otherwise(kind == DELETE)
@@ -65,14 +73,12 @@ class TableUpsertSinkWriter(SinkWriter):
     def _not_unique(self, keys: list[Column]) -> Column:
         """The one line of a batch in which the sink's key is not unique, naming its values."""
         values = F.concat_ws(", ", *(F.coalesce(key.cast("string"), F.lit("null")) for key in keys))
+        named = ", ".join(self.sink.key)
         return F.concat(
-            F.lit(
-                f"catalog sink {self.sink.name}: two rows of one micro-batch upsert key ({', '.join(self.sink.key)})"
-            ),
-            F.lit(" = ("),
+            F.lit(f"catalog sink {self.sink.name}: two rows of one micro-batch upsert key ({named}) = ("),
             values,
             F.lit(
-                "), neither retracting the other: the sink's key must identify the query's rows (an aggregation's "
-                "grouping columns)"
+                ") with other values, neither retracting the other: the sink's key must identify the query's rows "
+                "(an aggregation's grouping columns)"
             ),
         )
