@@ -245,6 +245,7 @@ def compiled_plans(left_out: str, database: str) -> list[str]:
     compiled, explained = x["compile"]["compile"], x["explain"]["explain"]
     queries = x["execute"]["execute"]["queries"]
     order_customers = len(delta_rows(f"{WAREHOUSE}/plan_demo.db/order_customers"))
+    width = max(len(query["sink"]) for query in queries)
     return [
         "Compiled plans (example_spark_plan)",
         "  ran:   add_orders added 200 orders (20 of them sent twice) and 30 customers to the stream tables;",
@@ -261,7 +262,7 @@ def compiled_plans(left_out: str, database: str) -> list[str]:
         *(f"      warning: {warning}" for warning in explained["warnings"]),
         "         execute ran each sink's query over what the tables got since the last run:",
         *(
-            f"      {query['sink']:<16} {query['input_rows']:>5,} rows in, {query['rows_upserted']:>4,} upserted, "
+            f"      {query['sink']:<{width}} {query['input_rows']:>5,} rows in, {query['rows_upserted']:>4,} upserted, "
             f"{query['rows_deleted']:>3,} deleted, in {query['write_calls']} write call(s)"
             for query in queries
         ),
