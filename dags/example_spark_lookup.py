@@ -42,8 +42,8 @@ REVIEW_SEGMENTS = [
     """MERGE INTO lookup_demo.segments t
        USING (SELECT * FROM VALUES ('retail', 0.0), ('wholesale', 0.12), ('online', 0.05) AS s(segment, discount)) s
        ON t.segment = s.segment
-       WHEN MATCHED THEN UPDATE SET discount = s.discount, reviewed = '{{ ts }}'
-       WHEN NOT MATCHED THEN INSERT (segment, discount, reviewed) VALUES (s.segment, s.discount, '{{ ts }}')""",
+       WHEN MATCHED THEN UPDATE SET discount = s.discount, reviewed = '{{ run_id }}'
+       WHEN NOT MATCHED THEN INSERT (segment, discount, reviewed) VALUES (s.segment, s.discount, '{{ run_id }}')""",
 ]
 customers = LookupTable(
     name="demo_customers",

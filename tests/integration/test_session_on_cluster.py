@@ -71,9 +71,10 @@ def test_lookup_joins_run_in_the_workers_python_from_the_code_each_task_ships(
     run = dags_test(with_lookup_connection(on_cluster_in_session, DATABASE), "example_spark_lookup")
 
     check_example_lookup(run)
-    jobs = ("reload", "enrich_none", "enrich_partial", "enrich_full")
+    of_postgres = ("reload", "enrich_none", "enrich_partial", "enrich_full")
+    jobs = (*of_postgres, "review_segments", "reload_segments", "enrich_segments")  # check_segments: no job
     assert {run.xcoms[task]["mode"] for task in jobs} == {"session"}
     assert {run.xcoms[task]["application_id"] for task in jobs} == {cluster_connect_server.application_id()}
     assert run.log.count("shipped the job's code to the session") == len(jobs)
-    assert run.log.count(f"shipped the job's jars to the session: {POSTGRES_JDBC_DRIVER}") == len(jobs)
+    assert run.log.count(f"shipped the job's jars to the session: {POSTGRES_JDBC_DRIVER}") == len(of_postgres)
     _ran_on_the_workers(spark_cluster, cluster_connect_server)
