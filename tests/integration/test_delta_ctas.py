@@ -61,7 +61,7 @@ def test_a_ctas_is_one_commit_with_its_marks_and_reports_that_commit_s_metrics(l
 
     assert result.succeeded, result.error
     output = result.output
-    assert (output.created, output.atomicity, output.format, output.rows, output.version) == (
+    assert (output.created, output.atomicity, output.format, output.rows, output.committed_version) == (
         True,
         "commit",
         "delta",
@@ -85,7 +85,7 @@ def test_a_replace_is_one_commit_that_keeps_the_old_version_in_the_history(lake:
 
     assert result.succeeded, result.error
     output = result.output
-    assert (output.created, output.replaced, output.rows, output.version) == (True, True, 50, 1)
+    assert (output.created, output.replaced, output.rows, output.committed_version) == (True, True, 50, 1)
     assert _history(spark, table) == [(0, "CREATE TABLE AS SELECT"), (1, "REPLACE TABLE AS SELECT")]
     assert spark.sql(f"SELECT count(*) FROM {table} VERSION AS OF 0").first()[0] == 100, "time travel to the old"
     assert spark.table(table).columns == ["id", "v"] and spark.table(table).count() == 50
@@ -102,7 +102,7 @@ def test_a_failed_ctas_leaves_no_table_and_its_retry_makes_it(lake: tuple[Any, s
     assert failed.error.startswith("[TASK_WRITE_FAILED] Task failed while writing rows"), failed.error
     assert failed.output.undone == [] and failed.output.created is None, "nothing was made, nothing undone"
     assert retried.succeeded, retried.error
-    assert (retried.output.rows, retried.output.version) == (7, 0)
+    assert (retried.output.rows, retried.output.committed_version) == (7, 0)
     assert spark.table(table).count() == 7
 
 
@@ -155,7 +155,7 @@ def test_a_sql_job_s_tables_are_complete_after_its_last_statement(lake: tuple[An
 
     assert result.succeeded, result.error
     [report] = result.output.ctas
-    assert (report.created, report.atomicity, report.rows, report.version) == (True, "commit", 5, 0)
+    assert (report.created, report.atomicity, report.rows, report.committed_version) == (True, "commit", 5, 0)
     assert _history(spark, table) == [(0, "CREATE TABLE AS SELECT"), (1, "SET TBLPROPERTIES")]
     assert _marks(spark, table)[STATE] == "complete"
 
@@ -197,7 +197,7 @@ def test_a_ctas_statement_without_using_makes_a_table_of_the_session_s_default_f
 
     assert result.succeeded, result.error
     [report] = result.output.ctas
-    assert (report.format, report.atomicity, report.rows, report.version) == ("delta", "commit", 6, 0)
+    assert (report.format, report.atomicity, report.rows, report.committed_version) == ("delta", "commit", 6, 0)
     assert _history(spark, table) == [(0, "CREATE TABLE AS SELECT"), (1, "SET TBLPROPERTIES")]
 
 
@@ -261,7 +261,7 @@ def test_a_ctas_job_in_session_mode_through_its_hook(
     result = SparkConnectJobHook(spec=spec, conn_id="delta_server", name="delta-ctas").run()
 
     assert result.succeeded, result.error
-    assert (result.output.format, result.output.rows, result.output.version) == ("delta", 12, 0)
+    assert (result.output.format, result.output.rows, result.output.committed_version) == ("delta", 12, 0)
     assert spark.table(f"{database}.hooked").count() == 12
 
 

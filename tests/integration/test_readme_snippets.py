@@ -181,7 +181,7 @@ def _check(deployment: Deployment, dag_id: str, x: dict[str, Any], day: str, day
         snapshot = x["snapshot_orders"]
         assert snapshot["table"].endswith("orders_" + day.replace("-", ""))
         assert (snapshot["rows"], snapshot["created"]) == (ORDERS_A_DAY, True)
-        assert (snapshot["format"], snapshot["atomicity"], snapshot["version"]) == ("delta", "commit", 0)
+        assert (snapshot["format"], snapshot["atomicity"], snapshot["committed_version"]) == ("delta", "commit", 0)
     elif dag_id == "quickstart_cache":
         assert [x[task]["caches"]["per_customer"]["status"] for task in ("top", "low")] == ["miss", "hit"]
         # per_customer sums every day loaded so far

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import typing
 from pathlib import PurePosixPath
@@ -106,6 +107,15 @@ def test_the_xcom_carries_the_kind_and_version():
         "cleaned_up": True,
     }
     assert JobResult(kind="ctas_cleanup", output=output).output_fields() == xcom_fields("ctas_cleanup", output)
+
+
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_no_kinds_output_has_a_field_named_as_the_xcoms_kind_or_version(name):
+    """The XCom's ``kind`` and ``version`` say what the value is (the monitoring pages read them): an output's field
+    of either name would overwrite it (a Delta CTAS's table version 0 once hid its table from the run tab)."""
+    fields = {field.name for field in dataclasses.fields(KINDS[name].result)}
+
+    assert not fields & {"kind", "version"}, f"{KINDS[name].result.__name__} has a field of the XCom's own"
 
 
 def test_result_without_error_succeeded():

@@ -265,6 +265,15 @@ def test_ctas_tables_from_a_ctas_task_and_a_sql_jobs_statements() -> None:
     ]
 
 
+def test_a_delta_ctas_at_its_first_version_is_listed_as_its_job_wrote_it() -> None:
+    made = CtasResult(table="totals", atomicity="commit", created=True, format="delta", rows=7, committed_version=0)
+    entry = XComEntry("publish", -1, "return_value", {**xcom_fields("ctas", made), **JOB})
+
+    [table] = run_summary([entry])["ctas"]
+
+    assert (table["task_id"], table["table"], table["steps"]) == ("publish", "totals", ["created", "complete: 7 rows"])
+
+
 def failed_try(task_id: str, kind: str | None = None, **value: Any) -> XComEntry:
     return XComEntry(task_id, -1, FAILED_TRY, _named(kind, value))
 

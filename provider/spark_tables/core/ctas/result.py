@@ -23,10 +23,11 @@ class SweptClaim(JobOutput):
 class CtasTableReport(JobOutput):
     """What one CTAS did with its table: ``created`` (and ``replaced``), ``reused_from_try`` (an earlier try had
     completed it) or ``skipped``; where the finished table is and what its making wrote (``files`` and the
-    ``version`` it committed where the format keeps them: Delta Lake); in a failed job, what it ``undone``.
-    ``statement`` is its statement's number in a ``sql`` job; ``dropped_later``, that a later statement
-    of that job dropped the table; ``kept_files``, where the files of an external table it replaced stay (dropped as
-    Spark's DROP TABLE drops an external table: its entry goes, its files are not the provider's to delete)."""
+    ``committed_version``, the table version its commit made, where the format keeps them: Delta Lake); in a failed
+    job, what it ``undone``. ``statement`` is its statement's number in a ``sql`` job; ``dropped_later``, that a later
+    statement of that job dropped the table; ``kept_files``, where the files of an external table it replaced stay
+    (dropped as Spark's DROP TABLE drops an external table: its entry goes, its files are not the provider's to
+    delete)."""
 
     table: str
     atomicity: str
@@ -42,7 +43,7 @@ class CtasTableReport(JobOutput):
     rows: int | None = None
     bytes: int | None = None
     files: int | None = None
-    version: int | None = None
+    committed_version: int | None = None
     undone: list[str] | None = None
 
 

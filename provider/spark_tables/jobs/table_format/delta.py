@@ -140,7 +140,7 @@ class DeltaTables:
             "rows": _count(metrics, "numOutputRows"),
             "bytes": _count(metrics, "numOutputBytes"),
             "files": _count(metrics, "numFiles"),
-            "version": made_version,
+            "committed_version": made_version,
         }
 
     def sink_table(
