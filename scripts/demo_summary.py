@@ -140,7 +140,8 @@ def ctas(days: list[str]) -> list[str]:
         "         the current version, read back:",
         *table(customers),
         f"  look:  {WAREHOUSE}/{snapshot['table']}/ and .../customer_totals/ (its _delta_log/);",
-        "         who owns them: their spark_tables.ctas.* table properties; each task's XCom (rows, bytes, version)",
+        "         who owns them: their spark_tables.ctas.* table properties;",
+        "         each task's XCom (rows, bytes; the Delta table's committed_version)",
     ]
 
 
