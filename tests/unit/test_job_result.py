@@ -12,7 +12,7 @@ import pytest
 from spark_tables.core.aggregation.result import StreamingAggregationResult
 from spark_tables.core.ctas.result import CtasCleanupResult, CtasResult, CtasTableReport, SweptClaim
 from spark_tables.core.errors import SpecError
-from spark_tables.core.job_result import RESULT_VERSION, JobResult, xcom_fields
+from spark_tables.core.job_result import RESULT_KEYS, RESULT_VERSION, JobResult, xcom_fields
 from spark_tables.core.kinds import KINDS
 from spark_tables.core.lookup.result import LookupJoinResult, LookupReloadResult
 from spark_tables.core.plan.result import PlanResult
@@ -115,7 +115,7 @@ def test_no_kinds_output_has_a_field_named_as_the_xcoms_kind_or_version(name):
     of either name would overwrite it (a Delta CTAS's table version 0 once hid its table from the run tab)."""
     fields = {field.name for field in dataclasses.fields(KINDS[name].result)}
 
-    assert not fields & {"kind", "version"}, f"{KINDS[name].result.__name__} has a field of the XCom's own"
+    assert not fields & set(RESULT_KEYS), f"{KINDS[name].result.__name__} has a field of the XCom's own"
 
 
 def test_result_without_error_succeeded():

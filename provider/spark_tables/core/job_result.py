@@ -15,6 +15,9 @@ from spark_tables.core.job_output import JobOutput
 from spark_tables.core.kinds import KINDS, kind_of
 
 RESULT_VERSION = 1
+#: The keys of a task's XCom that name its job result's kind and ``RESULT_VERSION`` (``xcom_fields``): no output has
+#: a field of either name.
+RESULT_KEYS = ("kind", "version")
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import datetime
 from collections.abc import Iterable
 from typing import Any
 
-from spark_tables.core.job_result import RESULT_VERSION
+from spark_tables.core.job_result import RESULT_KEYS, RESULT_VERSION
 from spark_tables.core.kinds import kind_of
 from spark_tables.core.xcom_keys import FAILED_TRY
 from spark_tables.plugins.monitoring.cache_copies import cached_tables
@@ -27,8 +27,6 @@ from spark_tables.plugins.monitoring.entries import RETURN_VALUE, XComEntry
 JOB_KEYS = ("application_id", "application_url", "master", "mode", "spark_version", "session_seconds", "work_seconds")
 #: The keys a failed try's report adds to the job's output.
 FAILURE_KEYS = ("try_number", "error", "cleanup")
-#: The keys that name a job result's kind and version.
-RESULT_KEYS = ("kind", "version")
 
 
 def run_summary(entries: Iterable[XComEntry]) -> dict[str, Any]:
