@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from spark_tables.core.catalog_config import Catalog, PostgresMetastore
+from spark_tables.core.jvm_jars import KAFKA_CONNECTOR_JARS
 from spark_tables.core.private_files import private_folder, write_private
 from spark_tables.hooks.catalog import SparkTablesCatalogHook
 from spark_tables.utils import settings
@@ -65,8 +66,9 @@ def start(log: Path, catalog: Catalog) -> str:
     command += [arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")]
     if catalog.driver_class_path:
         command += ["--driver-class-path", catalog.driver_class_path]
-    if catalog.jars:  # its table formats' (Delta Lake's), for the server's driver and executors
-        command += ["--jars", ",".join(catalog.jars)]
+    # its table formats' (Delta Lake's), and Spark's Kafka connector, which session mode's jobs reading Kafka topics
+    # need on the server's class path, for the server's driver and executors
+    command += ["--jars", ",".join([*catalog.jars, *KAFKA_CONNECTOR_JARS])]
     if secrets := catalog.secret_conf():  # the metastore's password: a file of this user's, no command line
         properties = os.path.join(private_folder(os.path.join(settings.home(), "private")), "connect-server.conf")
         write_private(properties, "".join(f"{key} {value}\n" for key, value in secrets.items()))

@@ -1,8 +1,9 @@
 # Sourced by scripts/demo.sh and scripts/test.sh: sets everything up from a fresh clone, quickly when it is.
 #   - stops at once with a clear message if Java 17+ or Python 3.11 is missing
 #   - creates .venv and installs the provider with its test extras (again only when pyproject.toml changes)
-#   - fetches the JVM jars jvm/pom.xml declares from Maven Central into .venv/share/spark-tables/jars (again only
-#     when jvm/pom.xml changes), with mvn (as root, Debian's maven is installed first when it is missing)
+#   - fetches the JVM jars jvm/pom.xml declares from Maven Central into .venv/share/spark-tables/jars, and a Kafka
+#     broker's (jvm/kafka-broker/pom.xml) into .venv/share/spark-tables/kafka-broker (each again only when its pom
+#     changes), with mvn (as root, Debian's maven is installed first when it is missing)
 #   - points Airflow at .airflow/ (SQLite metadata DB) and its DAGs folder at AIRFLOW__CORE__DAGS_FOLDER when that
 #     is set (made absolute), else this repo's dags/, and migrates the DB; its catalog (spark_tables_default, the
 #     embedded one) loads Delta Lake, unless AIRFLOW_CONN_SPARK_TABLES_DEFAULT names another
@@ -58,23 +59,33 @@ export AIRFLOW_CONN_SPARK_TABLES_DEFAULT=${AIRFLOW_CONN_SPARK_TABLES_DEFAULT:-'{
 mkdir -p "$AIRFLOW_HOME"
 source "$ROOT/scripts/services.sh"
 
-# The JVM jars, in the folder where the provider looks for them (spark_tables.core.jvm_jars), fetched into a new
-# folder that replaces the old one whole: a fetch cut short leaves nothing half-made behind.
-JARS_DIR=$(python -c 'from spark_tables.core.jvm_jars import JARS_FOLDER; print(JARS_FOLDER)')
-JARS_STAMP="$JARS_DIR/.fetched-$(sha256sum jvm/pom.xml | cut -c1-16)"
-if [ ! -f "$JARS_STAMP" ]; then
-  command -v mvn > /dev/null || debian_install maven "Maven, which fetches the JVM jars jvm/pom.xml declares" || true
+# Fetches the jars POM declares (with their dependencies) from Maven Central into FOLDER, when POM has changed since
+# the last fetch: into a new folder that replaces the old one whole, so that a fetch cut short leaves nothing
+# half-made behind.
+fetch_jars() {
+  local pom=$1 folder=$2 stamp log
+  stamp="$folder/.fetched-$(sha256sum "$pom" | cut -c1-16)"
+  [ -f "$stamp" ] && return 0
+  command -v mvn > /dev/null || debian_install maven "Maven, which fetches the JVM jars $pom declares" || true
   if ! command -v mvn > /dev/null; then
-    echo "error: mvn not found (it fetches the JVM jars jvm/pom.xml declares from Maven Central): run 'apt-get install maven' as root." >&2
+    echo "error: mvn not found (it fetches the JVM jars $pom declares from Maven Central): run 'apt-get install maven' as root." >&2
     exit 1
   fi
-  echo "fetching the JVM jars jvm/pom.xml declares from Maven Central into $JARS_DIR ..."
-  rm -rf "$JARS_DIR.new"
-  mvn -B -f jvm/pom.xml dependency:copy-dependencies -Djars.dir="$JARS_DIR.new" < /dev/null > .venv/mvn-jars.log 2>&1 \
-    || { tail -n 30 .venv/mvn-jars.log >&2; echo "error: fetching the JVM jars failed; log: .venv/mvn-jars.log" >&2; exit 1; }
-  touch "$JARS_DIR.new/$(basename "$JARS_STAMP")"
-  rm -rf "$JARS_DIR"
-  mv "$JARS_DIR.new" "$JARS_DIR"
-fi
+  echo "fetching the JVM jars $pom declares from Maven Central into $folder ..."
+  log=".venv/mvn-$(basename "$folder").log"
+  rm -rf "$folder.new"
+  mvn -B -f "$pom" dependency:copy-dependencies -Djars.dir="$folder.new" < /dev/null > "$log" 2>&1 \
+    || { tail -n 30 "$log" >&2; echo "error: fetching the JVM jars failed; log: $log" >&2; exit 1; }
+  touch "$folder.new/$(basename "$stamp")"
+  rm -rf "$folder"
+  mv "$folder.new" "$folder"
+}
+
+# The jobs' JVM jars, in the folder where the provider looks for them (spark_tables.core.jvm_jars).
+JARS_DIR=$(python -c 'from spark_tables.core.jvm_jars import JARS_FOLDER; print(JARS_FOLDER)')
+fetch_jars jvm/pom.xml "$JARS_DIR"
+# A Kafka broker's server jars, for the tests and the demo (scripts/kafka_broker.py runs it); not the provider's.
+export KAFKA_BROKER_JARS="$ROOT/.venv/share/spark-tables/kafka-broker"
+fetch_jars jvm/kafka-broker/pom.xml "$KAFKA_BROKER_JARS"
 
 airflow db migrate > "$AIRFLOW_HOME/db-migrate.log" 2>&1 || { cat "$AIRFLOW_HOME/db-migrate.log" >&2; exit 1; }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets everything up, then runs the whole test suite: unit (seconds), spark (one local session) and
 # integration (spark-submit, Airflow, PostgreSQL on 127.0.0.1:5432 unless SPARK_TABLES_TEST_PG_HOST/_PORT/_USER
-# say otherwise), on two pytest-xdist workers, a test file a worker at a time (its tests share its fixtures).
+# say otherwise, a Kafka broker it starts unless SPARK_TABLES_TEST_KAFKA names one), on two pytest-xdist workers, a test file a worker at a time (its tests share its fixtures).
 # Extra arguments go to pytest: -n 0 runs in one process; paths choose what runs (scripts/test.sh tests/unit).
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/dags"  # the examples, whatever DAGs folder the shell names
@@ -35,6 +35,15 @@ debian_tool_ready "$SPARK_TABLES_TEST_DOCKER_COMPOSE" docker-compose "the test o
 
 ruff check .
 ruff format --check .
+
+# The tests' Kafka broker (tests/kafka.py): a real one on loopback from the jars setup.sh fetched, started once for
+# the whole run and stopped, its data removed, when the run ends.
+if [ -z "${SPARK_TABLES_TEST_KAFKA:-}" ]; then
+  KAFKA_HOME=$(mktemp -d "${TMPDIR:-/tmp}/spark-tables-kafka.XXXXXX")
+  trap 'python scripts/kafka_broker.py stop "$KAFKA_HOME"' EXIT
+  SPARK_TABLES_TEST_KAFKA=$(python scripts/kafka_broker.py start "$KAFKA_HOME" "$KAFKA_BROKER_JARS")
+  export SPARK_TABLES_TEST_KAFKA
+fi
 targets=(tests)  # the whole suite, unless a path among the arguments says what to run
 for arg in "$@"; do
   if [[ "$arg" != -* && -e "${arg%%::*}" ]]; then targets=(); break; fi

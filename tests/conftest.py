@@ -16,10 +16,13 @@ CPU, and Spark's JVMs spent the most of it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
-from collections.abc import Iterator
-from typing import Any
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
 
 import pytest
 
@@ -76,6 +79,7 @@ SHARED_SESSIONS = {
         "tests/integration/test_ctas_interrupted.py",
         "tests/integration/test_example_dag.py",
         "tests/integration/test_session_mode.py",
+        "tests/integration/test_kafka_plans.py",
     ),
     # the Delta Lake tests, on a Spark Connect server whose catalog loads Delta (``delta_server``)
     "delta_server": (
@@ -118,6 +122,39 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return rank.get(scope_of(file), len(rank)), _PLACE_IN_GROUP.get(file, 0)
 
     items.sort(key=place)
+
+
+T = TypeVar("T")
+#: What each group's session fixtures started and must stop, by group: ended once the group's last test is done.
+_GROUP_ENDINGS: dict[str, list[Callable[[], None]]] = defaultdict(list)
+
+
+@contextlib.contextmanager
+def for_the_group(group: str, services: AbstractContextManager[T]) -> Iterator[T]:
+    """Enter ``services`` (a session fixture's Airflow, Spark cluster, server) for the tests of ``group`` alone: they
+    are stopped as soon as the group's last test has run, not when the worker's session ends, so that idle services
+    do not take this 2-core machine's CPU from the tests that follow (a scheduler, a DAG processor and a cluster's
+    JVMs keep working while idle). Only for fixtures no test outside the group uses."""
+    stack = contextlib.ExitStack()
+    value = stack.enter_context(services)
+    _GROUP_ENDINGS[group].append(stack.close)
+    try:
+        yield value
+    finally:
+        stack.close()  # nothing left to close once the group's end closed it
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After a group's last test and its fixtures' teardown (the next test is of another unit, or none: xdist holds a
+    worker's last test back until it knows the next), end what the group's session fixtures started."""
+    yield
+    group = _GROUP_OF_FILE.get(item.nodeid.split("::", 1)[0])
+    if group is None:
+        return
+    if nextitem is None or scope_of(nextitem.nodeid.split("::", 1)[0]) != group:
+        for end in reversed(_GROUP_ENDINGS.pop(group, [])):
+            end()
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:

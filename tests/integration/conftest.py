@@ -20,6 +20,7 @@ import pytest
 
 from spark_tables.core.catalog_config import Catalog, EmbeddedCatalog, PostgresMetastore
 from spark_tables.utils.class_archive import ClassArchive
+from tests.conftest import for_the_group
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -309,7 +310,7 @@ def airflow(tmp_path_factory: pytest.TempPathFactory, postgres: Deployment, conn
         "AIRFLOW__SPARK_TABLES__CACHE_WAIT_CHECK_INTERVAL": "1 h",
     }
     deployment = dataclasses.replace(deployment, env=env)
-    with running_airflow(deployment, _examples_and_scenarios(home)) as services:
+    with for_the_group("airflow_services", running_airflow(deployment, _examples_and_scenarios(home))) as services:
         yield services
 
 
@@ -318,7 +319,7 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A Spark standalone master and its workers on loopback, once per test session (per pytest-xdist worker)."""
     from tests.integration.spark_cluster import running_spark_cluster
 
-    with running_spark_cluster(tmp_path_factory.mktemp("spark-cluster")) as cluster:
+    with for_the_group("spark_cluster", running_spark_cluster(tmp_path_factory.mktemp("spark-cluster"))) as cluster:
         yield cluster
 
 
@@ -366,7 +367,7 @@ def cluster_airflow(
         **plan_demo_env(CLUSTER_METASTORE_DATABASE, home),
     }
     deployment = Deployment(home=home, catalog=catalog, env=env)
-    with running_airflow(deployment, _examples_and_scenarios(home)) as services:
+    with for_the_group("spark_cluster", running_airflow(deployment, _examples_and_scenarios(home))) as services:
         yield services
 
 
@@ -464,7 +465,8 @@ def cluster_session(
 
     assert isinstance(on_cluster.catalog, PostgresMetastore)
     root = tmp_path_factory.mktemp("spark-connect-on-cluster")
-    with running_spark_connect_server(root, on_cluster.catalog, spark_cluster.master_url) as server:
+    server_on_cluster = running_spark_connect_server(root, on_cluster.catalog, spark_cluster.master_url)
+    with for_the_group("spark_cluster", server_on_cluster) as server:
         cluster_airflow.api("POST", "/connections", {"connection_id": "spark_default", **server.connection})
         yield server
 

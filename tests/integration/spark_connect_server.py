@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_tables.core.catalog_config import PostgresMetastore
+from spark_tables.core.jvm_jars import KAFKA_CONNECTOR_JARS
 from spark_tables.core.private_files import write_private
 from spark_tables.utils.metastore_schema import ensure_metastore_schema
 from tests.conftest import SPARK_SUBMIT_OPTIONS
@@ -76,8 +77,8 @@ class SparkConnectServer:
         }
         command = [str(VENV_BIN / "spark-submit"), "--master", self.master, "--class", SERVER_CLASS]
         command += ["--driver-class-path", self.catalog.driver_class_path]
-        if self.catalog.jars:
-            command += ["--jars", ",".join(self.catalog.jars)]
+        # its table formats' and Spark's Kafka connector, as scripts/connect_server.py gives them
+        command += ["--jars", ",".join([*self.catalog.jars, *KAFKA_CONNECTOR_JARS])]
         for key, value in conf.items():
             command += ["--conf", f"{key}={value}"]
         # The metastore's password in a file of mode 600, as scripts/connect_server.py gives it: never a command line.

@@ -216,8 +216,14 @@ def _clone_with_stand_ins(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
     ``mvn``, each recording what it is asked in the file returned; and the environment to run setup.sh in."""
     root = tmp_path / "clone"
     (root / "scripts").mkdir(parents=True)
-    (root / "jvm").mkdir()
-    for name in ("scripts/setup.sh", "scripts/services.sh", "pyproject.toml", "jvm/pom.xml"):
+    (root / "jvm" / "kafka-broker").mkdir(parents=True)
+    for name in (
+        "scripts/setup.sh",
+        "scripts/services.sh",
+        "pyproject.toml",
+        "jvm/pom.xml",
+        "jvm/kafka-broker/pom.xml",
+    ):
         (root / name).write_text((REPO / name).read_text())
     calls = tmp_path / "calls"
     venv_python = (
@@ -284,10 +290,12 @@ def test_a_venv_whose_creation_was_interrupted_is_made_again(tmp_path: Path) -> 
 
 def test_the_jvm_jars_are_fetched_into_the_venv_once_and_again_when_the_pom_changes(tmp_path: Path) -> None:
     """The jars jvm/pom.xml declares, fetched by Maven into the folder the provider names (the venv's
-    share/spark-tables/jars); not again while the pom is the same; again, whole, when it changes; and a failed fetch
-    stops the setup in one line, keeping the jars fetched before."""
+    share/spark-tables/jars), and the Kafka broker's beside them; not again while the poms are the same; again,
+    whole, when one changes, that one only; and a failed fetch stops the setup in one line, keeping the jars fetched
+    before."""
     root, calls, env = _clone_with_stand_ins(tmp_path)
     jars = root / ".venv" / "share" / "spark-tables" / "jars"
+    broker_jars = jars.with_name("kafka-broker")
 
     def fetches() -> list[str]:
         return [line for line in calls.read_text().splitlines() if line.startswith("mvn ")]
@@ -295,14 +303,18 @@ def test_the_jvm_jars_are_fetched_into_the_venv_once_and_again_when_the_pom_chan
     first = _set_up(root, env)
     assert first.returncode == 0, first.stdout + first.stderr
     assert f"fetching the JVM jars jvm/pom.xml declares from Maven Central into {jars} ..." in first.stdout
-    assert fetches() == [f"mvn -B -f jvm/pom.xml dependency:copy-dependencies -Djars.dir={jars}.new"]
+    assert fetches() == [
+        f"mvn -B -f jvm/pom.xml dependency:copy-dependencies -Djars.dir={jars}.new",
+        f"mvn -B -f jvm/kafka-broker/pom.xml dependency:copy-dependencies -Djars.dir={broker_jars}.new",
+    ]
+    assert list(broker_jars.glob(".fetched-*"))
     assert {path.name for path in jars.iterdir() if not path.name.startswith(".")} == {"postgresql.jar"}
     [stamp] = jars.glob(".fetched-*")
     assert not jars.with_name("jars.new").exists()
 
     again = _set_up(root, env)
     assert again.returncode == 0 and "fetching" not in again.stdout
-    assert len(fetches()) == 1, "the same pom: nothing fetched"
+    assert len(fetches()) == 2, "the same poms: nothing fetched"
 
     pom = root / "jvm" / "pom.xml"
     pom.write_text(pom.read_text() + "<!-- changed -->\n")
@@ -315,7 +327,7 @@ def test_the_jvm_jars_are_fetched_into_the_venv_once_and_again_when_the_pom_chan
     (tmp_path / "mvn-fails").unlink()
     changed = _set_up(root, env)
     assert changed.returncode == 0, changed.stdout + changed.stderr
-    assert len(fetches()) == 3
+    assert len(fetches()) == 4 and fetches()[-1].startswith("mvn -B -f jvm/pom.xml "), "the changed pom's only"
     [new_stamp] = jars.glob(".fetched-*")
     assert new_stamp != stamp, "the folder is the new fetch's, whole"
 

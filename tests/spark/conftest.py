@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from spark_tables.core.jvm_jars import POSTGRES_JDBC_DRIVER
+from spark_tables.core.jvm_jars import KAFKA_CONNECTOR_JARS, POSTGRES_JDBC_DRIVER
 from tests.spark.page_views import PG_SCHEMA
 from tests.spark.postgres import run_sql
 
@@ -30,7 +30,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         .config("spark.ui.enabled", "false")
         .config("spark.log.level", "WARN")
         .config("spark.pyspark.python", sys.executable)
-        .config("spark.jars", POSTGRES_JDBC_DRIVER)  # lookup tables' full-cache reloads
+        # lookup tables' full-cache reloads, Kafka topics' sources
+        .config("spark.jars", ",".join([POSTGRES_JDBC_DRIVER, *KAFKA_CONNECTOR_JARS]))
         .getOrCreate()
     )
     yield session

@@ -20,6 +20,7 @@ from spark_tables.core.errors import SpecError
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import JobSpec
 from spark_tables.core.streaming.sinks import PostgresUpsertSink, TableUpsertSink
+from spark_tables.core.streaming.sources import KafkaTopicSource
 from spark_tables.jobs.aggregation.query_tokens import called_names, groups_rows
 from spark_tables.operators.aggregation import SparkStreamingAggregationOperator, default_checkpoint
 from tests.unit.task_context import task_context
@@ -148,3 +149,20 @@ def test_a_catalog_table_sink_needs_no_connection_and_travels_in_the_spec(tmp_pa
     }
     with pytest.raises(SpecError, match=r"^catalog sink serving\.page_counts: key: give at least one column$"):
         TableUpsertSink(name="serving.page_counts", key=())
+
+
+def test_a_kafka_source_ships_the_connector_and_its_missing_connection_fails_before_any_job(
+    nothing_is_started: None, serving: None
+) -> None:
+    operator = SparkStreamingAggregationOperator(
+        task_id="counts",
+        sql="SELECT page, count(*) AS views FROM page_views GROUP BY page",
+        sink=SINK,
+        sources=KafkaTopicSource("page_views", "site.views", "page STRING, user STRING"),
+    )
+    assert any(jar.endswith("kafka-clients.jar") for jar in operator.connector_jars(None))
+    with pytest.raises(
+        AirflowFailException, match="kafka source page_views: connection 'kafka_default' does not exist"
+    ):
+        operator.execute(task_context())
+    assert SparkStreamingAggregationOperator(task_id="c", sql=QUERY, sink=SINK).connector_jars(None) == []

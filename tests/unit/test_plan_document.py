@@ -13,6 +13,7 @@ import pytest
 from spark_tables.core.errors import SpecError
 from spark_tables.core.plan.document import CompiledPlan
 from spark_tables.core.plan.explain import explain, explain_text, left_join_warnings
+from spark_tables.core.streaming.sources import KafkaTopicSource
 
 
 def example_2(state: bool = True) -> dict[str, Any]:
@@ -207,3 +208,15 @@ def test_a_left_join_on_spark_s_join_feeding_transform_with_state_is_warned_of()
     assert explain(CompiledPlan.from_dict(document), timedelta(0))["warnings"][-1].startswith(
         "node 3 (stream-exec-join) sends"
     )
+
+
+def test_a_scan_of_a_declared_kafka_source_keeps_it_and_others_write_no_source_field() -> None:
+    document = example_2()
+    document["nodes"][0]["source"] = KafkaTopicSource("orders", "shop.orders", "id INT, cid INT").to_dict()
+    plan = CompiledPlan.from_dict(document)
+    assert plan.nodes[0].source == KafkaTopicSource("orders", "shop.orders", "id INT, cid INT")
+    assert json.loads(plan.to_json()) == document
+    assert "source" not in json.loads(plan.to_json())["nodes"][1], "a catalog table's scan: as plans were"
+    document["nodes"][0]["source"]["on_malformed"] = "drop"
+    with pytest.raises(SpecError, match="kafka source orders: on_malformed 'drop' is not one of fail, skip"):
+        CompiledPlan.from_dict(document)

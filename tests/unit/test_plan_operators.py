@@ -20,6 +20,7 @@ from spark_tables.core.plan.job import PlanJob
 from spark_tables.core.sql.job import SqlJob
 from spark_tables.core.streaming.flush import FlushOptions
 from spark_tables.core.streaming.sinks import PostgresUpsertSink, TableUpsertSink
+from spark_tables.core.streaming.sources import KafkaTopicSource
 from spark_tables.operators.plan import SparkCompilePlanOperator, SparkExecutePlanOperator, SparkExplainPlanOperator
 from spark_tables.operators.sql import SparkSqlJobOperator
 from tests.unit.task_context import task_context
@@ -328,3 +329,71 @@ def test_the_sql_operator_runs_plan_statements_with_the_plans_options(serving: N
         SparkSqlJobOperator(task_id="s", sql="SELECT 1; COMPILE PLAN '/p.json' FOR SELECT 1").build_job(task_context())
     plain = SparkSqlJobOperator(task_id="s", sql="SELECT 1").build_job(task_context())
     assert plain.plans is None
+
+
+ORDERS = KafkaTopicSource("orders", "shop.orders", "id INT, cid INT")
+
+
+def _reading_orders_from_kafka(plan_file: Path, source: KafkaTopicSource = ORDERS) -> None:
+    document = example_2()
+    document["nodes"][0]["source"] = source.to_dict()
+    plan_file.write_text(json.dumps(document))
+
+
+@pytest.mark.parametrize(
+    ("declared", "operator_class"),
+    [
+        ((), SparkExecutePlanOperator),
+        ((dataclasses.replace(ORDERS, conn_id="kafka_other"),), SparkExecutePlanOperator),
+        ((dataclasses.replace(ORDERS, on_malformed="skip"),), SparkExplainPlanOperator),
+    ],
+)
+def test_an_explained_or_executed_plan_reads_only_the_kafka_sources_the_task_declares_as_it_declares_them(
+    nothing_is_started: None, serving: None, tmp_path: Path, declared: tuple, operator_class: type
+) -> None:
+    """A plan file edited to read another topic, or through another connection, is refused in one line before any
+    connection is looked up."""
+    plan_file = tmp_path / "p.json"
+    _reading_orders_from_kafka(plan_file)
+    operator = operator_class(task_id="e", plan_uri=str(plan_file), postgres_sinks=[PLAN_COUNTS], sources=declared)
+    with pytest.raises(AirflowFailException) as caught:
+        operator.execute(task_context())
+    assert str(caught.value).endswith(
+        f"plan {plan_file} reads kafka source 'orders' (topic shop.orders, connection 'kafka_default'), which the task "
+        "does not declare as such: declare it in sources, or compile the plan again"
+    )
+
+
+@pytest.mark.parametrize(
+    ("connection", "error"),
+    [
+        (None, "kafka source orders: connection 'kafka_default' does not exist: create it (type kafka: its extra"),
+        (
+            {"conn_type": "postgres", "host": "db"},
+            "kafka source orders: connection 'kafka_default' is of type 'postgres'",
+        ),
+        (
+            {"conn_type": "kafka", "extra": {"bootstrap.servers": "b:9092", "fetch.wait.max.ms": 5}},
+            "kafka connection 'kafka_default': setting 'fetch.wait.max.ms' has no counterpart",
+        ),
+    ],
+)
+def test_a_kafka_sources_missing_or_wrong_connection_fails_the_task_before_any_job(
+    nothing_is_started: None,
+    set_connection: Any,
+    tmp_path: Path,
+    connection: dict[str, Any] | None,
+    error: str,
+) -> None:
+    if connection is not None:
+        set_connection("kafka_default", **connection)
+    operator = SparkCompilePlanOperator(task_id="c", plan_uri=str(tmp_path / "p.json"), sql=INSERT, sources=ORDERS)
+    assert operator.connector_jars(None)[0].endswith("spark-sql-kafka-0-10_2.13.jar"), "Spark's Kafka connector"
+    with pytest.raises(AirflowFailException) as caught:
+        operator.execute(task_context())
+    assert error in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_sources_take_kafka_topic_declarations_only(nothing_is_started: None) -> None:
+    with pytest.raises(TypeError, match="sources must hold KafkaTopicSource declarations, not str"):
+        SparkCompilePlanOperator(task_id="c", plan_uri="/p.json", sql=INSERT, sources=["orders"])

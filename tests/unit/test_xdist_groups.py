@@ -4,10 +4,15 @@ mode's Spark Connect server may start once in each worker (a file of its group's
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
+import tests.conftest
 from tests.conftest import SHARED_SESSIONS, SLOWEST_FIRST, pytest_collection_modifyitems
 
 REPO = Path(__file__).resolve().parents[2]
@@ -87,3 +92,36 @@ def test_the_slowest_units_come_first_and_each_file_keeps_its_tests_order() -> N
     ]
     assert set(SHARED_SESSIONS) <= set(SLOWEST_FIRST)
     assert all((REPO / unit).is_file() for unit in SLOWEST_FIRST if unit not in SHARED_SESSIONS)
+
+
+def test_a_groups_services_end_after_its_last_test_and_once(request: pytest.FixtureRequest) -> None:
+    """``for_the_group``'s services are ended by the teardown hook once the next test is of another unit (or there is
+    none), not before, in the reverse order of their start, and not again when their fixture ends."""
+    assert tests.conftest in request.config.pluginmanager.get_plugins(), "the fixtures register where the hook reads"
+    ended: list[str] = []
+
+    @contextlib.contextmanager
+    def service(name: str) -> Iterator[str]:
+        yield name
+        ended.append(name)
+
+    cluster, airflow = SHARED_SESSIONS["spark_cluster"][:2]
+    first = tests.conftest.for_the_group("spark_cluster", service("cluster"))
+    second = tests.conftest.for_the_group("spark_cluster", service("airflow"))
+    assert (first.__enter__(), second.__enter__()) == ("cluster", "airflow")
+
+    def teardown(item: str, nextitem: str | None) -> None:
+        hook = tests.conftest.pytest_runtest_teardown(
+            SimpleNamespace(nodeid=f"{item}::t"), SimpleNamespace(nodeid=f"{nextitem}::t") if nextitem else None
+        )
+        next(hook)
+        with contextlib.suppress(StopIteration):
+            next(hook)
+
+    teardown(cluster, airflow)  # the next test is of the same group
+    assert ended == []
+    teardown(airflow, "tests/unit/test_errors.py")
+    assert ended == ["airflow", "cluster"]
+    second.__exit__(None, None, None)
+    first.__exit__(None, None, None)
+    assert ended == ["airflow", "cluster"], "ended once"

@@ -19,3 +19,13 @@ def declared_jar(artifact: str) -> str:
 
 #: PostgreSQL's JDBC driver (org.postgresql:postgresql): the Hive metastore's client and lookup tables' JDBC reads.
 POSTGRES_JDBC_DRIVER = declared_jar("postgresql")
+#: Spark's Kafka connector with the jars it needs beyond Spark's own: the jobs that read or write Kafka topics.
+KAFKA_CONNECTOR_JARS = tuple(
+    declared_jar(artifact)
+    for artifact in (
+        "spark-sql-kafka-0-10_2.13",
+        "spark-token-provider-kafka-0-10_2.13",
+        "kafka-clients",
+        "commons-pool2",
+    )
+)

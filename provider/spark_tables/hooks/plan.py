@@ -1,4 +1,5 @@
-"""Compiled plans on the Airflow side: reading a plan file, and the connections of the PostgreSQL sinks it writes."""
+"""Compiled plans on the Airflow side: reading a plan file, the connections of the PostgreSQL sinks it writes and of
+the Kafka topics it reads."""
 
 from __future__ import annotations
 
@@ -13,16 +14,20 @@ from spark_tables.core.errors import SpecError
 from spark_tables.core.identifiers import TableIdentifier
 from spark_tables.core.plan.document import CompiledPlan
 from spark_tables.core.plan.job import PlanOptions
+from spark_tables.core.plan.nodes import SourceScan
 from spark_tables.core.plan.statements import PlanStatement
 from spark_tables.core.storage_credentials import reached_by_airflow
 from spark_tables.core.streaming.sinks import PostgresUpsertSink, TableUpsertSink
+from spark_tables.core.streaming.sources import KafkaTopicSource
+from spark_tables.hooks.kafka import source_connections
 from spark_tables.hooks.postgres import PostgresSinkHook
 from spark_tables.utils import settings
 
 
 class CompiledPlanHook(BaseHook):
     """Reads plan files through Airflow's object storage (local paths, ``file://``, ``s3://`` with its connection)
-    and gathers what a job running plan statements needs (the sinks' connections through ``PostgresSinkHook``)."""
+    and gathers what a job running plan statements needs (the sinks' connections through ``PostgresSinkHook``, the
+    Kafka sources' through ``hooks.kafka``)."""
 
     def read_plan(self, uri: str) -> CompiledPlan | None:
         """The plan at ``uri``, checked; None when there is none (yet)."""
@@ -38,22 +43,34 @@ class CompiledPlanHook(BaseHook):
         run_for: str = "",
         trigger_interval: str = "1 s",
         catalog_sinks: Sequence[str | TableUpsertSink] = (),
+        sources: Sequence[KafkaTopicSource] = (),
     ) -> PlanOptions:
-        """What a job running these plan statements needs: the options, the sinks a compile may write, and the
-        connections of the declared PostgreSQL sinks. An executed plan may write only the sinks the task declares: its
-        PostgreSQL sinks and keyed catalog tables as declared (``check_declared``), the catalog tables it appends to
-        among ``catalog_sinks``' names."""
+        """What a job running these plan statements needs: the options, the sinks a compile may write, the sources
+        it may read, the connections of the declared PostgreSQL sinks and Kafka sources. An explained or executed
+        plan reads only the Kafka sources the task declares, as it declares them; an executed plan writes only the
+        sinks the task declares: its PostgreSQL sinks and keyed catalog tables as declared (``check_declared``), the
+        catalog tables it appends to among ``catalog_sinks``' names."""
         keyed = tuple(sink for sink in catalog_sinks if isinstance(sink, TableUpsertSink))
         options = PlanOptions(  # the options checked first: a bad one fails before any connection is looked up
             configuration=dict(configuration or {}),
             postgres_sinks=tuple(postgres_sinks),
             table_upsert_sinks=keyed,
+            sources=tuple(sources),
             checkpoints=checkpoints or settings.checkpoint_uri(),
             run_for=run_for,
             trigger_interval=trigger_interval,
         )
-        for explained in (statement for statement in statements if statement.action == "explain"):
-            self.read_plan(explained.uri)  # its JSON and TTLs checked here: EXPLAIN's driver checks the rest
+        for read in (statement for statement in statements if statement.action == "explain" or statement.executes):
+            plan = self.read_plan(read.uri)  # its JSON and TTLs checked here: EXPLAIN's driver checks the rest
+            for scan in plan.nodes if plan else ():
+                if isinstance(scan, SourceScan) and scan.source is not None and scan.source not in sources:
+                    raise SpecError(
+                        f"plan {read.uri} reads kafka source {scan.source.name!r} (topic {scan.source.topic}, "
+                        f"connection {scan.source.conn_id!r}), which the task does not declare as such: declare it in "
+                        "sources, or compile the plan again"
+                    )
+        if sources:
+            options = dataclasses.replace(options, kafka_connections=source_connections(sources))
         executed = [statement for statement in statements if statement.executes]
         if not executed:
             return options

@@ -13,13 +13,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import psycopg
-from airflow.providers.common.compat.sdk import AirflowNotFoundException, BaseHook
+from airflow.providers.common.compat.sdk import BaseHook
 from airflow.providers.postgres.hooks.postgres import PostgresHook
 from psycopg.conninfo import make_conninfo
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.postgres import DEFAULT_PORT
 from spark_tables.core.streaming.sinks import PostgresUpsertSink
+from spark_tables.hooks.connections import typed_connection
 
 #: Airflow connection types that name a PostgreSQL database.
 POSTGRES_TYPES = ("postgres", "postgresql")
@@ -32,17 +33,9 @@ CONNECT_TIMEOUT_SECONDS = 10
 
 def postgres_connection(conn_id: str, what: str) -> Any:
     """The Airflow connection ``conn_id`` of ``what`` (a lookup table, a sink), checked to be PostgreSQL's."""
-    try:
-        conn = BaseHook.get_connection(conn_id)
-    except AirflowNotFoundException:
-        raise SpecError(
-            f"{what}: connection {conn_id!r} does not exist: create it (type postgres: host, port, schema = "
-            "database, login, password)"
-        ) from None
-    if (conn.conn_type or "") not in POSTGRES_TYPES:
-        raise SpecError(
-            f"{what}: connection {conn_id!r} is of type {conn.conn_type!r}: it must be a postgres connection"
-        )
+    conn = typed_connection(
+        conn_id, what, POSTGRES_TYPES, "type postgres: host, port, schema = database, login, password"
+    )
     if not conn.host or not conn.schema:
         raise SpecError(f"{what}: connection {conn_id!r} needs a host and a schema (the database name)")
     return conn

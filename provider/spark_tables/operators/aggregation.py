@@ -17,6 +17,7 @@ from spark_tables.core.job_spec import CacheUse
 from spark_tables.core.names import flat_name
 from spark_tables.core.streaming.options import StreamingOptions
 from spark_tables.core.streaming.sinks import KeyedSink, PostgresUpsertSink, TableUpsertSink
+from spark_tables.hooks.kafka import source_connections
 from spark_tables.hooks.postgres import PostgresSinkHook
 from spark_tables.operators.streaming import StreamingJobOperator, duration_text
 from spark_tables.utils import settings
@@ -36,7 +37,8 @@ class SparkStreamingAggregationOperator(StreamingJobOperator):
     ``flushes`` by cause (``interval``, ``idle``, ``end``, and for a memory buffer ``full``), also in the task log.
 
     :param sql: ``SELECT ... FROM STREAM(table) [WATERMARK column DELAY OF INTERVAL ...] ... GROUP BY ...``: Spark
-        SQL, the source tables read as streams. A ``window(...)`` column reaches the sink as ``<name>_start`` and
+        SQL, the source tables read as streams; a Kafka topic declared in ``sources`` is read by its name
+        (``FROM orders``). A ``window(...)`` column reaches the sink as ``<name>_start`` and
         ``<name>_end``. (templated)
     :param sink: where the results are upserted, by its key (the grouping columns): a ``PostgresUpsertSink``, or a
         ``TableUpsertSink`` (a catalog file table, a new version of it per batch that changes it, so best buffered).
@@ -64,6 +66,7 @@ class SparkStreamingAggregationOperator(StreamingJobOperator):
     def build_job(self, context: Context) -> StreamingAggregationJob:
         options = StreamingOptions(  # checked first: a bad option fails before the connection is looked up
             configuration=self.job_configuration(),
+            sources=self.sources,
             run_for=duration_text(self.run_for),
             trigger_interval=duration_text(self.trigger_interval),
         )
@@ -71,7 +74,10 @@ class SparkStreamingAggregationOperator(StreamingJobOperator):
         job = StreamingAggregationJob(query=self.sql, sink=self.sink, checkpoint=checkpoint, options=options)
         postgres = [self.sink] if isinstance(self.sink, PostgresUpsertSink) else []
         connections = PostgresSinkHook().sink_connections(postgres)
-        return dataclasses.replace(job, options=dataclasses.replace(options, connections=connections))
+        kafka = source_connections(self.sources) if self.sources else {}
+        return dataclasses.replace(
+            job, options=dataclasses.replace(options, connections=connections, kafka_connections=kafka)
+        )
 
     def shared_folders(self, job: Any, caches: tuple[CacheUse, ...]) -> dict[str, str]:
         """Besides cached tables': the query's checkpoint, where its executors keep their state."""

@@ -22,8 +22,8 @@ def _quoted(uri: str) -> str:
 
 
 class _PlanOperator(StreamingJobOperator):
-    """What the plan operators share: the plan's URI, the PostgreSQL sinks, the checkpoints, and the job-level
-    options, buffered output and run time of ``StreamingJobOperator``.
+    """What the plan operators share: the plan's URI, the PostgreSQL sinks, the Kafka sources, the checkpoints, and
+    the job-level options, buffered output and run time of ``StreamingJobOperator``.
 
     :param plan_uri: the plan file: a path, ``file://`` or object storage (``s3://``). (templated)
     :param configuration: job-level options, Flink's names: ``table.exec.state.ttl`` (every stateful operator's
@@ -33,6 +33,8 @@ class _PlanOperator(StreamingJobOperator):
     :param catalog_sinks: the catalog tables an executed plan may write: a name (``db.table``) for a table the plan
         appends to, a ``TableUpsertSink`` for one kept equal to an updating result by key (an ``INSERT INTO`` it names
         compiles into an upsert by that key); a plan file that writes another fails the task before any query.
+    :param sources: ``KafkaTopicSource`` declarations of the Kafka topics the SQL reads (``FROM orders``), and the
+        only Kafka sources an explained or executed plan may read, each as declared.
     :param checkpoints: root of executed plans' checkpoints, a folder per plan; default
         ``[spark_tables] checkpoint_uri``. (templated)
     """
@@ -71,6 +73,7 @@ class _PlanOperator(StreamingJobOperator):
             run_for=duration_text(self.run_for),
             trigger_interval=duration_text(self.trigger_interval),
             catalog_sinks=self.catalog_sinks,
+            sources=self.sources,
         )
         return PlanJob(statement=statement, options=options)
 

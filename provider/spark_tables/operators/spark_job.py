@@ -185,7 +185,13 @@ class SparkJobOperator(DurableJobMixin, CacheWaitMixin, BaseOperator):
         return {"[spark_tables] cache_uri": settings.cache_uri()} if caches else {}
 
     def job_jars(self, job: Job) -> list[str]:
-        """Jars the job needs besides ``jars`` (a JDBC driver, say)."""
+        """Jars the job needs besides ``jars`` (a JDBC driver, say): on its spark-submit, or shipped to its session."""
+        return []
+
+    def connector_jars(self, job: Job) -> list[str]:
+        """Jars of a Spark data source the job reads or writes (Kafka's): on its spark-submit; in session mode the
+        server's own, on its class path (a data source's classes shipped to each session fail to load again in the
+        next: ``ExceptionInInitializerError``)."""
         return []
 
     def run_hook(self, hook: JobHook, launch: DriverLaunch | None = None) -> JobResult:
@@ -237,7 +243,7 @@ class SparkJobOperator(DurableJobMixin, CacheWaitMixin, BaseOperator):
             conf=spark_conf,
             name=self.name or f"{ti.dag_id}.{ti.task_id}",
             py_files=self.py_files,
-            jars=",".join(jar for jar in (self.jars, *self.job_jars(job)) if jar) or None,
+            jars=",".join(jar for jar in (self.jars, *self.job_jars(job), *self.connector_jars(job)) if jar) or None,
             driver_memory=self.driver_memory,
             executor_memory=self.executor_memory,
             executor_cores=self.executor_cores,

@@ -9,12 +9,14 @@ from typing import Any, ClassVar
 
 from spark_tables.core.durations import format_duration
 from spark_tables.core.errors import SpecError
+from spark_tables.core.jvm_jars import KAFKA_CONNECTOR_JARS
 from spark_tables.core.streaming.flush import (
     DURABLE_STORE_OPTION,
     MAX_ENTRIES_OPTION,
     MAX_INTERVAL_OPTION,
     MEMORY_BUFFER_ONLY_OPTION,
 )
+from spark_tables.core.streaming.sources import KafkaTopicSource, declared_sources
 from spark_tables.operators.spark_job import SparkJobOperator
 
 
@@ -38,6 +40,9 @@ class StreamingJobOperator(SparkJobOperator):
     :param run_for: how long a run keeps its queries running, a micro-batch every ``trigger_interval``
         (``"10 min"``, a timedelta); None: available-now, what the sources hold when it starts. (templated)
     :param trigger_interval: the micro-batch interval of a run with ``run_for``.
+    :param sources: ``KafkaTopicSource`` declarations of the Kafka topics the SQL reads by name (``FROM orders``);
+        their topics are looked up on the brokers before any job work; a job per job ships Spark's Kafka connector,
+        in session mode the server must have it on its class path (``scripts/connect_server.py``'s does).
     """
 
     template_fields: Sequence[str] = (
@@ -61,9 +66,11 @@ class StreamingJobOperator(SparkJobOperator):
         cache_max_entries: int | None = None,
         run_for: str | timedelta | None = None,
         trigger_interval: str | timedelta = "1 s",
+        sources: KafkaTopicSource | Sequence[KafkaTopicSource] = (),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.sources = declared_sources(sources)
         self.configuration = configuration
         self.flush_max_interval = flush_max_interval
         self.flush_memory_buffer_only = flush_memory_buffer_only
@@ -71,6 +78,10 @@ class StreamingJobOperator(SparkJobOperator):
         self.cache_max_entries = cache_max_entries
         self.run_for = run_for
         self.trigger_interval = trigger_interval
+
+    def connector_jars(self, job: Any) -> list[str]:
+        """Spark's Kafka connector, when the task reads Kafka topics."""
+        return list(KAFKA_CONNECTOR_JARS) if self.sources else []
 
     def job_configuration(self) -> dict[str, Any]:
         """``configuration`` with the options the operator's own parameters set (each set once, by either)."""

@@ -20,6 +20,7 @@ from spark_tables.core.plan.implementations import (
     TRANSFORM_WITH_STATE,
 )
 from spark_tables.core.plan.state import StateEntry, default_entries, parse_entries
+from spark_tables.core.streaming.sources import KafkaTopicSource
 
 KEEP = ("first", "last")
 JOIN_TYPES = ("INNER", "LEFT")
@@ -94,14 +95,16 @@ class Node:
 
 @dataclass(frozen=True)
 class SourceScan(Node):
-    """Reads a table as a stream: a file-source table's folder, a rate source, any streaming table."""
+    """Reads a table as a stream: a file-source table's folder, a rate source, any streaming table; or the source the
+    task declared under that name (``source``: a Kafka topic), which the plan keeps, connection id and all."""
 
     TYPE: ClassVar[str] = "stream-exec-table-source-scan"
     INPUTS: ClassVar[int] = 0
     table: str = ""
+    source: KafkaTopicSource | None = None
 
     def fields(self) -> dict[str, Any]:
-        return {"table": self.table}
+        return {"table": self.table, **({"source": self.source.to_dict()} if self.source else {})}
 
 
 @dataclass(frozen=True)
@@ -238,7 +241,11 @@ def node_from_dict(data: Any, position: int) -> Node:
 
 def _own_fields(node_class: type[Node], data: dict[str, Any], where: str) -> dict[str, Any]:
     if node_class is SourceScan:
-        return {"table": _text(data.get("table"), where, "table")}
+        source = data.get("source")
+        return {
+            "table": _text(data.get("table"), where, "table"),
+            "source": None if source is None else KafkaTopicSource.from_dict(source, where),
+        }
     if node_class is Calc:
         condition = data.get("condition")
         if condition is not None:

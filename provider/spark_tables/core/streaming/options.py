@@ -21,6 +21,7 @@ from spark_tables.core.streaming.flush import (
     MEMORY_BUFFER_ONLY_OPTION,
     FlushOptions,
 )
+from spark_tables.core.streaming.sources import KafkaTopicSource
 
 #: Flink's option of how many partitions each stateful operator's state has.
 PARALLELISM_OPTION = "table.exec.resource.default-parallelism"
@@ -53,6 +54,9 @@ class StreamingOptions:
     :param configuration: job-level options, Flink's names: ``table.exec.resource.default-parallelism`` (the
         partitions of every stateful operator's state) and FLIP-365's buffered output (``core.streaming.flush``).
     :param connections: each PostgreSQL sink's connection settings by sink name (with passwords: never logged).
+    :param sources: the Kafka topics the job's SQL may read, by the names it reads them by.
+    :param kafka_connections: Spark's Kafka connector options (``core.kafka.spark_options``) of each Kafka
+        connection the job's sources name, by connection id (with passwords: never logged).
     :param run_for: how long a run keeps its queries running, a micro-batch every ``trigger_interval`` (a
         duration); empty: available-now, what the sources hold when it starts, then the end.
     """
@@ -62,6 +66,8 @@ class StreamingOptions:
 
     configuration: dict[str, str] = field(default_factory=dict)
     connections: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    sources: tuple[KafkaTopicSource, ...] = ()
+    kafka_connections: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
     run_for: str = ""
     trigger_interval: str = "1 s"
 
@@ -70,6 +76,14 @@ class StreamingOptions:
             raise SpecError("options: configuration must map option names to values")
         object.__setattr__(self, "configuration", {str(k): str(v) for k, v in self.configuration.items()})
         check_option_names(self.configuration, self.KNOWN_OPTIONS, "configuration")
+        object.__setattr__(
+            self,
+            "sources",
+            tuple(
+                source if isinstance(source, KafkaTopicSource) else KafkaTopicSource.from_dict(source, "options")
+                for source in self.sources
+            ),
+        )
         self.flush  # noqa: B018 (bad flush options fail here, before the job is submitted)
         self.state_partitions  # noqa: B018
         if self.run_for and self.run_for_ms < 1:
@@ -106,6 +120,8 @@ class StreamingOptions:
         return {
             "configuration": self.configuration,
             "connections": self.connections,
+            "sources": [source.to_dict() for source in self.sources],
+            "kafka_connections": self.kafka_connections,
             "run_for": self.run_for,
             "trigger_interval": self.trigger_interval,
         }

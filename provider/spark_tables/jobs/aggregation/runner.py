@@ -37,6 +37,7 @@ from spark_tables.jobs.streaming.clock import BatchClock, Clock
 from spark_tables.jobs.streaming.session_confs import SESSION_CONFS, SHUFFLE_PARTITIONS, state_partitions
 from spark_tables.jobs.streaming.sink_queries import PROGRESS_RETENTION, SinkQuery, run_available_now, run_for
 from spark_tables.jobs.streaming.sinks.writers import sink_writer
+from spark_tables.jobs.streaming.sources.streams import source_views
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,7 @@ def aggregation_query(spark: SparkSession, job: StreamingAggregationJob, clock: 
     """The job's query into its sink, through its buffer when it has one; ``SpecError`` before any query starts
     when the query cannot run or cannot be buffered."""
     flush = job.options.flush
+    source_views(spark, job.options.sources, job.options.kafka_connections)
     aggregation = streaming_frame(spark, job.query)
     if flush.enabled:
         check_idempotent(spark, job.query)

@@ -19,7 +19,7 @@ unknown table or column fails the compile with Spark's own message. What compile
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -38,6 +38,7 @@ from spark_tables.core.plan.nodes import Calc, Deduplicate, GroupAggregate, Join
 from spark_tables.core.plan.state import StateEntry, default_entries, default_ttl
 from spark_tables.core.plan.statements import shown
 from spark_tables.core.streaming.sinks import PlanSink, PostgresUpsertSink, TableSink, TableUpsertSink
+from spark_tables.core.streaming.sources import KafkaTopicSource
 from spark_tables.jobs.plan.pipeline import Pipeline
 from spark_tables.jobs.streaming.clock import BatchClock
 
@@ -110,13 +111,16 @@ class PlanCompiler:
         configuration: dict[str, str],
         postgres_sinks: Sequence[PostgresUpsertSink] = (),
         table_upsert_sinks: Sequence[TableUpsertSink] = (),
+        declared_sources: Sequence[KafkaTopicSource] = (),
+        kafka_connections: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         self.spark = spark
+        self.declared_sources = {source.name.lower(): source for source in declared_sources}
         self.configuration = dict(configuration)
         self.job_ttl = default_ttl(self.configuration)
         self.postgres_sinks = {sink.name.lower(): sink for sink in postgres_sinks}
         self.table_upsert_sinks = {sink.name.lower(): sink for sink in table_upsert_sinks}
-        self.pipeline = Pipeline(spark, self.job_ttl, BatchClock())
+        self.pipeline = Pipeline(spark, self.job_ttl, BatchClock(), kafka_connections)
         self.nodes: list[Node] = []
         self.sources: list[str] = []
         self.sinks: list[PlanSink] = []
@@ -259,16 +263,20 @@ class PlanCompiler:
             name = ".".join(part.name for part in inner.parts) if isinstance(inner, exp.Column) else inner.name
         else:
             name = ".".join(part.name for part in factor.parts)
-        table = str(TableIdentifier.parse(name))
+        declared = self.declared_sources.get(name.lower())
+        table = declared.name if declared else str(TableIdentifier.parse(name))
         if table not in self.sources:
             self.sources.append(table)
-        scan = SourceScan(id=0, inputs=(), table=table)
-        node = self._add(scan, None)
+        node = self._add(SourceScan(id=0, inputs=(), table=table, source=declared), None)
         columns = [column.name for column in node.output_schema]
-        self.nodes[-1] = dataclasses.replace(
-            node, description=f"TableSourceScan(table=[{table}], fields=[{', '.join(columns)}])"
-        )
-        return Relation.of(node.id, columns, factor.alias or TableIdentifier.parse(table).table)
+        if declared:
+            read = f"KafkaTopicSource(topic=[{declared.topic}], format=[{declared.value_format}], "
+            read += f"on_malformed=[{declared.on_malformed}], fields=[{', '.join(columns)}])"
+        else:
+            read = f"TableSourceScan(table=[{table}], fields=[{', '.join(columns)}])"
+        self.nodes[-1] = dataclasses.replace(node, description=read)
+        alias = factor.alias or (declared.name if declared else TableIdentifier.parse(table).table)
+        return Relation.of(node.id, columns, alias)
 
     def _requalified(self, relation: Relation, alias: str | None) -> Relation:
         return Relation.of(relation.node_id, relation.columns, alias)
@@ -591,9 +599,13 @@ def compile_plan(
     configuration: dict[str, str],
     postgres_sinks: Sequence[PostgresUpsertSink] = (),
     table_upsert_sinks: Sequence[TableUpsertSink] = (),
+    declared_sources: Sequence[KafkaTopicSource] = (),
+    kafka_connections: Mapping[str, Mapping[str, str]] | None = None,
 ) -> CompiledPlan:
     """The plan of a ``COMPILE PLAN``'s INSERT statements (one, or a statement set's)."""
-    return PlanCompiler(spark, configuration, postgres_sinks, table_upsert_sinks).compile(inserts)
+    return PlanCompiler(
+        spark, configuration, postgres_sinks, table_upsert_sinks, declared_sources, kafka_connections
+    ).compile(inserts)
 
 
 def _state(names: tuple[str, ...], job_ttl: timedelta, *hinted: timedelta | None) -> tuple[StateEntry, ...]:

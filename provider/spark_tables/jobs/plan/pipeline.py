@@ -16,6 +16,7 @@ over insert-only input keeps only the extreme value for MIN and MAX.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 
 from pyspark.sql import DataFrame, SparkSession
@@ -40,10 +41,18 @@ from spark_tables.jobs.streaming.sources.streams import stream_source
 
 class Pipeline:
     """The frames of a plan's nodes, by id; stateful nodes apply their own TTLs (``job_ttl`` where a node has no
-    ``state``), with ``clock`` as processing time."""
+    ``state``), with ``clock`` as processing time; scans of Kafka topics through ``kafka_connections`` (Spark's
+    options of each connection their sources name, by connection id)."""
 
-    def __init__(self, spark: SparkSession, job_ttl: timedelta, clock: Clock) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        job_ttl: timedelta,
+        clock: Clock,
+        kafka_connections: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
         self.spark = spark
+        self.kafka_connections = kafka_connections or {}
         self.job_ttl = job_ttl
         self.clock = clock
         self.frames: dict[int, DataFrame] = {}
@@ -86,7 +95,7 @@ class Pipeline:
     def _frame(self, node: Node) -> DataFrame:
         inputs = [self.frames[input_id] for input_id in node.inputs]
         if isinstance(node, SourceScan):
-            streamed = stream_source(node.table).changes(self.spark)
+            streamed = stream_source(node.table, node.source, self.kafka_connections).changes(self.spark)
             self._source_inserts_only[node.id] = streamed.insert_only
             return streamed.changes
         if isinstance(node, Calc):

@@ -9,6 +9,7 @@ last write time).
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -91,7 +92,13 @@ def compile_to_file(spark: SparkSession, statement: PlanStatement, options: Plan
         log.info("plan %s exists: kept as it is", statement.uri)
         return {"written": False, "kept_existing": True}
     plan = compile_plan(
-        spark, statement.inserts, options.configuration, options.postgres_sinks, options.table_upsert_sinks
+        spark,
+        statement.inserts,
+        options.configuration,
+        options.postgres_sinks,
+        options.table_upsert_sinks,
+        options.sources,
+        options.kafka_connections,
     )
     write_plan_text(statement.uri, plan.to_json())
     log.info("compiled %d node(s) into %s", len(plan.nodes), statement.uri)
@@ -107,7 +114,7 @@ def explain_file(spark: SparkSession, uri: str, options: PlanOptions) -> dict[st
     and columns must exist, with the types the plan was compiled with)."""
     plan = read_plan(uri)
     job_ttl = default_ttl(options.configuration)
-    pipeline = _built(spark, plan, job_ttl, BatchClock())
+    pipeline = _built(spark, plan, job_ttl, BatchClock(), options.kafka_connections)
     explained = explain(plan, job_ttl)
     for node in plan.nodes:
         now = pipeline.columns(node.id)
@@ -136,7 +143,7 @@ def execute(
     if options.run_for_ms:  # every batch's progress is kept for the counts (Spark keeps 100 by default)
         confs[PROGRESS_RETENTION] = str(min(100_000, 100 + options.run_for_ms // options.trigger_interval_ms))
     with session_conf(spark, confs):
-        pipeline = _built(spark, plan, job_ttl, clock)
+        pipeline = _built(spark, plan, job_ttl, clock, options.kafka_connections)
         sinks = [node for node in plan.nodes if isinstance(node, Sink)]
         flush = options.flush
         checkpoints = {
@@ -174,9 +181,15 @@ def execute(
     return {"queries": [query.report() for query in queries]}
 
 
-def _built(spark: SparkSession, plan: CompiledPlan, job_ttl: timedelta, clock: Clock) -> Pipeline:
+def _built(
+    spark: SparkSession,
+    plan: CompiledPlan,
+    job_ttl: timedelta,
+    clock: Clock,
+    kafka_connections: Mapping[str, Mapping[str, str]],
+) -> Pipeline:
     """The plan's frames, every node and sink checked before any query starts."""
-    pipeline = Pipeline(spark, job_ttl, clock)
+    pipeline = Pipeline(spark, job_ttl, clock, kafka_connections)
     for node in plan.nodes:
         pipeline.add(node)
         if isinstance(node, Sink):

@@ -34,6 +34,7 @@ from spark_tables.jobs.streaming.memory_buffer import MemoryBuffer
 from spark_tables.jobs.streaming.progress import input_rows
 from spark_tables.jobs.streaming.sinks.postgres_upsert import PostgresSinkWriter
 from spark_tables.jobs.streaming.sinks.writer import SinkWriter
+from spark_tables.jobs.streaming.sources.kafka_topic import skipped_messages
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,7 @@ class SinkQuery:
                 for operator in last.get("stateOperators", [])
             ],
             "rows_dropped_late": self.rows_dropped_late(),
+            **({"malformed_skipped": skipped} if (skipped := skipped_messages(self.progress)) else {}),
             **self.writer.report(),
             **(self.buffer.buffer_report(self.progress) if self.buffer is not None else {}),
         }

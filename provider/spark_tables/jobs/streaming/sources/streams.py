@@ -2,10 +2,36 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
+from pyspark.sql import SparkSession
+
+from spark_tables.core.errors import SpecError
+from spark_tables.core.streaming.sources import KafkaTopicSource
+from spark_tables.jobs.changelog import ROW_KIND
 from spark_tables.jobs.streaming.sources.catalog_table import CatalogTableSource
+from spark_tables.jobs.streaming.sources.kafka_topic import KafkaTopicStream
 from spark_tables.jobs.streaming.sources.source import StreamSource
 
 
-def stream_source(table: str) -> StreamSource:
-    """The source of ``table``: every table is a catalog table, read by Spark's streaming reader."""
-    return CatalogTableSource(table)
+def source_views(
+    spark: SparkSession, sources: Sequence[KafkaTopicSource], kafka_connections: Mapping[str, Mapping[str, str]]
+) -> None:
+    """Each declared source as a temporary view of its stream under its name, for SQL that reads it by name (a
+    streaming aggregation's); the view's columns are the source's, without the changelog column."""
+    for source in sources:
+        streamed = stream_source(source.name, source, kafka_connections).changes(spark)
+        streamed.changes.drop(ROW_KIND).createOrReplaceTempView(source.name)
+
+
+def stream_source(
+    table: str, declared: KafkaTopicSource | None, kafka_connections: Mapping[str, Mapping[str, str]]
+) -> StreamSource:
+    """The source of ``table``: the Kafka topic the task declared under its name, through its connection's options
+    (``kafka_connections``, by connection id); else the catalog table, read by Spark's streaming reader."""
+    if declared is None:
+        return CatalogTableSource(table)
+    options = kafka_connections.get(declared.conn_id)
+    if options is None:  # the Airflow side resolves every connection a job's sources name
+        raise SpecError(f"kafka source {declared.name}: connection {declared.conn_id!r} was not resolved for the job")
+    return KafkaTopicStream(declared, options)

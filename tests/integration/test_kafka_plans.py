@@ -1,0 +1,60 @@
+"""A compiled plan reading a Kafka topic through ``airflow dags test``, per job on the embedded default and in
+session mode: the task looks the topic up, its job gets Spark's Kafka connector, and each run reads the messages
+sent since the last from the plan's checkpoint, exactly once into PostgreSQL."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import psycopg
+import pytest
+
+from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, SCENARIOS, Deployment, dags_test, demo_connection
+from tests.kafka import broker, new_topic, send
+
+pytestmark = pytest.mark.integration
+
+DATABASE = "spark_tables_test"
+
+
+def _pg(query: str) -> list[tuple]:
+    with psycopg.connect(host=PG_HOST, port=PG_PORT, dbname=DATABASE, user=PG_USER, autocommit=True) as db:
+        cursor = db.execute(query)
+        return cursor.fetchall() if cursor.description else []
+
+
+@pytest.mark.parametrize("name", ["embedded", "in_session"])
+def test_a_plan_reads_the_messages_of_a_topic_once_in_each_mode(name: str, request: pytest.FixtureRequest) -> None:
+    """Per job, the connector on the spark-submit's jars; in session mode, shipped to the task's session."""
+    base: Deployment = request.getfixturevalue(name)
+    topic = new_topic("orders")
+    _pg("DROP SCHEMA IF EXISTS kafka_scenario CASCADE")
+    _pg("CREATE SCHEMA kafka_scenario")
+    _pg("CREATE TABLE kafka_scenario.big_orders (order_id bigint PRIMARY KEY, shop text, amount int)")
+    env = {
+        "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": broker()}}),
+        "AIRFLOW_CONN_SPARK_TABLES_KAFKA_DEMO": demo_connection(DATABASE),
+        "SPARK_TABLES_TEST_KAFKA_TOPIC": topic,
+        "SPARK_TABLES_TEST_KAFKA_PLAN": str(base.home / "plans" / f"{topic}.json"),
+    }
+    deployment = dataclasses.replace(base, env={**base.env, **env}).with_dags(SCENARIOS)
+
+    send(topic, [{"order_id": n, "shop": f"shop_{n % 3}", "amount": n} for n in range(1, 10)])
+    first = dags_test(deployment, "kafka_plan_scenario")
+    assert first.xcoms["big_orders"]["compile"]["written"] is True
+    [query] = first.xcoms["big_orders"]["execute"]["queries"]
+    assert query["input_rows"] == 9
+    assert first.xcoms["big_orders"]["mode"] == ("session" if name == "in_session" else "per-job")
+    assert _pg("SELECT order_id FROM kafka_scenario.big_orders ORDER BY 1") == [(n,) for n in range(6, 10)]
+
+    send(topic, [{"order_id": n, "shop": "shop_0", "amount": n} for n in (3, 12, 20)])
+    second = dags_test(deployment, "kafka_plan_scenario")
+    assert second.xcoms["big_orders"]["compile"] == {"written": False, "kept_existing": True}
+    [query] = second.xcoms["big_orders"]["execute"]["queries"]
+    assert query["input_rows"] == 3, "only the messages sent since the first run"
+    assert _pg("SELECT order_id, amount FROM kafka_scenario.big_orders WHERE amount > 10 ORDER BY 1") == [
+        (12, 12),
+        (20, 20),
+    ]
+    _pg("DROP SCHEMA kafka_scenario CASCADE")
