@@ -167,7 +167,8 @@ def test_a_streaming_aggregation_reads_a_topic_by_name_and_counts_what_it_skips(
     spark: SparkSession, tmp_path: Path, sink_tables: None
 ) -> None:
     """The aggregation's SQL reads the declared topic by its name; with on_malformed="skip", the query's report
-    counts the messages left out, by source."""
+    counts the messages left out, by source. The topic's view goes with the job: left in the session, it would hide
+    a catalog table of its name from the session's next job."""
     topic = new_topic("orders")
     job = StreamingAggregationJob(
         query="SELECT shop, count(*) AS orders, sum(amount) AS total FROM orders GROUP BY shop",
@@ -187,3 +188,4 @@ def test_a_streaming_aggregation_reads_a_topic_by_name_and_counts_what_it_skips(
     second = run_streaming_aggregation(spark, job, Cancellation(), FixedClock(T0)).query
     assert second["input_rows"] == 1 and "malformed_skipped" not in second
     assert _rows(COUNTS) == [("a", 2, 7), ("b", 1, 1)]
+    assert "orders" not in {table.name for table in spark.catalog.listTables() if table.isTemporary}

@@ -55,7 +55,10 @@ def run_streaming_aggregation(
     """Run the aggregation available-now or for ``run_for``, from its checkpoint; ``clock`` fixes the buffer's
     processing time (default: each micro-batch's)."""
     options = job.options
-    with session_conf(spark, aggregation_confs(spark, job)):
+    with (
+        session_conf(spark, aggregation_confs(spark, job)),
+        source_views(spark, options.sources, options.kafka_connections),
+    ):
         query = aggregation_query(spark, job, clock or BatchClock())
         if options.run_for_ms:
             run_for([query], options.run_for_ms, options.trigger_interval_ms, cancellation)
@@ -80,7 +83,6 @@ def aggregation_query(spark: SparkSession, job: StreamingAggregationJob, clock: 
     """The job's query into its sink, through its buffer when it has one; ``SpecError`` before any query starts
     when the query cannot run or cannot be buffered."""
     flush = job.options.flush
-    source_views(spark, job.options.sources, job.options.kafka_connections)
     aggregation = streaming_frame(spark, job.query)
     if flush.enabled:
         check_idempotent(spark, job.query)

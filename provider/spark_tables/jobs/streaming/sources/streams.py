@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
@@ -14,14 +15,25 @@ from spark_tables.jobs.streaming.sources.kafka_topic import KafkaTopicStream
 from spark_tables.jobs.streaming.sources.source import StreamSource
 
 
+@contextmanager
 def source_views(
     spark: SparkSession, sources: Sequence[KafkaTopicSource], kafka_connections: Mapping[str, Mapping[str, str]]
-) -> None:
-    """Each declared source as a temporary view of its stream under its name, for SQL that reads it by name (a
-    streaming aggregation's); the view's columns are the source's, without the changelog column."""
-    for source in sources:
-        streamed = stream_source(source.name, source, kafka_connections).changes(spark)
-        streamed.changes.drop(ROW_KIND).createOrReplaceTempView(source.name)
+) -> Iterator[None]:
+    """Each declared source as a temporary view of its stream under its name while the block runs, for SQL that
+    reads it by name (a streaming aggregation's); the view's columns are the source's, without the changelog
+    column. The views go when the block ends: left in a shared session, one would hide the catalog table of its
+    name from the session's next job. Under Spark Connect a query's SQL is analysed when it starts, so the block
+    holds its start."""
+    made: list[str] = []
+    try:
+        for source in sources:
+            streamed = stream_source(source.name, source, kafka_connections).changes(spark)
+            streamed.changes.drop(ROW_KIND).createOrReplaceTempView(source.name)
+            made.append(source.name)
+        yield
+    finally:
+        for name in made:
+            spark.catalog.dropTempView(name)
 
 
 def stream_source(
