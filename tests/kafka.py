@@ -1,6 +1,6 @@
 """The tests' Kafka broker: a real one on loopback, which scripts/test.sh starts once for the whole run
 (scripts/kafka_broker.py) and names in ``SPARK_TABLES_TEST_KAFKA``; topics of each test's own on it, and messages
-sent to them with confluent-kafka (the Kafka provider's client)."""
+sent to them and read back with confluent-kafka (the Kafka provider's client)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 #: Seconds a topic's creation or a send may take on the broker.
@@ -48,3 +48,29 @@ def send(topic: str, values: Iterable[Any], *, keys: Iterable[Any] | None = None
         )
     assert producer.flush(TIMEOUT_SECONDS) == 0, f"messages to {topic} not delivered"
     assert not errors, errors
+
+
+def messages(topic: str) -> list[tuple[Any, Any]]:
+    """Every message ``topic`` holds now, partition by partition in offset order: (key, value), each JSON read back
+    (None: no key, or a tombstone)."""
+    consumer = Consumer({"bootstrap.servers": broker(), "group.id": f"tests-{uuid.uuid4().hex}"})
+    try:
+        partitions = consumer.list_topics(topic, timeout=TIMEOUT_SECONDS).topics[topic].partitions
+        read: list[tuple[Any, Any]] = []
+        for partition in sorted(partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_SECONDS)
+            if high <= low:
+                continue
+            consumer.assign([TopicPartition(topic, partition, low)])
+            offset = low
+            while offset < high:
+                message = consumer.poll(TIMEOUT_SECONDS)
+                assert message is not None, f"{topic}[{partition}]: no message at offset {offset} of {high}"
+                assert message.error() is None, message.error()
+                read.append(
+                    tuple(None if part is None else json.loads(part) for part in (message.key(), message.value()))
+                )
+                offset = message.offset() + 1
+        return read
+    finally:
+        consumer.close()

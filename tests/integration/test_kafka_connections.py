@@ -1,5 +1,6 @@
-"""Kafka sources' connections resolved on the Airflow side (``hooks.kafka``) against the tests' real broker: each
-source's topic looked up before any job work, a missing topic or an unreachable broker failing in one line."""
+"""Kafka sources' and sinks' connections resolved on the Airflow side (``hooks.kafka``) against the tests' real
+broker: each topic looked up before any job work, a missing topic or an unreachable broker failing in one line, a
+sink's topic that is not compacted a warning."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 from spark_tables.core.errors import SpecError
+from spark_tables.core.streaming.sinks import KafkaUpsertSink
 from spark_tables.core.streaming.sources import KafkaTopicSource
 from spark_tables.hooks import kafka
 from tests.kafka import broker, new_topic
@@ -39,7 +41,7 @@ def test_each_connection_is_resolved_once_its_topics_are_found(kafka_connection:
         KafkaTopicSource("shops", shops, COLUMNS),
         KafkaTopicSource("events", events, COLUMNS, conn_id="kafka_audit"),
     ]
-    assert kafka.source_connections(sources) == {
+    assert kafka.kafka_topics(sources).connections == {
         "kafka_default": {"kafka.bootstrap.servers": broker()},
         "kafka_audit": {"kafka.bootstrap.servers": broker(), "kafka.client.id": "spark-tables"},
     }
@@ -52,10 +54,29 @@ def test_a_missing_topic_is_named_in_one_line(kafka_connection: Any) -> None:
         KafkaTopicSource("shops", "no-such-topic", COLUMNS),
     ]
     with pytest.raises(SpecError) as raised:
-        kafka.source_connections(sources)
+        kafka.kafka_topics(sources)
     assert str(raised.value) == (
         f"kafka source shops: topic 'no-such-topic' does not exist on {broker()} (PLAINTEXT) (connection "
         "'kafka_default'): create it, or name another"
+    )
+
+
+def test_a_sink_topic_that_is_not_compacted_is_a_warning_and_a_missing_one_fails(kafka_connection: Any) -> None:
+    kafka_connection("kafka_default")
+    compacted, by_age = new_topic("counts", compacted=True), new_topic("totals")
+    source = KafkaTopicSource("orders", new_topic("orders"), COLUMNS)
+    sinks = [KafkaUpsertSink("counts", compacted, key=("shop",)), KafkaUpsertSink("totals", by_age, key=("shop",))]
+    found = kafka.kafka_topics([source], sinks)
+    assert found.connections == {"kafka_default": {"kafka.bootstrap.servers": broker()}}
+    assert found.warnings == (
+        f"kafka sink totals: topic {by_age} is not compacted (cleanup.policy=delete): it deletes old messages, and "
+        "with them the keys that stopped changing; set cleanup.policy=compact",
+    )
+    with pytest.raises(SpecError) as raised:
+        kafka.kafka_topics([source], [KafkaUpsertSink("counts", "no-such-counts", key=("shop",))])
+    assert str(raised.value) == (
+        f"kafka sink counts: topic 'no-such-counts' does not exist on {broker()} (PLAINTEXT) (connection "
+        "'kafka_default'): create it, compacted (cleanup.policy=compact), or name another"
     )
 
 
@@ -66,7 +87,7 @@ def test_an_unreachable_broker_fails_in_one_line(kafka_connection: Any, monkeypa
     kafka_connection("kafka_default", closed)
     monkeypatch.setattr(kafka, "METADATA_TIMEOUT_SECONDS", 2)
     with pytest.raises(SpecError) as raised:
-        kafka.source_connections([KafkaTopicSource("orders", "orders", COLUMNS)])
+        kafka.kafka_topics([KafkaTopicSource("orders", "orders", COLUMNS)])
     message = str(raised.value)
     assert message.startswith(
         f"kafka source orders: the brokers of connection 'kafka_default' at {closed} (PLAINTEXT) did not answer within "

@@ -1,6 +1,7 @@
-"""A compiled plan reading a Kafka topic through ``airflow dags test``, per job on the embedded default and in
-session mode: the task looks the topic up, its job gets Spark's Kafka connector, and each run reads the messages
-sent since the last from the plan's checkpoint, exactly once into PostgreSQL."""
+"""A compiled plan reading a Kafka topic and a buffered streaming aggregation writing one, through ``airflow dags
+test``, per job on the embedded default and in session mode: the tasks look the topics up, their jobs get Spark's
+Kafka connector, each run reads the messages sent since the last from its checkpoint, exactly once into
+PostgreSQL, and the aggregation sends each shop's latest count to a compacted topic, a message a shop a run."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import psycopg
 import pytest
 
 from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, SCENARIOS, Deployment, dags_test, demo_connection
-from tests.kafka import broker, new_topic, send
+from tests.kafka import broker, messages, new_topic, send
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +29,7 @@ def _pg(query: str) -> list[tuple]:
 def test_a_plan_reads_the_messages_of_a_topic_once_in_each_mode(name: str, request: pytest.FixtureRequest) -> None:
     """Per job, the connector on the spark-submit's jars; in session mode, shipped to the task's session."""
     base: Deployment = request.getfixturevalue(name)
-    topic = new_topic("orders")
+    topic, counts = new_topic("orders"), new_topic("shop-counts", compacted=True)
     _pg("DROP SCHEMA IF EXISTS kafka_scenario CASCADE")
     _pg("CREATE SCHEMA kafka_scenario")
     _pg("CREATE TABLE kafka_scenario.big_orders (order_id bigint PRIMARY KEY, shop text, amount int)")
@@ -37,6 +38,8 @@ def test_a_plan_reads_the_messages_of_a_topic_once_in_each_mode(name: str, reque
         "AIRFLOW_CONN_SPARK_TABLES_KAFKA_DEMO": demo_connection(DATABASE),
         "SPARK_TABLES_TEST_KAFKA_TOPIC": topic,
         "SPARK_TABLES_TEST_KAFKA_PLAN": str(base.home / "plans" / f"{topic}.json"),
+        "SPARK_TABLES_TEST_KAFKA_COUNTS": counts,
+        "SPARK_TABLES_TEST_KAFKA_CHECKPOINT": str(base.home / "checkpoints" / counts),
     }
     deployment = dataclasses.replace(base, env={**base.env, **env}).with_dags(SCENARIOS)
 
@@ -47,6 +50,16 @@ def test_a_plan_reads_the_messages_of_a_topic_once_in_each_mode(name: str, reque
     assert query["input_rows"] == 9
     assert first.xcoms["big_orders"]["mode"] == ("session" if name == "in_session" else "per-job")
     assert _pg("SELECT order_id FROM kafka_scenario.big_orders ORDER BY 1") == [(n,) for n in range(6, 10)]
+    counted = first.xcoms["shop_counts"]["query"]
+    assert (counted["buffer"]["records_in"], counted["buffer"]["records_emitted"], counted["messages_sent"]) == (
+        9,
+        3,
+        3,
+    )
+    assert sorted(messages(counts), key=str) == [
+        ({"shop": f"shop_{n}"}, {"shop": f"shop_{n}", "orders": 3, "total": total})
+        for n, total in ((0, 18), (1, 12), (2, 15))
+    ]
 
     send(topic, [{"order_id": n, "shop": "shop_0", "amount": n} for n in (3, 12, 20)])
     second = dags_test(deployment, "kafka_plan_scenario")
@@ -57,4 +70,6 @@ def test_a_plan_reads_the_messages_of_a_topic_once_in_each_mode(name: str, reque
         (12, 12),
         (20, 20),
     ]
+    assert second.xcoms["shop_counts"]["query"]["messages_sent"] == 1, "one message: the one shop that changed"
+    assert messages(counts)[3:] == [({"shop": "shop_0"}, {"shop": "shop_0", "orders": 6, "total": 53})]
     _pg("DROP SCHEMA kafka_scenario CASCADE")

@@ -73,9 +73,10 @@ class Changelog:
         self.files += 1
         (self.folder / f"{self.files:03d}.json").write_text("".join(line + "\n" for line in lines))
 
-    def run(self, sink: PlanSink) -> dict:
-        """One available-now query over the files not read yet; what the sink reports it wrote."""
-        writer = sink_writer(sink, connection=dict(PG))
+    def run(self, sink: PlanSink, connection: dict | None = None) -> dict:
+        """One available-now query over the files not read yet, the sink's writer connecting with ``connection``
+        (default: the tests' PostgreSQL); what the sink reports it wrote."""
+        writer = sink_writer(sink, connection=dict(PG) if connection is None else connection)
         frame = self.spark.readStream.schema(self.schema).json(str(self.folder))
         writer.start(frame, checkpoint=str(self.checkpoint), query_name=f"sink_{sink.name}").awaitTermination()
         return writer.report()

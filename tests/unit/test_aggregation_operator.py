@@ -94,7 +94,8 @@ def test_bad_input_fails_the_task_before_any_job(
 
 
 def test_a_sink_that_is_not_an_upsert_sink_is_refused_at_once() -> None:
-    with pytest.raises(TypeError, match="sink must be a PostgresUpsertSink or a TableUpsertSink, not str"):
+    refused = "sink must be a PostgresUpsertSink, a TableUpsertSink or a KafkaUpsertSink, not str"
+    with pytest.raises(TypeError, match=refused):
         SparkStreamingAggregationOperator(task_id="t", sql=QUERY, sink="page_counts")  # type: ignore[arg-type]
     with pytest.raises(SpecError, match="streaming aggregation: checkpoint is empty"):
         StreamingAggregationJob(query=QUERY, sink=SINK, checkpoint=" ")

@@ -111,8 +111,8 @@ def test_a_durable_buffer_is_logged_in_front_of_postgresql_in_a_job_of_its_own_e
         with pytest.raises(SpecError) as raised:
             buffer_store(options, "counts", postgres_sink=False, session_mode=False)
         assert str(raised.value) == (
-            f"catalog sink counts: {option} buffers in front of a PostgreSQL sink only (a catalog table takes a "
-            "version per flush, from a micro-batch): leave it unset"
+            f"sink counts: {option} buffers in front of a PostgreSQL sink only (a catalog table takes a version per "
+            "flush, a Kafka topic a message a key, from a micro-batch): leave it unset"
         )
 
 

@@ -19,7 +19,7 @@ from spark_tables.core.job_result import JobResult
 from spark_tables.core.plan.job import PlanJob
 from spark_tables.core.sql.job import SqlJob
 from spark_tables.core.streaming.flush import FlushOptions
-from spark_tables.core.streaming.sinks import PostgresUpsertSink, TableUpsertSink
+from spark_tables.core.streaming.sinks import KafkaUpsertSink, PostgresUpsertSink, TableUpsertSink
 from spark_tables.core.streaming.sources import KafkaTopicSource
 from spark_tables.operators.plan import SparkCompilePlanOperator, SparkExecutePlanOperator, SparkExplainPlanOperator
 from spark_tables.operators.sql import SparkSqlJobOperator
@@ -150,6 +150,33 @@ def test_an_executed_plan_writes_only_the_catalog_tables_the_task_declares(
     )
     options = declared.build_job(task_context()).options
     assert (options.connections, options.table_upsert_sinks) == ({}, (TableUpsertSink("sales.counts", ["cid"]),))
+
+
+def test_an_executed_plan_writes_only_the_kafka_sinks_the_task_declares_as_it_declares_them(
+    nothing_is_started: None, serving: None, tmp_path: Path
+) -> None:
+    """A plan file edited to send a topic's messages elsewhere is refused before any connection is looked up."""
+    plan = example_2()
+    plan["sinks"] = [KafkaUpsertSink("counts", "shop.counts", key=("cid",)).to_dict()]
+    plan_file = tmp_path / "p.json"
+    plan_file.write_text(json.dumps(plan))
+    as_planned = "connection 'kafka_default', topic shop.counts, key ['cid']"
+
+    elsewhere = KafkaUpsertSink("counts", "audit.counts", key=("cid",))
+    refusals = {
+        (): f"plan {plan_file} writes Kafka sink 'counts' ({as_planned}), which the task does not declare: add it "
+        "to kafka_sinks, or compile the plan again",
+        (elsewhere,): f"plan {plan_file} writes Kafka sink 'counts' as {as_planned}, but the task declares it as "
+        "connection 'kafka_default', topic audit.counts, key ['cid']: compile the plan again, or declare the sink as "
+        "the plan has it",
+    }
+    for declared, refusal in refusals.items():
+        operator = SparkExecutePlanOperator(task_id="e", plan_uri=str(plan_file), kafka_sinks=declared)
+        with pytest.raises(AirflowFailException) as caught:
+            operator.execute(task_context())
+        assert str(caught.value) == refusal
+    with pytest.raises(TypeError, match=r"^kafka_sinks must hold KafkaUpsertSink declarations, not PostgresUpsertSink"):
+        SparkExecutePlanOperator(task_id="e", plan_uri="p.json", kafka_sinks=[PLAN_COUNTS])
 
 
 def test_catalog_sinks_take_names_and_keyed_declarations_only(nothing_is_started: None) -> None:

@@ -11,11 +11,14 @@ its own groups). Any other name is refused in one line: a misspelt setting would
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from spark_tables.core.errors import SpecError
 
+#: Kafka's own rule for topic names.
+TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 #: librdkafka's settings the Java client takes by the same name, with the same meaning.
 SAME_NAMES = frozenset(
     {

@@ -11,7 +11,12 @@ from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse
 from spark_tables.core.plan.job import FORCE_RECOMPILE_OPTION, PlanJob
 from spark_tables.core.plan.result import PlanResult
-from spark_tables.core.streaming.sinks import PostgresUpsertSink, TableUpsertSink, declared_catalog_sinks
+from spark_tables.core.streaming.sinks import (
+    KafkaUpsertSink,
+    PostgresUpsertSink,
+    TableUpsertSink,
+    declared_catalog_sinks,
+)
 from spark_tables.hooks.plan import CompiledPlanHook
 from spark_tables.operators.streaming import StreamingJobOperator, duration_text
 from spark_tables.tasks.sql_reader import read_plan_statement
@@ -22,7 +27,8 @@ def _quoted(uri: str) -> str:
 
 
 class _PlanOperator(StreamingJobOperator):
-    """What the plan operators share: the plan's URI, the PostgreSQL sinks, the Kafka sources, the checkpoints, and
+    """What the plan operators share: the plan's URI, the PostgreSQL and Kafka sinks, the Kafka sources, the
+    checkpoints, and
     the job-level options, buffered output and run time of ``StreamingJobOperator``.
 
     :param plan_uri: the plan file: a path, ``file://`` or object storage (``s3://``). (templated)
@@ -33,6 +39,9 @@ class _PlanOperator(StreamingJobOperator):
     :param catalog_sinks: the catalog tables an executed plan may write: a name (``db.table``) for a table the plan
         appends to, a ``TableUpsertSink`` for one kept equal to an updating result by key (an ``INSERT INTO`` it names
         compiles into an upsert by that key); a plan file that writes another fails the task before any query.
+    :param kafka_sinks: ``KafkaUpsertSink`` declarations ``INSERT INTO`` may name (upsert-kafka: a compacted topic
+        kept by key), and the only Kafka sinks an executed plan may write, each as declared; a topic that is not
+        compacted is a warning in the task log and in EXPLAIN.
     :param sources: ``KafkaTopicSource`` declarations of the Kafka topics the SQL reads (``FROM orders``), and the
         only Kafka sources an explained or executed plan may read, each as declared.
     :param checkpoints: root of executed plans' checkpoints, a folder per plan; default
@@ -48,6 +57,7 @@ class _PlanOperator(StreamingJobOperator):
         plan_uri: str,
         postgres_sinks: Sequence[PostgresUpsertSink] = (),
         catalog_sinks: Sequence[str | TableUpsertSink] = (),
+        kafka_sinks: Sequence[KafkaUpsertSink] = (),
         checkpoints: str | None = None,
         **kwargs: Any,
     ) -> None:
@@ -55,9 +65,14 @@ class _PlanOperator(StreamingJobOperator):
         self.plan_uri = plan_uri
         self.postgres_sinks = tuple(postgres_sinks)
         self.catalog_sinks = declared_catalog_sinks(catalog_sinks)
-        for sink in self.postgres_sinks:
-            if not isinstance(sink, PostgresUpsertSink):
-                raise TypeError(f"postgres_sinks must hold PostgresUpsertSink declarations, not {type(sink).__name__}")
+        self.kafka_sinks = tuple(kafka_sinks)
+        for name, sinks, kind in (
+            ("postgres_sinks", self.postgres_sinks, PostgresUpsertSink),
+            ("kafka_sinks", self.kafka_sinks, KafkaUpsertSink),
+        ):
+            for sink in sinks:
+                if not isinstance(sink, kind):
+                    raise TypeError(f"{name} must hold {kind.__name__} declarations, not {type(sink).__name__}")
         self.checkpoints = checkpoints
 
     def statement(self) -> str:
@@ -74,8 +89,15 @@ class _PlanOperator(StreamingJobOperator):
             trigger_interval=duration_text(self.trigger_interval),
             catalog_sinks=self.catalog_sinks,
             sources=self.sources,
+            kafka_sinks=self.kafka_sinks,
         )
+        if statement.action != "explain":  # EXPLAIN's own warnings hold them, and go to the log with the graph
+            for warning in options.sink_warnings:
+                self.log.warning("%s", warning)
         return PlanJob(statement=statement, options=options)
+
+    def reaches_kafka(self) -> bool:
+        return super().reaches_kafka() or bool(self.kafka_sinks)
 
     def shared_folders(self, job: Any, caches: tuple[CacheUse, ...]) -> dict[str, str]:
         """Besides cached tables': the checkpoints, where an executed plan's executors keep their state."""

@@ -41,8 +41,9 @@ class StreamingJobOperator(SparkJobOperator):
         (``"10 min"``, a timedelta); None: available-now, what the sources hold when it starts. (templated)
     :param trigger_interval: the micro-batch interval of a run with ``run_for``.
     :param sources: ``KafkaTopicSource`` declarations of the Kafka topics the SQL reads by name (``FROM orders``);
-        their topics are looked up on the brokers before any job work; a job per job ships Spark's Kafka connector,
-        in session mode the server must have it on its class path (``scripts/connect_server.py``'s does).
+        their topics are looked up on the brokers before any job work; a job per job ships Spark's Kafka connector
+        (as for a Kafka sink), in session mode the server must have it on its class path
+        (``scripts/connect_server.py``'s does).
     """
 
     template_fields: Sequence[str] = (
@@ -80,8 +81,12 @@ class StreamingJobOperator(SparkJobOperator):
         self.trigger_interval = trigger_interval
 
     def connector_jars(self, job: Any) -> list[str]:
-        """Spark's Kafka connector, when the task reads Kafka topics."""
-        return list(KAFKA_CONNECTOR_JARS) if self.sources else []
+        """Spark's Kafka connector, when the task reads or writes Kafka topics."""
+        return list(KAFKA_CONNECTOR_JARS) if self.reaches_kafka() else []
+
+    def reaches_kafka(self) -> bool:
+        """Whether the task reads or writes Kafka topics: here, whether it reads any."""
+        return bool(self.sources)
 
     def job_configuration(self) -> dict[str, Any]:
         """``configuration`` with the options the operator's own parameters set (each set once, by either)."""

@@ -115,8 +115,8 @@ def buffer_store(options: FlushOptions, sink: str, postgres_sink: bool, session_
     if store in (MEMORY, LOG) and not postgres_sink:
         option = MEMORY_BUFFER_ONLY_OPTION if store == MEMORY else f"{DURABLE_STORE_OPTION}={LOG}"
         raise SpecError(
-            f"catalog sink {sink}: {option} buffers in front of a PostgreSQL sink only (a catalog table takes a "
-            "version per flush, from a micro-batch): leave it unset"
+            f"sink {sink}: {option} buffers in front of a PostgreSQL sink only (a catalog table takes a version per "
+            "flush, a Kafka topic a message a key, from a micro-batch): leave it unset"
         )
     return store
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.identifiers import TableIdentifier
+from spark_tables.core.kafka import TOPIC_NAME
 from spark_tables.core.lookup.table import checked_columns
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -94,13 +95,56 @@ class TableUpsertSink:
         return {"name": self.name, "kind": self.kind, "key": list(self.key)}
 
 
-PlanSink = TableSink | PostgresUpsertSink | TableUpsertSink
+@dataclass(frozen=True)
+class KafkaUpsertSink:
+    """A Kafka topic kept as an updating result by key, as Flink's upsert-kafka connector keeps one: each change a
+    message whose key is the key columns' JSON and whose value is the row's JSON, a deleted key a tombstone (a
+    message without value), so that a compacted topic keeps each key's last row.
+
+    :param name: the name ``INSERT INTO`` uses in the plan's SQL (letters, digits, underscores).
+    :param topic: the topic; compacted (``cleanup.policy=compact``), or the task warns, since a topic that deletes
+        by age loses keys that did not change.
+    :param key: the columns that identify a result row (the message key).
+    :param conn_id: Airflow connection of the brokers (type kafka).
+    """
+
+    name: str
+    topic: str
+    key: Sequence[str]
+    conn_id: str = "kafka_default"
+    kind: str = "upsert-kafka"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
+            raise SpecError(f"kafka sink name {self.name!r} is invalid: use letters, digits and underscores")
+        if not isinstance(self.topic, str) or not TOPIC_NAME.fullmatch(self.topic):
+            raise SpecError(
+                f"kafka sink {self.name}: topic {self.topic!r} is not a Kafka topic name (letters, digits, . _ -)"
+            )
+        if not isinstance(self.conn_id, str) or not self.conn_id:
+            raise SpecError(
+                f"kafka sink {self.name}: conn_id must name an Airflow connection of the brokers (type kafka)"
+            )
+        object.__setattr__(self, "key", checked_columns(self.key, f"kafka sink {self.name}: key", required=True))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "topic": self.topic,
+            "key": list(self.key),
+            "conn_id": self.conn_id,
+        }
+
+
+PlanSink = TableSink | PostgresUpsertSink | TableUpsertSink | KafkaUpsertSink
 #: The sinks that take an updating result, by key.
-KeyedSink = PostgresUpsertSink | TableUpsertSink
-SINK_KINDS: dict[str, type[TableSink] | type[PostgresUpsertSink] | type[TableUpsertSink]] = {
+KeyedSink = PostgresUpsertSink | TableUpsertSink | KafkaUpsertSink
+SINK_KINDS: dict[str, type[PlanSink]] = {
     "table": TableSink,
     "postgres-upsert": PostgresUpsertSink,
     "table-upsert": TableUpsertSink,
+    "upsert-kafka": KafkaUpsertSink,
 }
 
 

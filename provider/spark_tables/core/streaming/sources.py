@@ -14,10 +14,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from spark_tables.core.errors import SpecError
+from spark_tables.core.kafka import TOPIC_NAME
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-#: Kafka's own rule for topic names.
-_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 #: The value formats a topic's messages may have.
 VALUE_FORMATS = ("json",)
 #: What a message whose value does not parse does: fails the query, naming it, or is counted and left out.
@@ -54,7 +53,7 @@ class KafkaTopicSource:
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
             raise SpecError(f"kafka source name {self.name!r} is invalid: use letters, digits and underscores")
         where = f"kafka source {self.name}"
-        if not isinstance(self.topic, str) or not _TOPIC.fullmatch(self.topic):
+        if not isinstance(self.topic, str) or not TOPIC_NAME.fullmatch(self.topic):
             raise SpecError(f"{where}: topic {self.topic!r} is not a Kafka topic name (letters, digits, . _ -)")
         if not isinstance(self.columns, str) or not self.columns.strip():
             raise SpecError(f"{where}: columns must give the value's columns as DDL: 'id BIGINT, name STRING'")

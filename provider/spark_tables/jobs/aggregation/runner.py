@@ -36,7 +36,7 @@ from spark_tables.jobs.session_facts import is_connect
 from spark_tables.jobs.streaming.clock import BatchClock, Clock
 from spark_tables.jobs.streaming.session_confs import SESSION_CONFS, SHUFFLE_PARTITIONS, state_partitions
 from spark_tables.jobs.streaming.sink_queries import PROGRESS_RETENTION, SinkQuery, run_available_now, run_for
-from spark_tables.jobs.streaming.sinks.writers import sink_writer
+from spark_tables.jobs.streaming.sinks.writers import sink_connection, sink_writer
 from spark_tables.jobs.streaming.sources.streams import source_views
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ def aggregation_query(spark: SparkSession, job: StreamingAggregationJob, clock: 
     if flush.enabled:
         check_idempotent(spark, job.query)
     changes = flat_windows(aggregation).withColumn(ROW_KIND, F.lit(UPDATE_AFTER).cast(ByteType()))
-    writer = sink_writer(job.sink, connection=job.options.connections.get(job.sink.name))
+    writer = sink_writer(job.sink, connection=sink_connection(job.sink, job.options))
     query = SinkQuery(f"aggregation_{job.sink.name}", changes, writer, job.checkpoint, output_mode="update")
     if flush.enabled:
         query.buffer_output(flush, clock)

@@ -37,7 +37,7 @@ from spark_tables.core.plan.implementations import deduplicate_implementation, j
 from spark_tables.core.plan.nodes import Calc, Deduplicate, GroupAggregate, Join, Node, Sink, SourceScan
 from spark_tables.core.plan.state import StateEntry, default_entries, default_ttl
 from spark_tables.core.plan.statements import shown
-from spark_tables.core.streaming.sinks import PlanSink, PostgresUpsertSink, TableSink, TableUpsertSink
+from spark_tables.core.streaming.sinks import KafkaUpsertSink, PlanSink, PostgresUpsertSink, TableSink, TableUpsertSink
 from spark_tables.core.streaming.sources import KafkaTopicSource
 from spark_tables.jobs.plan.pipeline import Pipeline
 from spark_tables.jobs.streaming.clock import BatchClock
@@ -113,8 +113,10 @@ class PlanCompiler:
         table_upsert_sinks: Sequence[TableUpsertSink] = (),
         declared_sources: Sequence[KafkaTopicSource] = (),
         kafka_connections: Mapping[str, Mapping[str, str]] | None = None,
+        kafka_sinks: Sequence[KafkaUpsertSink] = (),
     ) -> None:
         self.spark = spark
+        self.kafka_sinks = {sink.name.lower(): sink for sink in kafka_sinks}
         self.declared_sources = {source.name.lower(): source for source in declared_sources}
         self.configuration = dict(configuration)
         self.job_ttl = default_ttl(self.configuration)
@@ -164,6 +166,7 @@ class PlanCompiler:
         name = ".".join(part.name for part in target.parts)
         sink: PlanSink = (
             self.postgres_sinks.get(name.lower())
+            or self.kafka_sinks.get(name.lower())
             or self.table_upsert_sinks.get(str(TableIdentifier.parse(name)).lower())
             or TableSink(name)
         )
@@ -172,9 +175,9 @@ class PlanCompiler:
         return sink
 
     def _shape_for_sink(self, relation: Relation, sink: PlanSink) -> Relation:
-        """A catalog table takes insert-only rows, cast to its columns by position; a PostgreSQL sink takes the
-        query's columns by name, its key among them."""
-        if isinstance(sink, PostgresUpsertSink):
+        """A catalog table takes insert-only rows, cast to its columns by position; a PostgreSQL or Kafka sink
+        takes the query's columns by name, its key among them."""
+        if isinstance(sink, PostgresUpsertSink | KafkaUpsertSink):
             missing = [key for key in sink.key if key.lower() not in [c.lower() for c in relation.columns]]
             if missing:
                 raise SpecError(
@@ -601,10 +604,11 @@ def compile_plan(
     table_upsert_sinks: Sequence[TableUpsertSink] = (),
     declared_sources: Sequence[KafkaTopicSource] = (),
     kafka_connections: Mapping[str, Mapping[str, str]] | None = None,
+    kafka_sinks: Sequence[KafkaUpsertSink] = (),
 ) -> CompiledPlan:
     """The plan of a ``COMPILE PLAN``'s INSERT statements (one, or a statement set's)."""
     return PlanCompiler(
-        spark, configuration, postgres_sinks, table_upsert_sinks, declared_sources, kafka_connections
+        spark, configuration, postgres_sinks, table_upsert_sinks, declared_sources, kafka_connections, kafka_sinks
     ).compile(inserts)
 
 

@@ -46,7 +46,7 @@ from spark_tables.jobs.streaming.session_confs import (
     state_partitions,
 )
 from spark_tables.jobs.streaming.sink_queries import PROGRESS_RETENTION, SinkQuery, run_available_now, run_for
-from spark_tables.jobs.streaming.sinks.writers import sink_writer
+from spark_tables.jobs.streaming.sinks.writers import sink_connection, sink_writer
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +99,7 @@ def compile_to_file(spark: SparkSession, statement: PlanStatement, options: Plan
         options.table_upsert_sinks,
         options.sources,
         options.kafka_connections,
+        options.kafka_sinks,
     )
     write_plan_text(statement.uri, plan.to_json())
     log.info("compiled %d node(s) into %s", len(plan.nodes), statement.uri)
@@ -116,6 +117,7 @@ def explain_file(spark: SparkSession, uri: str, options: PlanOptions) -> dict[st
     job_ttl = default_ttl(options.configuration)
     pipeline = _built(spark, plan, job_ttl, BatchClock(), options.kafka_connections)
     explained = explain(plan, job_ttl)
+    explained["warnings"].extend(options.sink_warnings)
     for node in plan.nodes:
         now = pipeline.columns(node.id)
         if node.output_schema and tuple(node.output_schema) != now:
@@ -156,7 +158,7 @@ def execute(
         queries = []
         for node in sinks:
             sink = plan.sink(node.sink)
-            writer = sink_writer(sink, connection=options.connections.get(sink.name))
+            writer = sink_writer(sink, connection=sink_connection(sink, options))
             checkpoint = checkpoints[node.id]
             record_implementations(plan, node, checkpoint)
             query = SinkQuery(f"plan_sink_{node.id}", pipeline.frames[node.id], writer, checkpoint, {"node": node.id})

@@ -23,7 +23,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from spark_tables.core.errors import JobError, SpecError, one_line
 from spark_tables.core.streaming.flush import MEMORY, STATE_STORE, FlushOptions, buffer_store
-from spark_tables.core.streaming.sinks import PostgresUpsertSink, TableUpsertSink
+from spark_tables.core.streaming.sinks import KeyedSink
 from spark_tables.jobs.cancellation import Cancellation
 from spark_tables.jobs.session_conf import session_conf
 from spark_tables.jobs.session_facts import is_connect
@@ -66,7 +66,7 @@ class SinkQuery:
         driver with a log in the checkpoint, in the state store, or in the driver's memory only; ``SpecError`` for
         a sink it cannot buffer."""
         sink = self.writer.sink
-        if not isinstance(sink, (PostgresUpsertSink, TableUpsertSink)):
+        if not isinstance(sink, KeyedSink):
             raise SpecError(f"sink {sink.name} appends every row: only a sink upserting by key takes buffered output")
         spark = self.frame.sparkSession
         postgres = self.writer if isinstance(self.writer, PostgresSinkWriter) else None
