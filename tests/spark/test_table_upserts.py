@@ -115,8 +115,8 @@ def test_a_catalog_sink_cannot_take_a_memory_buffer(spark: SparkSession, db: str
     with pytest.raises(SpecError) as raised:
         _run(spark, sink, tmp_path / "checkpoint", **configuration)
     assert str(raised.value) == (
-        f"catalog sink {db}.memory_views: execution.flush.memory-buffer-only buffers in front of a PostgreSQL sink "
-        "only (a catalog table takes a version per flush, from a micro-batch): leave it unset"
+        f"sink {db}.memory_views: execution.flush.memory-buffer-only buffers in front of a PostgreSQL sink only (a "
+        "catalog table takes a version per flush, a Kafka topic a message a key, from a micro-batch): leave it unset"
     )
     assert not spark.streams.active and not (tmp_path / "checkpoint").exists()
 
