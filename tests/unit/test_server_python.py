@@ -14,16 +14,16 @@ from pathlib import Path
 from pyspark import cloudpickle
 
 from spark_tables.core.durations import parse_duration
-from spark_tables.jobs import server_python
-from spark_tables.jobs.connect_functions import _pickled
+from spark_tables.jobs import connect_functions, server_python
 from spark_tables.jobs.shipped_code import package_bytes
 
-#: Unpickles what stdin holds and calls it twice, printing each answer; ``-S``: without the provider's editable
-#: install (a ``.pth`` file), with the venv's packages on ``PYTHONPATH``.
+#: Unpickles what stdin holds (as Spark's worker does: the one unpickling) and calls it twice, printing each answer,
+#: then what it is and where its package came from; ``-S``: without the provider's editable install (a ``.pth``
+#: file), with the venv's packages on ``PYTHONPATH``.
 CALL_TWICE = (
     "import pickle, sys; f = pickle.loads(sys.stdin.buffer.read()); "
     "print(f('90 s', 'x').total_seconds(), f('2 min', 'x').total_seconds()); "
-    "print(sys.modules['spark_tables'].__file__)"
+    "print(type(f).__name__, f.__module__); print(sys.modules['spark_tables'].__file__)"
 )
 
 
@@ -39,12 +39,13 @@ def test_a_carried_function_runs_where_the_provider_is_not_installed_from_the_zi
     missing = _python_without_provider("import spark_tables", b"", tmp_path)
     assert "No module named 'spark_tables'" in missing.stderr, "the provider is importable there"
 
-    carried = server_python.CarriedFunction(package_bytes(), _pickled(parse_duration))
+    carried = _carried(parse_duration)
     done = _python_without_provider(CALL_TWICE, cloudpickle.dumps(carried), tmp_path)
 
     assert done.returncode == 0, done.stderr
-    answers, module = done.stdout.splitlines()
+    answers, unpickled, module = done.stdout.splitlines()
     assert answers == "90.0 120.0"
+    assert unpickled == "function spark_tables.core.durations", "the function itself, no wrapper unpickling it"
     own = tmp_path / f"spark_tables-{os.getuid()}"
     (written,) = own.glob("spark_tables-*.zip")
     assert module.startswith(str(written)), "imported from the zip it carried, written once"
@@ -55,7 +56,7 @@ def test_a_carried_function_runs_where_the_provider_is_not_installed_from_the_zi
 def test_a_zip_is_never_taken_from_a_folder_others_may_write(tmp_path: Path):
     """A folder of that name that others may write (someone made it first, and may have left a zip of their own,
     under the name the real one's contents give it, to be imported): the carried object refuses it, in one line."""
-    carried = server_python.CarriedFunction(package_bytes(), _pickled(parse_duration))
+    carried = _carried(parse_duration)
     own = tmp_path / f"spark_tables-{os.getuid()}"
     own.mkdir()
     own.chmod(0o777)
@@ -74,7 +75,7 @@ def test_a_zip_is_never_taken_from_a_folder_others_may_write(tmp_path: Path):
 def test_a_zip_of_other_bytes_under_the_package_s_name_is_written_over_not_imported(tmp_path: Path):
     """Even in the user's own folder, a file under the name the package's bytes give is imported only if it holds
     those bytes (an earlier write cut short, a stray copy)."""
-    carried = server_python.CarriedFunction(package_bytes(), _pickled(parse_duration))
+    carried = _carried(parse_duration)
     own = tmp_path / f"spark_tables-{os.getuid()}"
     own.mkdir(mode=0o700)
     planted = own / f"spark_tables-{hashlib.sha256(package_bytes()).hexdigest()[:16]}.zip"
@@ -86,9 +87,13 @@ def test_a_zip_of_other_bytes_under_the_package_s_name_is_written_over_not_impor
     assert planted.read_bytes() == package_bytes()
 
 
-def test_a_carried_object_is_pickled_without_what_it_unpickled():
-    carried = server_python.CarriedFunction(package_bytes(), _pickled(parse_duration))
-    assert carried("1 s", "x").total_seconds() == 1.0
+def test_a_carried_function_is_called_as_itself_in_the_client():
+    assert _carried(parse_duration)("1 s", "x").total_seconds() == 1.0
 
-    state = cloudpickle.loads(cloudpickle.dumps(carried)).__dict__
-    assert state["_object"] is None and state["package"] == package_bytes()
+
+#: A session as ``is_connect`` tells a Spark Connect client's, by its class's module.
+_ConnectSession = type("SparkSession", (), {"__module__": "pyspark.sql.connect.session"})
+
+
+def _carried(code: object) -> server_python.Carried:
+    return connect_functions.carried(_ConnectSession(), code)  # type: ignore[arg-type]

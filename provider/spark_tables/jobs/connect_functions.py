@@ -12,39 +12,27 @@ not through its own attributes, which in session mode change only in the server'
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from spark_tables.core import private_files
 from spark_tables.jobs import server_python
 from spark_tables.jobs.session_facts import is_connect
 from spark_tables.jobs.shipped_code import package_bytes
 
-Function = TypeVar("Function", bound=Callable[..., Any])
+Code = TypeVar("Code")
 
 
-def carried_function(spark: SparkSession, function: Function) -> Function:
-    """``function`` as a streaming query of ``spark`` runs it (foreachBatch's, ``mapInArrow``'s): itself on a driver,
-    with the provider's code over Connect."""
+def carried(spark: SparkSession, code: Code) -> Code:
+    """``code`` (foreachBatch's or ``mapInArrow``'s function, a transformWithState processor) as a streaming
+    query of ``spark`` runs it: itself on a driver; over Connect, with the provider's zip, ``server_python`` and what
+    it imports of the provider pickled by value by the cloudpickle Spark's client pickles with, since the server
+    cannot import them."""
     if not is_connect(spark):
-        return function
-    return server_python.CarriedFunction(package_bytes(), _pickled(function))  # type: ignore[return-value]
-
-
-def carried_processor(spark: SparkSession, processor: StatefulProcessor) -> StatefulProcessor:
-    """``processor`` as ``spark``'s transformWithState takes it: itself on a driver, with the provider's code over
-    Connect."""
-    if not is_connect(spark):
-        return processor
-    return server_python.CarriedProcessor(package_bytes(), _pickled(processor))
-
-
-def _pickled(carried: object) -> bytes:
+        return code
     from pyspark import cloudpickle
 
-    cloudpickle.register_pickle_by_value(server_python)  # the server cannot import it: it goes with the object
-    cloudpickle.register_pickle_by_value(private_files)  # nor what it imports of the provider
-    return cloudpickle.dumps(carried)
+    cloudpickle.register_pickle_by_value(server_python)
+    cloudpickle.register_pickle_by_value(private_files)
+    return server_python.Carried(package_bytes(), code)  # type: ignore[return-value]

@@ -29,7 +29,7 @@ from spark_tables.core.lookup.result import LookupJoinResult
 from spark_tables.core.lookup.snapshot import Pointer, Snapshot
 from spark_tables.jobs import files
 from spark_tables.jobs.cancellation import Cancellation
-from spark_tables.jobs.connect_functions import carried_function
+from spark_tables.jobs.connect_functions import carried
 from spark_tables.jobs.failures import failures_named
 from spark_tables.jobs.lookup.arrow_types import arrow_type
 from spark_tables.jobs.lookup.metrics import aggregate
@@ -309,7 +309,7 @@ def _run_stream(spark: SparkSession, job: LookupJoinJob, cancellation: Cancellat
     if source.schema:
         reader = reader.schema(source.schema)
     stream = reader.load(source.path) if source.path else reader.load()
-    enrich = carried_function(spark, StreamEnricher(job))
+    enrich = carried(spark, StreamEnricher(job))
     writer = stream.writeStream.foreachBatch(enrich).option("checkpointLocation", job.checkpoint)
     if job.trigger == AVAILABLE_NOW:
         writer = writer.trigger(availableNow=True)

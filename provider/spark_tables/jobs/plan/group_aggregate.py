@@ -62,7 +62,7 @@ from spark_tables.jobs.changelog import (
     data_fields,
     quoted,
 )
-from spark_tables.jobs.connect_functions import carried_function
+from spark_tables.jobs.connect_functions import carried
 from spark_tables.jobs.data_types import FRACTIONAL, NUMERIC, SIMPLE
 from spark_tables.jobs.streaming.clock import Clock, checked_clock
 from spark_tables.jobs.streaming.state_ttl import (
@@ -387,7 +387,7 @@ def group_aggregate(
         *(quoted(name).alias(f"__key_{index}") for index, name in enumerate(key)),
         *(quoted(name).alias(f"__column_{index}") for index, name in enumerate(read)),
         ROW_KIND,
-    ).mapInArrow(carried_function(frame.sparkSession, LocalAggregate(plan)), plan.partial_schema())
+    ).mapInArrow(carried(frame.sparkSession, LocalAggregate(plan)), plan.partial_schema())
     processor = GroupAggregateProcessor(
         plan, output, StateTtl.of(ttl_ms, "group_aggregate ttl_ms"), checked_clock(clock)
     )

@@ -34,7 +34,7 @@ from pyspark.sql.streaming.stateful_processor import (
 from pyspark.sql.types import ArrayType, BinaryType, DataType, LongType, StructField, StructType, TimestampType
 
 from spark_tables.core.errors import SpecError
-from spark_tables.jobs.connect_functions import carried_processor
+from spark_tables.jobs.connect_functions import carried
 from spark_tables.jobs.streaming.clock import Clock
 
 #: Every operator runs in processing-time mode, with or without a TTL, so that one can be set on a restart.
@@ -166,5 +166,5 @@ def transform(frame: DataFrame, key: list[str], processor: StatefulProcessor, ou
     builds a pandas frame for each key's input and output, which costs more than the plain rows of a key that
     the local aggregation or a join's few rows per key hand over.
     """
-    carried = carried_processor(frame.sparkSession, processor)  # over Spark Connect, with the provider's code
-    return frame.groupBy(*key).transformWithState(carried, output_schema, "Append", TIME_MODE)
+    carried_processor = carried(frame.sparkSession, processor)  # over Spark Connect, with the provider's code
+    return frame.groupBy(*key).transformWithState(carried_processor, output_schema, "Append", TIME_MODE)

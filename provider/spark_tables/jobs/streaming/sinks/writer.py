@@ -28,7 +28,7 @@ from spark_tables.core.durations import parse_duration, whole_milliseconds
 from spark_tables.core.streaming.sinks import PlanSink
 from spark_tables.jobs import files
 from spark_tables.jobs.changelog import EMIT_ORDER, ROW_KIND
-from spark_tables.jobs.connect_functions import carried_function
+from spark_tables.jobs.connect_functions import carried
 from spark_tables.jobs.table_format.tables import BatchWrite
 
 log = logging.getLogger(__name__)
@@ -120,7 +120,7 @@ class SinkWriter(ABC):
         self.counts = SinkCounts()
         writer = (
             frame.writeStream.outputMode(output_mode)
-            .foreachBatch(carried_function(frame.sparkSession, self.write_counted))
+            .foreachBatch(carried(frame.sparkSession, self.write_counted))
             .option("checkpointLocation", checkpoint)
             .queryName(query_name)
         )
