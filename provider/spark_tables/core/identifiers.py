@@ -8,11 +8,20 @@ from dataclasses import dataclass
 from spark_tables.core.errors import SpecError
 
 _UNQUOTED = re.compile(r"[A-Za-z0-9_]+")
+#: A name that needs no quoting anywhere: a column, a view, a declared source or sink.
+PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PART = r"(?:`(?:[^`]|``)+`|[A-Za-z0-9_]+)"
 #: An identifier of one to three parts as it may appear inside a SQL statement.
 IDENTIFIER_PATTERN = rf"{_PART}(?:\s*\.\s*{_PART}){{0,2}}"
 _WHOLE = re.compile(rf"\s*(?P<parts>{IDENTIFIER_PATTERN})\s*")
 _SPLIT = re.compile(rf"({_PART})")
+
+
+def checked_plain_name(name: object, what: str) -> str:
+    """``name`` if it is a plain name, else one line naming ``what`` it names."""
+    if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name):
+        raise SpecError(f"{what} name {name!r} is invalid: use letters, digits and underscores")
+    return name
 
 
 def quote_part(name: str) -> str:

@@ -65,6 +65,13 @@ TRANSLATED = frozenset(
 )
 
 
+def checked_topic(topic: object, where: str) -> str:
+    """``topic`` if Kafka takes it as a topic name, else one line naming ``where`` it is declared."""
+    if not isinstance(topic, str) or not TOPIC_NAME.fullmatch(topic):
+        raise SpecError(f"{where}: topic {topic!r} is not a Kafka topic name (letters, digits, . _ -)")
+    return topic
+
+
 def _jaas_quoted(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 

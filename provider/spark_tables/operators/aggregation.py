@@ -16,7 +16,7 @@ from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse
 from spark_tables.core.names import flat_name
 from spark_tables.core.streaming.options import StreamingOptions
-from spark_tables.core.streaming.sinks import KafkaUpsertSink, KeyedSink, PostgresUpsertSink, TableUpsertSink
+from spark_tables.core.streaming.sinks import KafkaUpsertSink, KeyedSink, PostgresUpsertSink
 from spark_tables.hooks.kafka import KafkaTopics, kafka_topics
 from spark_tables.hooks.postgres import PostgresSinkHook
 from spark_tables.operators.streaming import StreamingJobOperator, duration_text
@@ -59,7 +59,7 @@ class SparkStreamingAggregationOperator(StreamingJobOperator):
 
     def __init__(self, *, sql: str, sink: KeyedSink, checkpoint: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if not isinstance(sink, PostgresUpsertSink | TableUpsertSink | KafkaUpsertSink):
+        if not isinstance(sink, KeyedSink):
             raise TypeError(
                 f"sink must be a PostgresUpsertSink, a TableUpsertSink or a KafkaUpsertSink, not {type(sink).__name__}"
             )

@@ -28,8 +28,7 @@ def _quoted(uri: str) -> str:
 
 class _PlanOperator(StreamingJobOperator):
     """What the plan operators share: the plan's URI, the PostgreSQL and Kafka sinks, the Kafka sources, the
-    checkpoints, and
-    the job-level options, buffered output and run time of ``StreamingJobOperator``.
+    checkpoints, and the job-level options, buffered output and run time of ``StreamingJobOperator``.
 
     :param plan_uri: the plan file: a path, ``file://`` or object storage (``s3://``). (templated)
     :param configuration: job-level options, Flink's names: ``table.exec.state.ttl`` (every stateful operator's

@@ -26,7 +26,7 @@ from sqlglot.tokens import Token, TokenType
 from spark_tables.core.cache.table import CachedTable
 from spark_tables.core.ctas.statement import CtasStatement
 from spark_tables.core.errors import SpecError
-from spark_tables.core.identifiers import TableIdentifier
+from spark_tables.core.identifiers import PLAIN_NAME, TableIdentifier
 from spark_tables.core.plan.hints import hint_pairs, state_ttls
 from spark_tables.core.plan.statements import PlanStatement, shown
 from spark_tables.core.sql.job import statement_list
@@ -40,7 +40,6 @@ class _Tokenizer(Spark.Tokenizer):
 
 _STRINGS = (TokenType.STRING, TokenType.RAW_STRING)
 _WORD = re.compile(r"[A-Za-z0-9_]+")
-_COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _QUERY_STARTS = ("SELECT", "WITH", "FROM", "VALUES", "TABLE", "(")
 _CTAS_HEADS = (("CREATE", "TABLE"), ("CREATE", "OR", "REPLACE", "TABLE"), ("REPLACE", "TABLE"))
 _WRITE_HEADS = (
@@ -307,7 +306,7 @@ def _clause(read: _Text, clause: str, index: int) -> tuple[Any, int]:
     """A clause's value and the index after it; the same index when the clause cannot be read."""
     if clause == "format":
         word = read.word(index)
-        return (read.tokens[index].text, index + 1) if word and _COLUMN.fullmatch(word) else (None, index - 1)
+        return (read.tokens[index].text, index + 1) if word and PLAIN_NAME.fullmatch(word) else (None, index - 1)
     if clause in ("location", "comment"):
         literal = read.string(index)
         return literal if literal else (None, index - 1)
@@ -331,7 +330,7 @@ def _partition_columns(read: _Text, first: int, close: int, inner: str) -> list[
             if token.token_type != TokenType.COMMA:
                 raise invalid
         elif (token.token_type == TokenType.IDENTIFIER and token.text) or (
-            token.token_type not in (*_STRINGS, TokenType.IDENTIFIER) and _COLUMN.fullmatch(token.text)
+            token.token_type not in (*_STRINGS, TokenType.IDENTIFIER) and PLAIN_NAME.fullmatch(token.text)
         ):
             columns.append(token.text)
         else:

@@ -16,9 +16,10 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from spark_tables.core.cache.layout import copy_folder_of, memory_copy_of, run_folder
-from spark_tables.core.cache.table import FILES, MEMORY, NAME
+from spark_tables.core.cache.table import FILES, MEMORY
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.errors import SpecError
+from spark_tables.core.identifiers import PLAIN_NAME
 
 #: Marks a registry XCom value as a descriptor, with the version of its form.
 DESCRIPTOR_TYPE = "spark_tables.cache_descriptor/1"
@@ -69,7 +70,7 @@ class CacheDescriptor:
     memory_bytes: int = 0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not NAME.fullmatch(self.name):
+        if not isinstance(self.name, str) or not PLAIN_NAME.fullmatch(self.name):
             raise SpecError(f"cache descriptor: name {self.name!r} is not a cache name")
         if not isinstance(self.fingerprint, str) or not _FINGERPRINT.fullmatch(self.fingerprint):
             raise SpecError(f"cache descriptor: fingerprint {self.fingerprint!r} is not sixteen hex digits")

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from spark_tables.core.errors import SpecError
+from spark_tables.core.identifiers import PLAIN_NAME
 from spark_tables.core.row_source import checked_row_source
 
 #: A cache name: it names folders and views.
-NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Where a copy is kept: files under the cache root, which any application reads; or the memory of the Spark Connect
 #: server a session-mode job runs on (``CACHE TABLE`` of a global temporary view), which only its later sessions read.
 FILES, MEMORY = "files", "memory"
@@ -50,7 +49,7 @@ class CachedTable:
     storage: str = "auto"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not NAME.fullmatch(self.name):
+        if not isinstance(self.name, str) or not PLAIN_NAME.fullmatch(self.name):
             raise SpecError(
                 f"cached table name {self.name!r} is invalid: it is a view name, use letters, digits and underscores"
             )

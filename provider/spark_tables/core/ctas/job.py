@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from spark_tables.core.ctas.ownership import PREFIX, TableOwner
 from spark_tables.core.errors import SpecError
-from spark_tables.core.identifiers import TableIdentifier
+from spark_tables.core.identifiers import PLAIN_NAME, TableIdentifier
 from spark_tables.core.row_source import checked_row_source
 from spark_tables.core.table_format.formats import FILE_FORMATS, TABLE_FORMATS
 
@@ -19,7 +19,6 @@ ATOMICITY_LEVELS = ("table", "staging")
 #: The atomicity of a table format with a log of commits: the table, or its new version, is one commit.
 COMMIT = "commit"
 FORMATS = (*FILE_FORMATS, *TABLE_FORMATS)
-_COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 
 
@@ -116,7 +115,7 @@ class CtasJob:
         if isinstance(columns, str) or not isinstance(columns, list | tuple):
             raise SpecError("ctas job: partitioned_by must be a list of column names")
         for column in columns:
-            if not isinstance(column, str) or not _COLUMN.fullmatch(column):
+            if not isinstance(column, str) or not PLAIN_NAME.fullmatch(column):
                 raise SpecError(f"ctas job: partition column {column!r} is invalid: use letters, digits, underscores")
         if len({c.lower() for c in columns}) != len(columns):
             raise SpecError(f"ctas job: partition columns {list(columns)} repeat a column: name each once")

@@ -17,10 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spark_tables.core.errors import SpecError
-from spark_tables.core.identifiers import TableIdentifier
+from spark_tables.core.identifiers import PLAIN_NAME, TableIdentifier, checked_plain_name
 from spark_tables.core.lookup.options import CacheMode, LookupOptions, ReloadStrategy
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: ``table`` or ``schema.table`` in the external database, unquoted names.
 _SOURCE_TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*(?:\.[A-Za-z_][A-Za-z0-9_$]*)?")
 #: Where a lookup table lives: a PostgreSQL database (``conn_id`` a postgres connection), or the catalog the jobs run
@@ -38,7 +37,7 @@ def checked_columns(value: Any, what: str, *, required: bool) -> tuple[str, ...]
     if required and not columns:
         raise SpecError(f"{what}: give at least one column")
     for column in columns:
-        if not isinstance(column, str) or not _NAME.fullmatch(column):
+        if not isinstance(column, str) or not PLAIN_NAME.fullmatch(column):
             raise SpecError(f"{what}: column {column!r} is invalid: use letters, digits and underscores")
     if len(set(columns)) != len(columns):
         raise SpecError(f"{what}: a column is named twice in {list(columns)}")
@@ -91,8 +90,7 @@ class LookupTable:
         )
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
-            raise SpecError(f"lookup table name {self.name!r} is invalid: use letters, digits and underscores")
+        checked_plain_name(self.name, "lookup table")
         if self.source not in SOURCES:
             raise SpecError(f"lookup table {self.name}: source {self.source!r} is invalid: use one of {list(SOURCES)}")
         if not isinstance(self.conn_id, str) or not self.conn_id:

@@ -1,5 +1,5 @@
 """Where a compiled plan or a streaming aggregation writes: catalog tables, appended to or kept equal to an
-updating result by key, or PostgreSQL tables upserted by key.
+updating result by key, PostgreSQL tables upserted by key, or compacted Kafka topics written by key.
 
 A DAG author names a PostgreSQL sink in the operator (``PostgresUpsertSink``) and writes ``INSERT INTO <name>``; any
 other name is a catalog table. The plan keeps the sink's connection id, never its settings: the Airflow side
@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_tables.core.errors import SpecError
-from spark_tables.core.identifiers import TableIdentifier
-from spark_tables.core.kafka import TOPIC_NAME
+from spark_tables.core.identifiers import TableIdentifier, checked_plain_name
+from spark_tables.core.kafka import checked_topic
 from spark_tables.core.lookup.table import checked_columns
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PG_TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*(?:\.[A-Za-z_][A-Za-z0-9_$]*)?")
 
 
@@ -54,8 +53,7 @@ class PostgresUpsertSink:
     kind: str = "postgres-upsert"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
-            raise SpecError(f"postgres sink name {self.name!r} is invalid: use letters, digits and underscores")
+        checked_plain_name(self.name, "postgres sink")
         if not isinstance(self.conn_id, str) or not self.conn_id:
             raise SpecError(f"postgres sink {self.name}: conn_id must name an Airflow connection of the database")
         if not isinstance(self.table, str) or not _PG_TABLE.fullmatch(self.table):
@@ -115,12 +113,8 @@ class KafkaUpsertSink:
     kind: str = "upsert-kafka"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
-            raise SpecError(f"kafka sink name {self.name!r} is invalid: use letters, digits and underscores")
-        if not isinstance(self.topic, str) or not TOPIC_NAME.fullmatch(self.topic):
-            raise SpecError(
-                f"kafka sink {self.name}: topic {self.topic!r} is not a Kafka topic name (letters, digits, . _ -)"
-            )
+        checked_plain_name(self.name, "kafka sink")
+        checked_topic(self.topic, f"kafka sink {self.name}")
         if not isinstance(self.conn_id, str) or not self.conn_id:
             raise SpecError(
                 f"kafka sink {self.name}: conn_id must name an Airflow connection of the brokers (type kafka)"

@@ -8,15 +8,14 @@ Airflow side resolves the connection when the job runs (``hooks.kafka``). Why a 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from spark_tables.core.errors import SpecError
-from spark_tables.core.kafka import TOPIC_NAME
+from spark_tables.core.identifiers import checked_plain_name
+from spark_tables.core.kafka import checked_topic
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: The value formats a topic's messages may have.
 VALUE_FORMATS = ("json",)
 #: What a message whose value does not parse does: fails the query, naming it, or is counted and left out.
@@ -50,11 +49,9 @@ class KafkaTopicSource:
     kind: str = "kafka-topic"
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
-            raise SpecError(f"kafka source name {self.name!r} is invalid: use letters, digits and underscores")
+        checked_plain_name(self.name, "kafka source")
         where = f"kafka source {self.name}"
-        if not isinstance(self.topic, str) or not TOPIC_NAME.fullmatch(self.topic):
-            raise SpecError(f"{where}: topic {self.topic!r} is not a Kafka topic name (letters, digits, . _ -)")
+        checked_topic(self.topic, where)
         if not isinstance(self.columns, str) or not self.columns.strip():
             raise SpecError(f"{where}: columns must give the value's columns as DDL: 'id BIGINT, name STRING'")
         if not isinstance(self.conn_id, str) or not self.conn_id:

@@ -1,10 +1,9 @@
 """A Kafka topic takes updating streams by key, as Flink's upsert-kafka connector does: every change but -U is sent
 as a message whose key is the key columns' JSON (``to_json`` of their struct) and whose value is the row's JSON
-(nulls written as null),
-a deleted key (-D) as a tombstone, a message without value. Spark's own Kafka writer sends a micro-batch's messages,
-from the partitions that hold them: a key's changes come from one partition, in order (the plan's operators emit
-them so), and go to one Kafka partition, the key's, so a consumer of the topic, and a compacted topic's cleaner,
-see them in order.
+(nulls written as null), a deleted key (-D) as a tombstone, a message without value. Spark's own Kafka writer sends
+a micro-batch's messages from the partitions that hold them: a key's changes come from one partition, in order (the
+plan's operators emit them so), and go to one Kafka partition, the key's, so a consumer of the topic, and a
+compacted topic's cleaner, see them in order.
 
 Kafka's writer sends a batch's messages at least once: a batch Spark replays (it does so with the last batch of a
 checkpoint whose query stopped before committing it) sends them again. Each is a key's value as it was then, sent
