@@ -1,5 +1,5 @@
 """FLIP-365 buffered output: FLIP-365's page-view example, the views of each page per 2-minute window kept current in
-a PostgreSQL table, written three ways side by side.
+a PostgreSQL table, written three ways side by side, and in a Delta table and a compacted Kafka topic.
 
 Each run adds 2,000 page views to a stream table, in 8 files that the aggregation reads one per micro-batch (as a
 stream that stays current with short micro-batches would); each file has views of most pages in every window.
@@ -17,24 +17,34 @@ checkpoint:
 A fourth, ``views_buffered_delta``, keeps the same results in a Delta Lake table of the catalog (``TableUpsertSink``,
 one ``MERGE`` a write; the catalog loads Delta), buffered the same way: on Delta, what the buffer saves is commits
 and small files, one commit a flush where unbuffered each micro-batch would make one (its XCom's ``write_calls``
-counts the commits, ``files_written`` the data files they added).
+counts the commits, ``files_written`` the data files they added). A fifth, ``views_buffered_kafka``, sends them to a
+compacted Kafka topic by key (``KafkaUpsertSink``, as Flink's upsert-kafka connector does), buffered the same way:
+a flush sends one message a key, its latest result, where unbuffered each micro-batch would send one a change.
 
-The four tables end identical; the XCom ``query`` of each task (and its log) says how many rows it wrote in how
-many write calls, and for the buffered ones the flushes by cause. The interval is the DAG's param
-``flush_max_interval`` (2 min). The connection ``spark_tables_buffered_demo`` (type postgres) names the database.
+The four tables and the topic's latest message of each key end identical; the XCom ``query`` of each task (and its
+log) says how many rows it wrote in how many write calls (messages sent, for the topic), and for the buffered ones
+the flushes by cause. The interval is the DAG's param ``flush_max_interval`` (2 min). The connection
+``spark_tables_buffered_demo`` (type postgres) names the database, ``spark_tables_buffered_kafka`` (type kafka) the
+brokers.
 """
 
 from __future__ import annotations
 
 import pendulum
+from airflow.providers.apache.kafka.hooks.client import KafkaAdminClientHook
 from airflow.providers.common.sql.operators.sql import SQLExecuteQueryOperator
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, Param, task
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import NewTopic
 
-from spark_tables.core.streaming.sinks import PostgresUpsertSink, TableUpsertSink
+from spark_tables.core.streaming.sinks import KafkaUpsertSink, PostgresUpsertSink, TableUpsertSink
 from spark_tables.operators.aggregation import SparkStreamingAggregationOperator
 from spark_tables.operators.sql import SparkSqlJobOperator
 
 CONN_ID = "spark_tables_buffered_demo"
+KAFKA_CONN_ID = "spark_tables_buffered_kafka"
+#: The topic views_buffered_kafka sends to: compacted, so that Kafka keeps each key's latest message.
+TOPIC = "spark_tables_demo.page_views_per_slot"
 WRITTEN_THREE_WAYS = ("unbuffered", "buffered", "memory_buffered")
 SEED_SINKS = [
     # The examples share this schema: run at once (as from the UI), their seeds take turns, one transaction each,
@@ -81,6 +91,18 @@ def _sink(way: str) -> PostgresUpsertSink:
     )
 
 
+@task
+def create_topic() -> None:
+    """The sink's topic, compacted, made on the first run (one partition, one replica: the demo's one broker)."""
+    admin = KafkaAdminClientHook(kafka_config_id=KAFKA_CONN_ID).get_conn
+    made = admin.create_topics([NewTopic(TOPIC, 1, 1, config={"cleanup.policy": "compact"})])[TOPIC]
+    try:
+        made.result(30)
+    except KafkaException as error:
+        if error.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+
+
 with DAG(
     dag_id="example_spark_buffered_output",
     schedule=None,
@@ -118,4 +140,11 @@ with DAG(
         sink=TableUpsertSink(name="buffered_demo.page_views_per_slot", key=("page", "slot_start")),
         flush_max_interval="{{ params.flush_max_interval }}",
     )
+    buffered_kafka = SparkStreamingAggregationOperator(
+        task_id="views_buffered_kafka",
+        sql=VIEWS_PER_SLOT,
+        sink=KafkaUpsertSink(name="page_views_topic", topic=TOPIC, key=("page", "slot_start"), conn_id=KAFKA_CONN_ID),
+        flush_max_interval="{{ params.flush_max_interval }}",
+    )
     [seed_sinks, add_page_views] >> unbuffered >> buffered >> memory_buffered >> buffered_delta
+    [create_topic(), buffered_delta] >> buffered_kafka

@@ -2,11 +2,18 @@
 # Sets everything up, then runs the example DAG of every capability that has landed, end to end on local
 # Spark with the embedded catalog, and sums up per capability what ran, what it found and where to look.
 # Without PostgreSQL (or its JDBC driver) it runs all but the lookup, plan and buffered output examples, and says
-# so in one line.
+# so in one line. The buffered output example's Kafka topic is on a broker the demo starts (scripts/kafka_broker.py,
+# from the jars setup.sh fetched) and stops at its end.
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/dags"  # the examples, whatever DAGs folder the shell names
 
 DEMO_DAGS=(example_spark_sql example_spark_ctas example_spark_cache)
+KAFKA_HOME="$AIRFLOW_HOME/demo-kafka"
+stop_servers() {
+  python scripts/connect_server.py stop
+  [ ! -d "$KAFKA_HOME" ] || python scripts/kafka_broker.py stop "$KAFKA_HOME"
+}
+trap stop_servers EXIT
 # The lookup example's dimension table, and the plan and buffered output examples' sinks, live in PostgreSQL:
 # without it (or the JDBC driver) the demo runs the rest.
 export AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO=${AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO:-postgres://postgres@127.0.0.1:5432/test}
@@ -31,6 +38,12 @@ if postgres_ready AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO \
   DEMO_DAGS+=(example_spark_lookup example_spark_plan example_spark_buffered_output)
   export AIRFLOW_CONN_SPARK_TABLES_PLAN_DEMO=${AIRFLOW_CONN_SPARK_TABLES_PLAN_DEMO:-$AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO}
   export AIRFLOW_CONN_SPARK_TABLES_BUFFERED_DEMO=${AIRFLOW_CONN_SPARK_TABLES_BUFFERED_DEMO:-$AIRFLOW_CONN_SPARK_TABLES_LOOKUP_DEMO}
+  if [ -z "${AIRFLOW_CONN_SPARK_TABLES_BUFFERED_KAFKA:-}" ]; then
+    echo "starting a Kafka broker for the buffered output example's topic ..."
+    python scripts/kafka_broker.py stop "$KAFKA_HOME"  # a broker an earlier demo left, with its topic
+    KAFKA_BROKER=$(python scripts/kafka_broker.py start "$KAFKA_HOME" "$KAFKA_BROKER_JARS")
+    export AIRFLOW_CONN_SPARK_TABLES_BUFFERED_KAFKA="{\"conn_type\": \"kafka\", \"extra\": {\"bootstrap.servers\": \"$KAFKA_BROKER\"}}"
+  fi
 else
   LOOKUP_LEFT_OUT="$POSTGRES_PROBLEM; then rerun bash scripts/demo.sh to include it"
   echo "note: leaving out example_spark_lookup, example_spark_plan and example_spark_buffered_output (they need" \
@@ -61,7 +74,6 @@ done
 echo "running example_spark_cache in session mode, on a Spark Connect server started for the demo ..."
 CONNECT_LOG="$AIRFLOW_HOME/demo-connect-server.log"
 SESSION_CONNECTION=$(python scripts/connect_server.py start --log "$CONNECT_LOG")
-trap 'python scripts/connect_server.py stop' EXIT
 AIRFLOW_CONN_SPARK_DEFAULT="$SESSION_CONNECTION" airflow dags test example_spark_cache \
   > "$AIRFLOW_HOME/demo-example_spark_cache-session.log" 2>&1 || {
   tail -n 40 "$AIRFLOW_HOME/demo-example_spark_cache-session.log" >&2

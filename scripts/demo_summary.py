@@ -14,12 +14,14 @@ import json
 import os
 import sqlite3
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
 import pandas as pd
 import psycopg
+from confluent_kafka import Consumer, TopicPartition
 
 from spark_tables.core.table_format.delta_log import LOG, parse_commit
 
@@ -27,6 +29,8 @@ HOME = os.environ["AIRFLOW_HOME"]
 #: How example_spark_buffered_output writes its three tables.
 WAYS = ("unbuffered", "buffered", "memory_buffered")
 WAREHOUSE = f"{HOME}/spark_tables/warehouse"
+#: The compacted topic example_spark_buffered_output's fifth task sends to.
+TOPIC = "spark_tables_demo.page_views_per_slot"
 
 
 def xcoms(dag_id: str, mode: str | None = None) -> dict[str, Any]:
@@ -283,6 +287,36 @@ def postgres_rows(query: str) -> list[tuple]:
         return connection.execute(query).fetchall()
 
 
+def local_time(text: str) -> datetime:
+    """An ISO time with its offset (as Spark's JSON writes one) as the machine's local time, as the JDBC writer
+    stores a TIMESTAMP in PostgreSQL's ``timestamp``: both from the driver's time zone, the machine's."""
+    return datetime.fromisoformat(text).astimezone().replace(tzinfo=None)
+
+
+def latest_messages(topic: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """The latest value of each key ``topic`` holds, by (page, window start): read on the broker of the buffered
+    output example's Kafka connection (set by demo.sh)."""
+    extra = json.loads(os.environ["AIRFLOW_CONN_SPARK_TABLES_BUFFERED_KAFKA"])["extra"]
+    consumer = Consumer({**extra, "group.id": f"demo-summary-{os.getpid()}", "enable.auto.commit": False})
+    latest: dict[tuple[str, str], dict[str, Any]] = {}
+    try:
+        for partition in consumer.list_topics(topic, timeout=30).topics[topic].partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+            consumer.assign([TopicPartition(topic, partition, low)])
+            offset = low
+            while offset < high:
+                message = consumer.poll(30)
+                if message is None or message.error():
+                    problem = message.error() if message else "no message"
+                    raise SystemExit(f"error: reading {topic}[{partition}] at offset {offset}: {problem}")
+                key = json.loads(message.key())
+                latest[(key["page"], key["slot_start"])] = json.loads(message.value())
+                offset = message.offset() + 1
+    finally:
+        consumer.close()
+    return latest
+
+
 def buffered_output(left_out: str, database: str) -> list[str]:
     if left_out:
         return ["Buffered output (example_spark_buffered_output)", f"  not run: {left_out}"]
@@ -309,16 +343,33 @@ def buffered_output(left_out: str, database: str) -> list[str]:
         f"      views_buffered_delta   {delta['batches']} batches, {delta['rows_upserted']:>4,} rows merged in "
         f"{delta['write_calls']} commit(s), {delta['files_written']} file(s) written (unbuffered: a commit a batch)",
     ]
+    kafka = x["views_buffered_kafka"]["query"]
+    lines += [
+        "         and a compacted Kafka topic, buffered: a flush sends one message a key (unbuffered: one a change)",
+        f"      views_buffered_kafka   {kafka['batches']} batches, {kafka['messages_sent']:>4,} messages sent in "
+        f"{kafka['write_calls']} write call(s) to {TOPIC}",
+    ]
     tables = [postgres_rows(f"SELECT * FROM spark_tables_demo.page_views_{way} ORDER BY 1, 2") for way in WAYS]
     in_delta = delta_rows(f"{WAREHOUSE}/buffered_demo.db/page_views_per_slot")
     counted = sorted(in_delta[["page", "views", "visitors"]].itertuples(index=False, name=None))
     same = all(table == tables[0] for table in tables) and counted == sorted((r[0], r[3], r[4]) for r in tables[0])
     lines.append(f"      the four tables are {'identical' if same else 'NOT identical'}: {len(tables[0]):,} rows")
+    in_topic = latest_messages(TOPIC)
+    by_key = {(page, start): (views, visitors) for page, start, _end, views, visitors in tables[0]}
+    agree = all(
+        by_key.get((page, local_time(start))) == (sent["views"], sent["visitors"])
+        for (page, start), sent in in_topic.items()
+    )
+    lines.append(
+        f"      the topic's latest message of each of its {len(in_topic):,} keys "
+        + ("equals the tables' row" if agree else "does NOT equal the tables' row")
+    )
     return [
         *lines,
         "  look:  each views_* task's XCom 'query' (and its log line 'sink ...: ... record(s) in');",
         f"         spark_tables_demo.page_views_unbuffered, _buffered, _memory_buffered in PostgreSQL ({database});",
         f"         {WAREHOUSE}/buffered_demo.db/page_views_per_slot/ (Delta);",
+        f"         the topic {TOPIC} (on the broker the demo starts, and stops at its end);",
         f"         the checkpoints under {HOME}/spark_tables/checkpoints/aggregations/example_spark_buffered_output__*",
     ]
 

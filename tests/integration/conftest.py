@@ -452,6 +452,9 @@ def _session_deployment(home: Path, connect_server: Any) -> Deployment:
 
 #: The day of the cluster's run of the @daily CTAS example (its tables are named after the day).
 CLUSTER_CTAS_DS = "2026-11-20"
+#: The day of the cluster's run of the buffered-output example: its topic's messages are told from those of
+#: test_buffered_output's run (on the same broker) by the day of their key.
+CLUSTER_BUFFERED_DS = "2026-01-03"
 
 
 @pytest.fixture(scope="session")
@@ -500,7 +503,7 @@ def cluster_examples(
     }
     buffered = "example_spark_buffered_output"
     per_job = dataclasses.replace(on_cluster, env={**on_cluster.env, **buffered_demo_env(CLUSTER_METASTORE_DATABASE)})
-    buffered_run = dags_test(per_job, buffered, "2026-01-02", "--conf", json.dumps(EXAMPLE_CONF))
+    buffered_run = dags_test(per_job, buffered, CLUSTER_BUFFERED_DS, "--conf", json.dumps(EXAMPLE_CONF))
     states = {dag_id: airflow.finished(dag_id, run_id, timeout=1500) for dag_id, run_id in runs.items()}
     assert states == dict.fromkeys(runs, "success")
     examples = {dag_id: (run_id, airflow.example_run(dag_id, run_id)) for dag_id, run_id in runs.items()}

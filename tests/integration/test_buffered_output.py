@@ -1,23 +1,29 @@
 """Buffered output through `airflow dags test` on the embedded default: the example DAG adds page views and runs one
 streaming aggregation three ways (unbuffered, buffered in the state store, buffered in memory) into PostgreSQL, and
-buffered into a Delta Lake table of the catalog, with real spark-submit jobs."""
+buffered into a Delta Lake table of the catalog and a compacted topic of the tests' Kafka broker, with real
+spark-submit jobs."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 from collections import defaultdict
-from datetime import timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
 from tests.integration.conftest import Deployment, ExampleRun, dags_test, demo_connection
 from tests.integration.test_plan import DATABASE, _pg
+from tests.kafka import broker, messages
 
 pytestmark = pytest.mark.integration
 
 DAG_ID = "example_spark_buffered_output"
 WAYS = ("unbuffered", "buffered", "memory_buffered")
+#: The example's topic, on the tests' one broker: the runs of other test files send to it too, for other days.
+TOPIC = "spark_tables_demo.page_views_per_slot"
+#: The day this file's run is for (the cluster's run is for another: its messages have other keys).
+DAY = "2026-01-02"
 
 
 def _expected_views() -> list[tuple[str, int, int, int]]:
@@ -42,7 +48,7 @@ def test_the_example_writes_the_same_tables_three_ways_with_fewer_writes_when_bu
     deployment = dataclasses.replace(embedded, env={**embedded.env, **buffered_demo_env(DATABASE)})
     prepare_example_buffered_output(DATABASE)
     conf = json.dumps(EXAMPLE_CONF)
-    check_example_buffered_output(dags_test(deployment, DAG_ID, "2026-01-02", "--conf", conf), DATABASE)
+    check_example_buffered_output(dags_test(deployment, DAG_ID, DAY, "--conf", conf), DATABASE, DAY)
 
 
 #: The example's run conf: an interval that no run crosses, so its flushes do not depend on how long it takes.
@@ -50,8 +56,13 @@ EXAMPLE_CONF = {"flush_max_interval": "3650 d"}
 
 
 def buffered_demo_env(database: str) -> dict[str, str]:
-    """The example's PostgreSQL connection, on ``database``, as its environment gives it."""
-    return {"AIRFLOW_CONN_SPARK_TABLES_BUFFERED_DEMO": demo_connection(database)}
+    """The example's connections, as its environment gives them: PostgreSQL on ``database``, the tests' broker."""
+    return {
+        "AIRFLOW_CONN_SPARK_TABLES_BUFFERED_DEMO": demo_connection(database),
+        "AIRFLOW_CONN_SPARK_TABLES_BUFFERED_KAFKA": json.dumps(
+            {"conn_type": "kafka", "extra": {"bootstrap.servers": broker()}}
+        ),
+    }
 
 
 def prepare_example_buffered_output(database: str) -> None:
@@ -59,8 +70,23 @@ def prepare_example_buffered_output(database: str) -> None:
     _pg("DROP TABLE IF EXISTS " + ", ".join(f"spark_tables_demo.page_views_{way}" for way in WAYS), database)
 
 
-def check_example_buffered_output(run: ExampleRun, database: str) -> None:
-    """What the example's run (with :data:`EXAMPLE_CONF`) did, its tables in ``database``."""
+def _topic_messages(day: str) -> list[tuple[str, int, int, int]]:
+    """The example topic's messages whose key is a window of ``day``, as (page, window from the first, views,
+    visitors), in the order sent; their key is their value's page and window start."""
+    sent = []
+    for key, value in messages(TOPIC):
+        start = datetime.fromisoformat(key["slot_start"]).astimezone(UTC)
+        if start.date() == date.fromisoformat(day):
+            assert key == {"page": value["page"], "slot_start": value["slot_start"]}
+            end = datetime.fromisoformat(value["slot_end"]).astimezone(UTC)
+            assert end - start == timedelta(minutes=2)
+            sent.append((value["page"], start, value["views"], value["visitors"]))
+    first = min(start for _page, start, _views, _visitors in sent)
+    return [(page, (start - first) // timedelta(minutes=2), views, visitors) for page, start, views, visitors in sent]
+
+
+def check_example_buffered_output(run: ExampleRun, database: str, day: str) -> None:
+    """What the example's run for ``day`` (with :data:`EXAMPLE_CONF`) did, its tables in ``database``."""
     expected = _expected_views()
     assert len(expected) == 100  # 20 pages x 5 windows
     for way in WAYS:
@@ -101,5 +127,11 @@ def check_example_buffered_output(run: ExampleRun, database: str) -> None:
     )
     assert {row[4] for row in rows} == {120}, "2-minute windows"
     assert sorted(tuple(row[:4]) for row in rows) == expected, "the Delta table equals PostgreSQL's"
+    kafka = x["views_buffered_kafka"]["query"]
+    # into a topic, a flush sends one message a key: the 100 results once each, where unbuffered would send 400+
+    assert (kafka["batches"], kafka["messages_sent"], kafka["write_calls"]) == (9, 100, 1)
+    assert (kafka["buffer"]["store"], kafka["buffer"]["records_in"]) == ("state-store", 2000)
+    sent = _topic_messages(day)
+    assert sorted(sent) == expected, "one message a key, each the tables' row"
     assert "sink page_views_buffered: 2016 record(s) in" not in run.log
     assert "sink page_views_buffered: 2000 record(s) in, 100 emitted, 1 write call(s)" in run.log

@@ -29,7 +29,14 @@ from spark_tables.core.xcom_keys import FAILED_TRY
 from spark_tables.tasks.sql_reader import read_statements
 from spark_tables.utils.metastore_schema import ensure_metastore_schema
 from tests.integration.airflow_services import AirflowServices, _free_port
-from tests.integration.conftest import CLUSTER_CTAS_DS, CLUSTER_METASTORE_DATABASE, SCENARIOS, Deployment, ExampleRun
+from tests.integration.conftest import (
+    CLUSTER_BUFFERED_DS,
+    CLUSTER_CTAS_DS,
+    CLUSTER_METASTORE_DATABASE,
+    SCENARIOS,
+    Deployment,
+    ExampleRun,
+)
 from tests.integration.ctas_checks import metastore_tables
 from tests.integration.spark_cluster import SparkCluster
 from tests.integration.spark_connect_server import SparkConnectServer
@@ -84,7 +91,7 @@ CHECKS: dict[str, Callable[[ExampleRun], None]] = {
     "example_spark_ctas": check_example_ctas,
     "example_spark_lookup": check_example_lookup,
     "example_spark_plan": lambda run: check_example_plan(run, DATABASE),
-    "example_spark_buffered_output": lambda run: check_example_buffered_output(run, DATABASE),
+    "example_spark_buffered_output": lambda run: check_example_buffered_output(run, DATABASE, CLUSTER_BUFFERED_DS),
 }
 
 

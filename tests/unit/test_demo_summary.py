@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -92,3 +92,32 @@ def test_a_delta_table_s_history_and_current_rows_are_read_from_its_log(demo_sum
         "      version 1  REPLACE TABLE AS SELECT, 3 rows",
         "      version 0  CREATE TABLE AS SELECT, 2 rows",
     ]
+
+
+@pytest.mark.parametrize(("views_in_topic", "verdict"), [(3, "equals the tables' row"), (4, "does NOT equal")])
+def test_the_buffered_output_lines_hold_the_topic_s_latest_messages_against_the_tables(
+    demo_summary: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, views_in_topic: int, verdict: str
+) -> None:
+    """The topic's message of a key is told equal to the tables' row by its window start, which Spark's JSON gives
+    with an offset and PostgreSQL's ``timestamp`` as the machine's local time."""
+    start = datetime(2026, 1, 2, 0, 2)
+    row = ("page_0", start, start + timedelta(minutes=2), 3, 2)
+    buffered = {"records_in": 3, "records_emitted": 1, "flushes": {"end": 1}}
+    query = {"input_rows": 3, "batches": 1, "rows_upserted": 1, "write_calls": 1, "buffer": buffered}
+    x = {f"views_{way}": {"query": query} for way in demo_summary.WAYS}
+    x["views_buffered_delta"] = {"query": {**query, "files_written": 1}}
+    x["views_buffered_kafka"] = {"query": {**query, "batches": 2, "messages_sent": 1}}
+    monkeypatch.setattr(demo_summary, "xcoms", lambda dag_id, mode=None: x)
+    monkeypatch.setattr(demo_summary, "postgres_rows", lambda query: [row])
+    monkeypatch.setattr(
+        demo_summary, "delta_rows", lambda location: pd.DataFrame({"page": ["page_0"], "views": [3], "visitors": [2]})
+    )
+    sent_at = start.astimezone().isoformat(timespec="milliseconds")  # as to_json writes it, with the offset
+    latest = {("page_0", sent_at): {"page": "page_0", "slot_start": sent_at, "views": views_in_topic, "visitors": 2}}
+    monkeypatch.setattr(demo_summary, "latest_messages", lambda topic: latest)
+
+    lines = demo_summary.buffered_output("", "spark_tables_test")
+
+    assert any("views_buffered_kafka" in line and "1 messages sent in 1 write call(s)" in line for line in lines)
+    assert any("the four tables are identical: 1 rows" in line for line in lines)
+    assert any(f"latest message of each of its 1 keys {verdict}" in line for line in lines)
