@@ -1,6 +1,6 @@
 """Kafka sources' and sinks' connections resolved on the Airflow side (``hooks.kafka``) against the tests' real
 broker: each topic looked up before any job work, a missing topic or an unreachable broker failing in one line, a
-sink's topic that is not compacted a warning."""
+sink's topic that is not compacted a warning; a lookup join's Kafka probe found the same way."""
 
 from __future__ import annotations
 
@@ -11,10 +11,15 @@ from typing import Any
 import pytest
 
 from spark_tables.core.errors import SpecError
+from spark_tables.core.job_spec import JobSpec
+from spark_tables.core.jvm_jars import KAFKA_CONNECTOR_JARS
+from spark_tables.core.lookup.table import LookupTable
 from spark_tables.core.streaming.sinks import KafkaUpsertSink
 from spark_tables.core.streaming.sources import KafkaTopicSource
 from spark_tables.hooks import kafka
+from spark_tables.operators.lookup import SparkLookupJoinOperator
 from tests.kafka import broker, new_topic
+from tests.unit.task_context import task_context
 
 pytestmark = pytest.mark.integration
 
@@ -94,3 +99,39 @@ def test_an_unreachable_broker_fails_in_one_line(kafka_connection: Any, monkeypa
         "2 s ("
     ), message
     assert message.endswith("): check the connection's bootstrap.servers") and "\n" not in message
+
+
+def test_a_lookup_joins_kafka_probe_is_found_before_its_job_and_its_connection_goes_in_the_job(
+    kafka_connection: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """The operator finds the probe's topic as plans and aggregations find theirs, adds Spark's Kafka connector to its
+    job's jars and hands the connection's options to the job, in the spec file (``holds_connections``)."""
+    kafka_connection("kafka_default")
+    monkeypatch.setenv("AIRFLOW__SPARK_TABLES__HOME", str(tmp_path))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_CRM", json.dumps({"conn_type": "postgres", "host": "db", "schema": "crm", "login": "reader"})
+    )
+    table = LookupTable(name="customers", conn_id="crm", table="crm.customers", key=("id",))
+
+    def operator(topic: str) -> SparkLookupJoinOperator:
+        return SparkLookupJoinOperator(
+            task_id="enrich",
+            lookup=table,
+            lookup_options={"lookup.cache": "NONE"},
+            probe_stream=KafkaTopicSource("clicks", topic, "id INT, page STRING"),
+            on="id",
+            output_table="db.enriched",
+            checkpoint="file:///checkpoints/enrich",
+        )
+
+    found = operator(new_topic("clicks"))
+    job = found.build_job(task_context())
+    assert job.kafka_connections == {"kafka_default": {"kafka.bootstrap.servers": broker()}}
+    assert JobSpec(job=job, result_uri="file:///r.json").holds_connections
+    assert found.connector_jars(job) == list(KAFKA_CONNECTOR_JARS)
+    with pytest.raises(SpecError) as raised:
+        operator("no-such-clicks").build_job(task_context())
+    assert str(raised.value) == (
+        f"kafka source clicks: topic 'no-such-clicks' does not exist on {broker()} (PLAINTEXT) (connection "
+        "'kafka_default'): create it, or name another"
+    )

@@ -1,7 +1,8 @@
-"""A compiled plan reading a Kafka topic and a buffered streaming aggregation writing one, through ``airflow dags
-test``, per job on the embedded default and in session mode: the tasks look the topics up, their jobs get Spark's
-Kafka connector, each run reads the messages sent since the last from its checkpoint, exactly once into
-PostgreSQL, and the aggregation sends each shop's latest count to a compacted topic, a message a shop a run."""
+"""A compiled plan reading a Kafka topic, a buffered streaming aggregation writing one and a lookup join enriching
+one, through ``airflow dags test``, per job on the embedded default and in session mode: the tasks look the topics
+up, their jobs get Spark's Kafka connector, each run reads the messages sent since the last from its checkpoint,
+exactly once into PostgreSQL, the aggregation sends each shop's latest count to a compacted topic, a message a shop a
+run, and the lookup join enriches each message once."""
 
 from __future__ import annotations
 
@@ -27,12 +28,14 @@ def _pg(query: str) -> list[tuple]:
 
 @pytest.mark.parametrize("name", ["embedded", "in_session"])
 def test_a_plan_reads_the_messages_of_a_topic_once_in_each_mode(name: str, request: pytest.FixtureRequest) -> None:
-    """Per job, the connector on the spark-submit's jars; in session mode, shipped to the task's session."""
+    """Per job, the connector on the spark-submit's jars; in session mode, on the Connect server's class path."""
     base: Deployment = request.getfixturevalue(name)
     topic, counts = new_topic("orders"), new_topic("shop-counts", compacted=True)
     _pg("DROP SCHEMA IF EXISTS kafka_scenario CASCADE")
     _pg("CREATE SCHEMA kafka_scenario")
     _pg("CREATE TABLE kafka_scenario.big_orders (order_id bigint PRIMARY KEY, shop text, amount int)")
+    _pg("CREATE TABLE kafka_scenario.shops (shop text, region text)")
+    _pg("INSERT INTO kafka_scenario.shops VALUES ('shop_0', 'north'), ('shop_1', 'south')")
     env = {
         "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": broker()}}),
         "AIRFLOW_CONN_SPARK_TABLES_KAFKA_DEMO": demo_connection(DATABASE),
@@ -40,6 +43,7 @@ def test_a_plan_reads_the_messages_of_a_topic_once_in_each_mode(name: str, reque
         "SPARK_TABLES_TEST_KAFKA_PLAN": str(base.home / "plans" / f"{topic}.json"),
         "SPARK_TABLES_TEST_KAFKA_COUNTS": counts,
         "SPARK_TABLES_TEST_KAFKA_CHECKPOINT": str(base.home / "checkpoints" / counts),
+        "SPARK_TABLES_TEST_KAFKA_LOOKUP_CHECKPOINT": str(base.home / "checkpoints" / f"{topic}-regions"),
     }
     deployment = dataclasses.replace(base, env={**base.env, **env}).with_dags(SCENARIOS)
 
@@ -61,6 +65,10 @@ def test_a_plan_reads_the_messages_of_a_topic_once_in_each_mode(name: str, reque
         for n, total in ((0, 18), (1, 12), (2, 15))
     ]
 
+    regions = first.xcoms["order_regions"]
+    assert (regions["rows"], regions["output"]) == (9, "kafka_scenario_order_regions")
+    assert regions["metrics"]["loadCount"] == 9 and "malformed_skipped" not in regions
+
     send(topic, [{"order_id": n, "shop": "shop_0", "amount": n} for n in (3, 12, 20)])
     second = dags_test(deployment, "kafka_plan_scenario")
     assert second.xcoms["big_orders"]["compile"] == {"written": False, "kept_existing": True}
@@ -72,4 +80,5 @@ def test_a_plan_reads_the_messages_of_a_topic_once_in_each_mode(name: str, reque
     ]
     assert second.xcoms["shop_counts"]["query"]["messages_sent"] == 1, "one message: the one shop that changed"
     assert messages(counts)[3:] == [({"shop": "shop_0"}, {"shop": "shop_0", "orders": 6, "total": 53})]
+    assert second.xcoms["order_regions"]["rows"] == 3, "each message enriched once"
     _pg("DROP SCHEMA kafka_scenario CASCADE")

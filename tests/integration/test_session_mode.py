@@ -219,16 +219,25 @@ def test_buffered_output_runs_in_the_state_store_in_session_mode_and_a_memory_bu
 
 def test_a_lookup_join_of_a_stream_enriches_its_micro_batches_in_the_servers_python(connect_server: Any, tmp_path: Any):
     """The stream's foreachBatch function runs in the server's own Python, which has no provider: it travels with the
-    provider's code, and what it counted there reaches the job's result through the file it leaves."""
+    provider's code, and what it counted there reaches the job's result through the file it leaves; a Kafka topic's
+    probe too, its skipped messages counted from the query's progress as the client sees it."""
     from spark_tables.hooks.spark_connect_job import connect_session
     from spark_tables.utils.job_package import job_package
-    from tests.spark.test_lookup_join import HOURLY, _spec, check_stream_metrics, dimension_table, enrich_a_stream
+    from tests.spark.test_lookup_join import (
+        HOURLY,
+        _spec,
+        check_stream_metrics,
+        dimension_table,
+        enrich_a_stream,
+        enrich_a_topic,
+    )
 
     with dimension_table("lookup_session_tests") as table, connect_session(connect_server.url) as spark:
         spark.addArtifacts(job_package(str(tmp_path / "dist")), pyfile=True)  # as the task does: NONE's workers
         full_spec = _spec(table, tmp_path, "FULL", **HOURLY)
         full = enrich_a_stream(spark, full_spec, tmp_path, "session_enriched_full")
         none = enrich_a_stream(spark, _spec(table, tmp_path, "NONE"), tmp_path, "session_enriched_none")
+        enrich_a_topic(spark, table, tmp_path / "topic", "session_enriched_topic")  # the server's Kafka connector
 
     check_stream_metrics(full, none, full_spec)
 

@@ -20,13 +20,16 @@ from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.types import TimestampNTZType
 
 from spark_tables.core.errors import JobError
+from spark_tables.core.kafka import spark_options
 from spark_tables.core.lookup.job import LookupJoinJob, LookupReloadJob, StreamSource
 from spark_tables.core.lookup.result import LookupJoinResult, LookupReloadResult
 from spark_tables.core.lookup.table import LookupSpec, SourceTable
+from spark_tables.core.streaming.sources import KafkaTopicSource
 from spark_tables.jobs.cancellation import Cancellation, JobCancelled
 from spark_tables.jobs.lookup.join import LookupJoin, run_lookup_join
 from spark_tables.jobs.lookup.postgres import PostgresLookupSource
 from spark_tables.jobs.lookup.reload import LoadFailed, load_snapshot, read_pointer, run_lookup_reload, versions
+from tests.kafka import broker, new_topic, send
 from tests.spark.postgres import PG
 
 pytestmark = pytest.mark.spark
@@ -574,3 +577,36 @@ def test_a_probe_column_named_like_a_lookup_column_fails_with_one_line(
 
     with pytest.raises(JobError, match=r"column\(s\) \['name'\] are both in the probe side and in lookup table"):
         join.apply(spark.table("probe_clash"))
+
+
+def test_a_kafka_topic_is_enriched_each_message_once_its_malformed_ones_counted(
+    spark: SparkSession, dimension: str, tmp_path: Path
+) -> None:
+    enrich_a_topic(spark, dimension, tmp_path, "enriched_kafka")
+
+
+def enrich_a_topic(spark: SparkSession, dimension: str, tmp_path: Path, output: str) -> None:
+    """A probe stream from the tests' broker, in two runs: the second reads only what came after the first (the
+    offsets in its checkpoint), and the message that is not JSON is left out and counted in the run that read it.
+    ``spark`` may be a driver's session or a Spark Connect client's."""
+    topic = new_topic("probe")
+    probe = [{"row": index, "customer_id": key} for index, key in enumerate(PROBE_KEYS)]
+    send(topic, [*probe[:6], "not json {"])
+    job = _join_job(
+        _spec(dimension, tmp_path, "FULL", **HOURLY),
+        tmp_path,
+        probe=None,
+        probe_stream=KafkaTopicSource("clicks", topic, "row INT, customer_id INT", on_malformed="skip"),
+        output=output,
+        checkpoint=(tmp_path / f"checkpoint-{output}").as_uri(),
+        kafka_connections={"kafka_default": spark_options({"bootstrap.servers": broker()}, "kafka_default")},
+    )
+    first = run_lookup_join(spark, job, Cancellation())
+    send(topic, probe[6:])
+    second = run_lookup_join(spark, job, Cancellation())
+
+    assert sorted((tuple(row) for row in spark.table(output).collect()), key=repr) == _expected("left")
+    assert first.malformed_skipped == {"clicks": 1} and second.malformed_skipped is None
+    first_rows = len([row for row in _expected("left") if row[0] < 6])
+    assert (first.rows, second.rows) == (first_rows, len(_expected("left")) - first_rows)
+    assert first.loaded_snapshot is True and second.loaded_snapshot is False

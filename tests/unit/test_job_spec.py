@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ from spark_tables.core.lookup.table import LookupSpec, SourceTable
 from spark_tables.core.plan.job import PlanJob, PlanOptions
 from spark_tables.core.sql.job import SqlJob
 from spark_tables.core.streaming.sinks import PostgresUpsertSink
+from spark_tables.core.streaming.sources import KafkaTopicSource
 from spark_tables.tasks.sql_reader import read_plan_statement
 
 
@@ -223,6 +225,27 @@ def test_a_spec_holding_a_connection_says_so_password_or_not():
     lookup = _lookup_join({"host": "db", "dbname": "crm", "user": "u"})
     assert JobSpec(job=lookup, result_uri="file:///r.json").holds_connections
     assert not JobSpec(job=SqlJob(statements=("SELECT 1",)), result_uri="file:///r.json").holds_connections
+
+
+def test_a_lookup_join_of_a_kafka_topic_survives_a_json_round_trip_its_brokers_in_the_spec_file():
+    """A Kafka probe's connection holds the brokers (and SASL's JAAS line when it has one): the spec file, too."""
+    lookup = _lookup_join({"host": "db", "dbname": "crm", "user": "u"})
+    topic = KafkaTopicSource("clicks", "web.clicks", "id INT", conn_id="brokers", on_malformed="skip")
+    job = dataclasses.replace(
+        lookup,
+        probe=None,
+        probe_stream=topic,
+        output="db.enriched",
+        checkpoint="file:///c",
+        kafka_connections={"brokers": {"kafka.bootstrap.servers": "b:9092"}},
+    )
+    spec = JobSpec(job=job, result_uri="file:///r.json")
+
+    read = JobSpec.from_json(spec.to_json())
+    assert read == spec and read.job.probe_stream == topic
+    assert JobSpec(
+        job=dataclasses.replace(job, lookup=_lookup_join({}).lookup), result_uri="file:///r"
+    ).holds_connections
 
 
 @dataclass(frozen=True)

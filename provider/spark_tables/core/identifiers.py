@@ -1,9 +1,11 @@
-"""Table identifiers: parsed, validated and quoted the way Spark SQL reads them."""
+"""Table identifiers and plain names (columns, declared sources and sinks): parsed, validated and quoted the way
+Spark SQL reads them."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from spark_tables.core.errors import SpecError
 
@@ -22,6 +24,19 @@ def checked_plain_name(name: object, what: str) -> str:
     if not isinstance(name, str) or not PLAIN_NAME.fullmatch(name):
         raise SpecError(f"{what} name {name!r} is invalid: use letters, digits and underscores")
     return name
+
+
+def checked_columns(value: Any, what: str, *, required: bool) -> tuple[str, ...]:
+    """One column name or a sequence of them, validated: plain names, each once."""
+    columns = (value,) if isinstance(value, str) else tuple(value or ())
+    if required and not columns:
+        raise SpecError(f"{what}: give at least one column")
+    for column in columns:
+        if not isinstance(column, str) or not PLAIN_NAME.fullmatch(column):
+            raise SpecError(f"{what}: column {column!r} is invalid: use letters, digits and underscores")
+    if len(set(columns)) != len(columns):
+        raise SpecError(f"{what}: a column is named twice in {list(columns)}")
+    return columns
 
 
 def quote_part(name: str) -> str:

@@ -20,6 +20,8 @@ SPEC_VERSION = 1
 #: (OpenLineage's ``spark.openlineage.transport.auth.apiKey``) and JAAS configurations (Kafka's SASL passwords).
 SECRET_PATTERN = r"(?i)secret|password|token|access[.]?key|api[.]?key|jaas"
 SECRET_NAME = re.compile(SECRET_PATTERN)
+#: The fields of a job's parts that hold a connection's arguments (``holds_connection``).
+CONNECTION_FIELDS = ("connection", "connections", "kafka_connections")
 
 
 @dataclass(frozen=True)
@@ -162,11 +164,12 @@ def holds_secret(part: Any) -> bool:
 
 
 def holds_connection(part: Any) -> bool:
-    """Whether ``part`` holds a non-empty field ``connection`` or ``connections``, at any depth of its dataclasses."""
+    """Whether ``part`` holds a non-empty field ``connection``, ``connections`` or ``kafka_connections`` (a Kafka
+    connection's brokers and settings), at any depth of its dataclasses."""
     if not dataclasses.is_dataclass(part) or isinstance(part, type):
         return isinstance(part, list | tuple) and any(holds_connection(item) for item in part)
     return any(
-        bool(value) if field.name in ("connection", "connections") else holds_connection(value)
+        bool(value) if field.name in CONNECTION_FIELDS else holds_connection(value)
         for field in dataclasses.fields(part)
         if (value := getattr(part, field.name)) is not None
     )

@@ -15,10 +15,13 @@ from spark_tables.core.errors import SpecError
 from spark_tables.core.exchange import metrics_uri
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse
+from spark_tables.core.jvm_jars import KAFKA_CONNECTOR_JARS
 from spark_tables.core.lookup.job import AVAILABLE_NOW, ERROR_IF_EXISTS, LookupJoinJob, LookupReloadJob
 from spark_tables.core.lookup.options import CacheMode
 from spark_tables.core.lookup.result import LookupJoinResult, LookupReloadResult
 from spark_tables.core.lookup.table import CATALOG, LookupTable
+from spark_tables.core.streaming.sources import KafkaTopicSource
+from spark_tables.hooks.kafka import kafka_topics
 from spark_tables.hooks.lookup.tables import LookupTableHook
 from spark_tables.operators.spark_job import SparkJobOperator
 from spark_tables.tasks.sql_reader import nestable_query
@@ -86,8 +89,11 @@ class SparkLookupJoinOperator(_LookupOperator):
     :param lookup: the ``LookupTable``.
     :param on: the probe side's columns matched, in order, to the lookup table's key columns.
     :param probe: the query whose rows are enriched. (templated)
-    :param probe_stream: or a streaming source, ``{"format", "path", "options", "schema"}``, enriched micro-batch by
-        micro-batch into ``output_table``; a FULL lookup picks up each newly published snapshot without a restart.
+    :param probe_stream: or a streaming source enriched micro-batch by micro-batch into ``output_table``: Spark's
+        streaming reader, ``{"format", "path", "options", "schema"}``, or a Kafka topic, a ``KafkaTopicSource`` (its
+        topic found on its brokers before the job; its offsets kept in the checkpoint; with ``on_malformed="skip"``
+        XCom's ``malformed_skipped`` counts what it left out); a FULL lookup picks up each newly published snapshot
+        without a restart.
     :param join_type: ``left`` (probe rows without a match kept, with nulls) or ``inner``.
     :param output_table: the table written; none: the join runs for its metrics only. (templated)
     :param mode: how a batch's output meets a table already there: ``error`` (the default: the task fails, naming
@@ -117,7 +123,7 @@ class SparkLookupJoinOperator(_LookupOperator):
         *,
         on: str | Sequence[str],
         probe: str | None = None,
-        probe_stream: Mapping[str, Any] | None = None,
+        probe_stream: Mapping[str, Any] | KafkaTopicSource | None = None,
         join_type: str = "left",
         output_table: str | None = None,
         mode: str = ERROR_IF_EXISTS,
@@ -128,7 +134,7 @@ class SparkLookupJoinOperator(_LookupOperator):
         super().__init__(**kwargs)
         self.on = (on,) if isinstance(on, str) else tuple(on)
         self.probe = probe
-        self.probe_stream = dict(probe_stream) if probe_stream is not None else None
+        self.probe_stream = dict(probe_stream) if isinstance(probe_stream, Mapping) else probe_stream
         self.join_type = join_type
         self.output_table = output_table
         self.mode = mode
@@ -145,8 +151,13 @@ class SparkLookupJoinOperator(_LookupOperator):
             folders["checkpoint"] = job.checkpoint
         return folders
 
+    def connector_jars(self, job: Any) -> list[str]:
+        """Spark's Kafka connector, for a Kafka probe."""
+        return list(KAFKA_CONNECTOR_JARS) if isinstance(self.probe_stream, KafkaTopicSource) else []
+
     def build_job(self, context: Context) -> LookupJoinJob:
         self.check_catalog()
+        kafka = kafka_topics([self.probe_stream]) if isinstance(self.probe_stream, KafkaTopicSource) else None
         return LookupJoinJob(
             lookup=self.lookup_hook.spec(),
             on=self.on,
@@ -158,6 +169,7 @@ class SparkLookupJoinOperator(_LookupOperator):
             mode=self.mode,
             checkpoint=self.checkpoint,
             trigger=self.trigger,
+            kafka_connections=kafka.connections if kafka is not None else {},
         )
 
 

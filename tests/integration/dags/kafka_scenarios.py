@@ -1,7 +1,9 @@
-"""A compiled plan reading a Kafka topic, a streaming aggregation writing one (tests/integration/test_kafka_plans.py):
-orders over 5 from the topic the test names in ``SPARK_TABLES_TEST_KAFKA_TOPIC``, upserted by order id into
-PostgreSQL, compiled on the first run and executed on every run from the plan's checkpoint; the orders counted by
-shop, buffered (FLIP-365) and upserted into the compacted topic ``SPARK_TABLES_TEST_KAFKA_COUNTS`` (upsert-kafka)."""
+"""A compiled plan reading a Kafka topic, a streaming aggregation writing one, a lookup join enriching one
+(tests/integration/test_kafka_plans.py): orders over 5 from the topic the test names in
+``SPARK_TABLES_TEST_KAFKA_TOPIC``, upserted by order id into PostgreSQL, compiled on the first run and executed on
+every run from the plan's checkpoint; the orders counted by shop, buffered (FLIP-365) and upserted into the compacted
+topic ``SPARK_TABLES_TEST_KAFKA_COUNTS`` (upsert-kafka); each order enriched with its shop's region from PostgreSQL
+into a catalog table."""
 
 from __future__ import annotations
 
@@ -10,9 +12,11 @@ import os
 import pendulum
 from airflow.sdk import DAG
 
+from spark_tables.core.lookup.table import LookupTable
 from spark_tables.core.streaming.sinks import KafkaUpsertSink, PostgresUpsertSink
 from spark_tables.core.streaming.sources import KafkaTopicSource
 from spark_tables.operators.aggregation import SparkStreamingAggregationOperator
+from spark_tables.operators.lookup import SparkLookupJoinOperator
 from spark_tables.operators.plan import SparkCompilePlanOperator
 
 ORDERS = KafkaTopicSource(
@@ -46,4 +50,18 @@ with DAG(
         ),
         flush_max_interval="1 h",
         checkpoint=os.environ.get("SPARK_TABLES_TEST_KAFKA_CHECKPOINT"),
+    )
+    SparkLookupJoinOperator(
+        task_id="order_regions",
+        lookup=LookupTable(
+            name="shops",
+            conn_id="spark_tables_kafka_demo",
+            table="kafka_scenario.shops",
+            key=("shop",),
+            options={"lookup.cache": "NONE"},
+        ),
+        probe_stream=ORDERS,
+        on="shop",
+        output_table="kafka_scenario_order_regions",
+        checkpoint=os.environ.get("SPARK_TABLES_TEST_KAFKA_LOOKUP_CHECKPOINT"),
     )

@@ -13,10 +13,11 @@ from typing import Any, ClassVar
 
 from spark_tables.core.durations import parse_duration
 from spark_tables.core.errors import SpecError
-from spark_tables.core.identifiers import TableIdentifier
+from spark_tables.core.identifiers import TableIdentifier, checked_columns
 from spark_tables.core.lookup.options import CacheMode
-from spark_tables.core.lookup.table import LookupSpec, checked_columns
+from spark_tables.core.lookup.table import LookupSpec
 from spark_tables.core.row_source import checked_row_source
+from spark_tables.core.streaming.sources import KafkaTopicSource
 
 JOIN_TYPES = ("left", "inner")
 #: How a batch join's output meets a table already there: ``error`` (the default: fail, naming the other two), add
@@ -43,7 +44,8 @@ class StreamSource:
             return data
         if not isinstance(data, dict) or "format" not in data or not set(data) <= _STREAM_FIELDS:
             raise SpecError(
-                f"lookup join: probe_stream must be an object with format and any of {sorted(_STREAM_FIELDS)}"
+                f"lookup join: probe_stream must be a KafkaTopicSource, or an object with format and any of "
+                f"{sorted(_STREAM_FIELDS)}"
             )
         return cls(**data)
 
@@ -55,7 +57,11 @@ class LookupJoinJob:
     :param on: the probe side's columns, matched in order to the lookup table's key columns.
     :param probe: a query whose rows are enriched, or
     :param probe_stream: a streaming source whose rows are enriched micro-batch by micro-batch into ``output``
-        (with ``checkpoint``); a long-running stream picks up each newly published FULL snapshot.
+        (with ``checkpoint``): Spark's streaming reader of files (``StreamSource``), or a Kafka topic
+        (``KafkaTopicSource``, its offsets kept in the checkpoint); a long-running stream picks up each newly
+        published FULL snapshot.
+    :param kafka_connections: a Kafka probe's connection as Spark's Kafka connector options, by connection id (with
+        passwords: never logged).
     :param metrics_uri: the folder where each executor worker leaves its cache metrics for the driver to add up.
     """
 
@@ -64,13 +70,14 @@ class LookupJoinJob:
     on: tuple[str, ...]
     metrics_uri: str
     probe: str | None = None
-    probe_stream: StreamSource | None = None
+    probe_stream: StreamSource | KafkaTopicSource | None = None
     join_type: str = "left"
     output: str | None = None
     mode: str = ERROR_IF_EXISTS
     checkpoint: str | None = None
     trigger: str = AVAILABLE_NOW
     max_result_rows: int = 20
+    kafka_connections: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lookup", LookupSpec.from_dict(self.lookup))
@@ -86,7 +93,7 @@ class LookupJoinJob:
         if self.probe is not None:
             object.__setattr__(self, "probe", checked_row_source(self.probe, None, "lookup join: probe"))
         else:
-            object.__setattr__(self, "probe_stream", StreamSource.from_dict(self.probe_stream))
+            object.__setattr__(self, "probe_stream", _probe_stream(self.probe_stream))
             if self.output is None or self.checkpoint is None:
                 raise SpecError("lookup join: a probe_stream needs output (a table) and checkpoint (a folder URI)")
             if self.trigger != AVAILABLE_NOW:
@@ -135,6 +142,14 @@ class LookupReloadJob:
                 f"lookup reload: retained={self.retained!r} is invalid: keep at least 2 snapshots (the current one "
                 "and the one running readers may still use)"
             )
+
+
+def _probe_stream(data: Any) -> StreamSource | KafkaTopicSource:
+    """A probe stream as given, or from its JSON: a Kafka topic's declaration says its kind, a file stream's does
+    not."""
+    if isinstance(data, KafkaTopicSource) or (isinstance(data, dict) and "kind" in data):
+        return data if isinstance(data, KafkaTopicSource) else KafkaTopicSource.from_dict(data, "lookup join")
+    return StreamSource.from_dict(data)
 
 
 def _reload_time(text: object) -> str:

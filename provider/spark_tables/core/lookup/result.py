@@ -31,6 +31,8 @@ class LookupJoinResult(JobOutput):
     worker_metrics: list[dict[str, Any]] = field(default_factory=list)
     #: FULL: the version of the table the snapshot holds (``TableVersion``'s fields), for a table with versions.
     table_version: dict[str, Any] | None = None
+    #: A Kafka probe with ``on_malformed="skip"``: the messages it left out, by source name (None: none left out).
+    malformed_skipped: dict[str, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from spark_tables.core.errors import SpecError
-from spark_tables.core.identifiers import PLAIN_NAME, TableIdentifier, checked_plain_name
+from spark_tables.core.identifiers import TableIdentifier, checked_columns, checked_plain_name
 from spark_tables.core.lookup.options import CacheMode, LookupOptions, ReloadStrategy
 
 #: ``table`` or ``schema.table`` in the external database, unquoted names.
@@ -29,19 +29,6 @@ CATALOG = "catalog"
 SOURCES = (POSTGRES, CATALOG)
 #: The catalog connection's name when a task names none (``SparkTablesCatalogHook.default_conn_name``).
 DEFAULT_CATALOG_CONN_ID = "spark_tables_default"
-
-
-def checked_columns(value: Any, what: str, *, required: bool) -> tuple[str, ...]:
-    """One column name or a sequence of them, validated: plain names, each once."""
-    columns = (value,) if isinstance(value, str) else tuple(value or ())
-    if required and not columns:
-        raise SpecError(f"{what}: give at least one column")
-    for column in columns:
-        if not isinstance(column, str) or not PLAIN_NAME.fullmatch(column):
-            raise SpecError(f"{what}: column {column!r} is invalid: use letters, digits and underscores")
-    if len(set(columns)) != len(columns):
-        raise SpecError(f"{what}: a column is named twice in {list(columns)}")
-    return columns
 
 
 @dataclass(frozen=True)

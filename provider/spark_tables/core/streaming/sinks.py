@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_tables.core.errors import SpecError
-from spark_tables.core.identifiers import TableIdentifier, checked_plain_name
+from spark_tables.core.identifiers import TableIdentifier, checked_columns, checked_plain_name
 from spark_tables.core.kafka import checked_topic
-from spark_tables.core.lookup.table import checked_columns
 
 _PG_TABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*(?:\.[A-Za-z_][A-Za-z0-9_$]*)?")
 

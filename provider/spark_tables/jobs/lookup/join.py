@@ -27,8 +27,10 @@ from spark_tables.core.lookup.job import AVAILABLE_NOW, ERROR_IF_EXISTS, LookupJ
 from spark_tables.core.lookup.options import CacheMode
 from spark_tables.core.lookup.result import LookupJoinResult
 from spark_tables.core.lookup.snapshot import Pointer, Snapshot
+from spark_tables.core.streaming.sources import KafkaTopicSource
 from spark_tables.jobs import files
 from spark_tables.jobs.cancellation import Cancellation
+from spark_tables.jobs.changelog import ROW_KIND
 from spark_tables.jobs.connect_functions import carried
 from spark_tables.jobs.failures import failures_named
 from spark_tables.jobs.lookup.arrow_types import arrow_type
@@ -41,6 +43,8 @@ from spark_tables.jobs.lookup.reload import (
     release_snapshot,
 )
 from spark_tables.jobs.lookup.source import source_for
+from spark_tables.jobs.streaming.sources.kafka_topic import skipped_messages
+from spark_tables.jobs.streaming.sources.streams import stream_source
 
 log = logging.getLogger(__name__)
 
@@ -258,6 +262,7 @@ def run_lookup_join(spark: SparkSession, job: LookupJoinJob, cancellation: Cance
         snapshot=done["snapshot"],
         loaded_snapshot=lookup_join.loaded_snapshot if done["snapshot"] is not None else None,
         table_version=done.get("table_version"),
+        malformed_skipped=done.get("malformed_skipped"),
     )
 
 
@@ -304,11 +309,7 @@ def stream_report(job: LookupJoinJob) -> str:
 
 def _run_stream(spark: SparkSession, job: LookupJoinJob, cancellation: Cancellation) -> dict[str, Any] | None:
     """Enrich each micro-batch and append it to the output; returns what the batches did, None if none ran."""
-    source = job.probe_stream
-    reader = spark.readStream.format(source.format).options(**source.options)
-    if source.schema:
-        reader = reader.schema(source.schema)
-    stream = reader.load(source.path) if source.path else reader.load()
+    stream = _probe_frame(spark, job)
     enrich = carried(spark, StreamEnricher(job))
     writer = stream.writeStream.foreachBatch(enrich).option("checkpointLocation", job.checkpoint)
     if job.trigger == AVAILABLE_NOW:
@@ -317,11 +318,27 @@ def _run_stream(spark: SparkSession, job: LookupJoinJob, cancellation: Cancellat
         interval_ms = whole_milliseconds(parse_duration(job.trigger, "trigger"))  # Spark counts milliseconds
         writer = writer.trigger(processingTime=f"{interval_ms} milliseconds")
     query = writer.start()
+    progress: dict[int, Any] = {}  # by batch: Spark keeps only its latest updates
     try:
         while not query.awaitTermination(0.5):
             cancellation.check()
+            progress.update((p["batchId"], p) for p in query.recentProgress if p.get("batchId") is not None)
     finally:
         if query.isActive:
             query.stop()
+    progress.update((p["batchId"], p) for p in query.recentProgress if p.get("batchId") is not None)
     report = stream_report(job)
-    return json.loads(files.read_text(report)) if files.exists(report) else None
+    done = json.loads(files.read_text(report)) if files.exists(report) else None
+    skipped = skipped_messages(list(progress.values()))
+    return {**done, "malformed_skipped": skipped} if done is not None and skipped else done
+
+
+def _probe_frame(spark: SparkSession, job: LookupJoinJob) -> DataFrame:
+    """The probe stream: a Kafka topic's messages as the declared columns, or Spark's streaming reader's rows."""
+    source = job.probe_stream
+    if isinstance(source, KafkaTopicSource):
+        return stream_source(source.name, source, job.kafka_connections).changes(spark).changes.drop(ROW_KIND)
+    reader = spark.readStream.format(source.format).options(**source.options)
+    if source.schema:
+        reader = reader.schema(source.schema)
+    return reader.load(source.path) if source.path else reader.load()
