@@ -9,6 +9,7 @@ shared by whatever runs tests on the machine).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 #: The Spark standalone cluster: a master and this many workers, each with these cores and memory.
@@ -111,3 +112,9 @@ def catalog_connection(
     if password is not None:
         connection["password"] = password
     return connection
+
+
+def kafka_connection(*, servers: str) -> str:
+    """``AIRFLOW_CONN_SPARK_TABLES_BUFFERED_KAFKA``: the Kafka provider's connection of the broker at ``servers``
+    (``host:port``), as JSON."""
+    return json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": servers}})

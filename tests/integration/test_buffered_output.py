@@ -12,6 +12,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
+from tests.integration import as_deployed
 from tests.integration.conftest import Deployment, ExampleRun, dags_test, demo_connection
 from tests.integration.test_plan import DATABASE, _pg
 from tests.kafka import broker, messages
@@ -59,9 +60,7 @@ def buffered_demo_env(database: str) -> dict[str, str]:
     """The example's connections, as its environment gives them: PostgreSQL on ``database``, the tests' broker."""
     return {
         "AIRFLOW_CONN_SPARK_TABLES_BUFFERED_DEMO": demo_connection(database),
-        "AIRFLOW_CONN_SPARK_TABLES_BUFFERED_KAFKA": json.dumps(
-            {"conn_type": "kafka", "extra": {"bootstrap.servers": broker()}}
-        ),
+        "AIRFLOW_CONN_SPARK_TABLES_BUFFERED_KAFKA": as_deployed.kafka_connection(servers=broker()),
     }
 
 

@@ -8,6 +8,7 @@ are service names there, loopback in the tests; every other value must be the sa
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import json
 import os
 import re
@@ -23,7 +24,7 @@ import yaml
 from packaging.requirements import Requirement
 
 from spark_tables.core.catalog_config import PostgresMetastore
-from spark_tables.core.jvm_jars import JARS_FOLDER
+from spark_tables.core.jvm_jars import JARS_FOLDER, KAFKA_CONNECTOR_JARS
 from tests.integration import as_deployed
 from tests.unit.test_docs_generated import _generator
 
@@ -33,6 +34,7 @@ DOCKER_COMPOSE = os.environ.get("SPARK_TABLES_TEST_DOCKER_COMPOSE", "/usr/bin/do
 #: Where compose.yaml puts what the tests run on loopback.
 API_SERVER, REDIS, POSTGRES, SPARK_MASTER = "airflow-apiserver:8080", "redis:6379", "postgres:5432", "spark-master:7077"
 SPARK_CONNECT = "spark-connect:15002"
+KAFKA = "kafka:9092"
 SHARED = "/opt/spark_tables"
 METASTORE_DATABASE = "metastore"
 #: The metastore's own PostgreSQL role (docker/postgres-init.sh), not the superuser that owns Airflow's database.
@@ -218,6 +220,45 @@ def test_the_brokers_and_databases_are_services(services: dict[str, dict[str, An
     assert named <= created, f"databases no init script creates: {named - created}"
 
 
+def _kafka_broker_script() -> Any:
+    spec = importlib.util.spec_from_file_location("kafka_broker", ROOT / "scripts" / "kafka_broker.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: The broker's settings that name its hosts, ports and folders: loopback's and free ports' in the tests, the
+#: service's in compose (checked apart).
+_BROKER_PLACES = ("controller.quorum.voters", "listeners", "advertised.listeners", "log.dirs")
+
+
+def test_the_kafka_broker_is_the_tests_one(services: dict[str, dict[str, Any]]) -> None:
+    """Kafka's image of the tests' broker's version, set as scripts/kafka_broker.py sets that broker, at the address
+    of the Airflow services' Kafka connection; published nowhere."""
+    broker = services[KAFKA.split(":")[0]]
+    pom = (ROOT / "jvm" / "kafka-broker" / "pom.xml").read_text()
+    version = re.search(r"<artifactId>kafka_2\.13</artifactId>\s*<version>([^<]+)</version>", pom).group(1)
+    assert broker["image"] == f"apache/kafka:{version}"
+    tests = dict(
+        line.split("=", 1)
+        for line in _kafka_broker_script().server_properties(Path("/data"), 9092, 9093).splitlines()
+        if line
+    )
+    compose = {
+        key.removeprefix("KAFKA_").lower().replace("_", "."): str(value)
+        for key, value in broker["environment"].items()
+        if key.startswith("KAFKA_")
+    }
+    shared = {key: value for key, value in tests.items() if key not in _BROKER_PLACES}
+    assert {key: compose.get(key) for key in shared} == shared
+    assert compose["advertised.listeners"] == f"PLAINTEXT://{KAFKA}"
+    assert compose["controller.quorum.voters"] == f"1@{KAFKA.split(':')[0]}:9093"
+    assert "ports" not in broker
+    for name, service in _airflow(services).items():
+        connection = service["environment"]["AIRFLOW_CONN_SPARK_TABLES_BUFFERED_KAFKA"]
+        assert json.loads(connection) == json.loads(as_deployed.kafka_connection(servers=KAFKA)), name
+
+
 def test_the_spark_cluster_is_the_tests_one(services: dict[str, dict[str, Any]]) -> None:
     masters, workers = _spark(services, "master.Master"), _spark(services, "worker.Worker")
     assert list(masters) == [SPARK_MASTER.split(":")[0]]
@@ -243,13 +284,13 @@ def test_the_spark_connect_server_runs_on_the_cluster_on_the_catalogs_metastore_
     catalog = PostgresMetastore(**_metastore(services), table_formats=as_deployed.TABLE_FORMATS)
     assert settings == {**catalog.spark_conf(), "spark.connect.grpc.binding.port": SPARK_CONNECT.split(":")[1]}
 
-    # The driver and the table formats' jars the provider names (their paths under the virtual environment), in the
-    # image's environment.
+    # The driver, the table formats' jars and Spark's Kafka connector the provider names (their paths under the
+    # virtual environment), in the image's environment, as the tests' server has them.
     def in_the_image(jar: str) -> str:
         return "$$VIRTUAL_ENV/" + os.path.relpath(jar, sys.prefix)
 
     assert f'--driver-class-path "{in_the_image(catalog.jdbc_driver_jar)}" ' in command
-    assert f'--jars "{",".join(map(in_the_image, catalog.jars))}" ' in command
+    assert f'--jars "{",".join(map(in_the_image, [*catalog.jars, *KAFKA_CONNECTOR_JARS]))}" ' in command
     [(password_key, _)] = catalog.secret_conf().items()
     assert f'echo "{password_key} $$METASTORE_PASSWORD" >> "$$properties"' in command
     assert 'cat /opt/spark-conf/spark-defaults.conf > "$$properties"' in command
