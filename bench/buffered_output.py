@@ -69,21 +69,47 @@ AGGREGATION_QUERY = "SELECT page, count(*) AS views FROM STREAM(views) GROUP BY 
 SIDES = ("unbuffered", "buffered", "state_store", "memory")
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--path", choices=("aggregation", "plan"), default="aggregation", help="the job measured")
-    parser.add_argument("--sides", default=",".join(SIDES), help="comma-separated, of: " + ", ".join(SIDES))
+def stream_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of the stream (``stream``) and of its runs that every FLIP-365 benchmark takes."""
     parser.add_argument("--events", type=int, default=120_000, help="page views in the stream (default 120,000)")
     parser.add_argument("--pages", type=int, default=500, help="distinct pages (default 500)")
     parser.add_argument("--zipf", type=float, default=1.1, help="Zipf exponent of the pages' popularity (1.1)")
     parser.add_argument("--files", type=int, default=60, help="files the stream arrives in (default 60)")
-    parser.add_argument("--period", type=float, default=2.0, help="seconds between files and between batches (2)")
     parser.add_argument("--interval", type=float, default=10.0, help="execution.flush.max-interval in seconds (10)")
-    parser.add_argument("--tail", type=float, default=15.0, help="seconds each run lasts after the stream (15)")
     parser.add_argument("--rounds", type=int, default=1, help="rounds of both sides (default 1)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder for inspection")
+
+
+def checked_stream_arguments(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
-    if min(args.events, args.pages, args.files, args.rounds) < 1 or min(args.period, args.interval) <= 0:
+    if min(args.events, args.pages, args.files, args.rounds) < 1 or args.interval <= 0:
+        parser.error("counts must be at least 1 and times positive")
+    return args
+
+
+def stream_table(spark: Any, database: str, folder: str, files: list[list[str]]) -> None:
+    """The stream's files in a new ``folder``, read by table ``<database>.views`` a file a micro-batch."""
+    os.makedirs(folder)
+    spark.sql(f"DROP TABLE IF EXISTS {database}.views")
+    spark.sql(
+        f"CREATE TABLE {database}.views (page STRING) USING json OPTIONS (maxFilesPerTrigger 1) LOCATION '{folder}'"
+    )
+    for number, pages in enumerate(files):  # the file source reads them in the order of their times
+        path = os.path.join(folder, f"part-{number:05d}.json")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.writelines(json.dumps({"page": page}) + "\n" for page in pages)
+        os.utime(path, (1_700_000_000 + number, 1_700_000_000 + number))
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--path", choices=("aggregation", "plan"), default="aggregation", help="the job measured")
+    parser.add_argument("--sides", default=",".join(SIDES), help="comma-separated, of: " + ", ".join(SIDES))
+    parser.add_argument("--period", type=float, default=2.0, help="seconds between files and between batches (2)")
+    parser.add_argument("--tail", type=float, default=15.0, help="seconds each run lasts after the stream (15)")
+    stream_arguments(parser)
+    args = checked_stream_arguments(parser, argv)
+    if args.period <= 0:
         parser.error("counts must be at least 1 and times positive")
     args.sides = [side.strip() for side in args.sides.split(",")]
     if "unbuffered" not in args.sides or not set(args.sides) <= set(SIDES) or len(args.sides) < 2:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import os
 import statistics
 import sys
@@ -34,7 +33,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from buffered_output import AGGREGATION_QUERY, stream
+from buffered_output import AGGREGATION_QUERY, checked_stream_arguments, stream, stream_arguments, stream_table
 from harness import local_spark, machine_note, reproduce_command, working_in
 from pyspark.sql import SparkSession
 
@@ -52,37 +51,18 @@ SIDES = ("unbuffered", "buffered")
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--events", type=int, default=120_000, help="page views in the stream (default 120,000)")
-    parser.add_argument("--pages", type=int, default=500, help="distinct pages (default 500)")
-    parser.add_argument("--zipf", type=float, default=1.1, help="Zipf exponent of the pages' popularity (1.1)")
-    parser.add_argument("--files", type=int, default=60, help="files the stream arrives in (default 60)")
-    parser.add_argument("--interval", type=float, default=10.0, help="execution.flush.max-interval in seconds (10)")
-    parser.add_argument("--rounds", type=int, default=1, help="rounds of both sides (default 1)")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary folder for inspection")
-    args = parser.parse_args(argv)
-    if min(args.events, args.pages, args.files, args.rounds) < 1 or args.interval <= 0:
-        parser.error("counts must be at least 1 and times positive")
-    return args
+    stream_arguments(parser)
+    return checked_stream_arguments(parser, argv)
 
 
 def side_run(
     spark: SparkSession, args: argparse.Namespace, root: str, label: str, files: list[list[str]], side: str
 ) -> dict[str, Any]:
     """One side's run from a new source folder, checkpoint and Delta table."""
-    folder = os.path.join(root, label, "views")
-    os.makedirs(folder)
-    spark.sql(f"DROP TABLE IF EXISTS {DATABASE}.views")
-    spark.sql(
-        f"CREATE TABLE {DATABASE}.views (page STRING) USING json OPTIONS (maxFilesPerTrigger 1) LOCATION '{folder}'"
-    )
+    stream_table(spark, DATABASE, os.path.join(root, label, "views"), files)
     table = f"{DATABASE}.counts_{label}"
     spark.sql(f"CREATE TABLE {table} (page STRING, views BIGINT) USING delta")
     configuration = {"execution.flush.max-interval": f"{int(args.interval * 1000)} ms"} if side == "buffered" else {}
-    for number, pages in enumerate(files):  # the file source reads them in the order of their times
-        path = os.path.join(folder, f"part-{number:05d}.json")
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.writelines(json.dumps({"page": page}) + "\n" for page in pages)
-        os.utime(path, (1_700_000_000 + number, 1_700_000_000 + number))
     sink = TableUpsertSink(name=table, key=("page",))
     job = StreamingAggregationJob(
         AGGREGATION_QUERY, sink, os.path.join(root, label, "checkpoint"), StreamingOptions(configuration=configuration)

@@ -1,10 +1,11 @@
 """What every benchmark here shares: a fresh Airflow of its own under /tmp, a DAG file in its DAGs folder run by
-``dag.test()`` through real spark-submit, a local Spark session in the benchmark's own process, and a note of what
-else was running on the machine."""
+``dag.test()`` through real spark-submit, a local Spark session in the benchmark's own process, a Spark Connect
+server or a Kafka broker of the run's own, and a note of what else was running on the machine."""
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import shlex
@@ -14,10 +15,12 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+REPOSITORY = Path(__file__).resolve().parents[1]
 VENV_BIN = os.path.dirname(sys.executable)  # not resolved: the venv's bin, where airflow and spark-submit are
 
 
@@ -189,3 +192,34 @@ def connect_server(root: str) -> Iterator[str]:
         yield connection
     finally:
         server.stop()
+
+
+@contextlib.contextmanager
+def kafka_broker(root: str) -> Iterator[str]:
+    """The broker's host:port: ``SPARK_TABLES_TEST_KAFKA``'s, or one of this run's, stopped at the end."""
+    given = os.environ.get("SPARK_TABLES_TEST_KAFKA")
+    if given:
+        yield given
+        return
+    spec = importlib.util.spec_from_file_location("kafka_broker", REPOSITORY / "scripts" / "kafka_broker.py")
+    broker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(broker)
+    jars = Path(os.environ.get("KAFKA_BROKER_JARS", Path(sys.prefix) / "share" / "spark-tables" / "kafka-broker"))
+    home = Path(root) / "kafka"
+    address = broker.start(home, jars)
+    try:
+        yield address
+    finally:
+        broker.stop(home)
+
+
+def new_topic(servers: str, label: str, *, compacted: bool = False) -> str:
+    """A new topic of one partition on the broker at ``servers``, compacted if told."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = f"bench-{label}-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": servers})  # kept until the topic is made: its futures need it
+    config = {"cleanup.policy": "compact"} if compacted else {}
+    for future in admin.create_topics([NewTopic(topic, 1, 1, config=config)]).values():
+        future.result(30)
+    return topic

@@ -54,6 +54,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -196,8 +197,8 @@ class Progress(StreamingQueryListener):
         return self._ended.get(timeout=120)
 
 
-def start_spark(root: str) -> SparkSession:
-    spark = local_spark(APP_NAME, root, **{"spark.sql.catalogImplementation": "in-memory"})
+def start_spark(root: str, app_name: str = APP_NAME, **confs: str) -> SparkSession:
+    spark = local_spark(app_name, root, **{"spark.sql.catalogImplementation": "in-memory", **confs})
     # What the plan runner sets around each execution, for the built-in join too: RocksDB, no no-data batches, and
     # as many shuffle partitions as the plan's state has.
     partitions = state_partitions(spark, PlanOptions().state_partitions)
@@ -401,8 +402,18 @@ def measure_throughput(spark: SparkSession, args: argparse.Namespace, root: str,
         return plan_side(label, tws_plan_file)
 
     sides = {"plan": plan_side, "builtin": builtin_side, "plan_tws": plan_tws_side}
+    runs = rotated_rounds(sides, args.rounds, progress)
+    return {"stream": stream, "input_rows": input_rows, "runs": runs}
+
+
+def rotated_rounds(
+    sides: dict[str, Callable[[str], int]], rounds: int, progress: Progress
+) -> dict[str, list[dict[str, Any]]]:
+    """Run each side (a function of a run's label returning the rows it wrote) ``rounds`` times after an unmeasured
+    warm-up, the sides' order rotating each round; each run's wall and processing time (its batches'
+    ``triggerExecution``), input rows, rows written and phases, by side."""
     runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
-    for number in range(args.rounds + 1):  # round 0 is the warm-up
+    for number in range(rounds + 1):  # round 0 is the warm-up
         for side in list(sides)[number % len(sides) :] + list(sides)[: number % len(sides)]:
             started = time.perf_counter()
             joined_rows = sides[side](f"{side}_{number}")
@@ -411,17 +422,19 @@ def measure_throughput(spark: SparkSession, args: argparse.Namespace, root: str,
             run = {
                 "wall": wall,
                 "processing": sum(p["durationMs"]["triggerExecution"] for p in batches) / 1000,
+                "input_rows": sum(p["numInputRows"] for p in batches),
                 "joined_rows": joined_rows,
                 **{phase: sum(p["durationMs"].get(phase, 0) for p in batches) / 1000 for phase in PHASES},
             }
             print(
                 f"  round {number or 'warm-up'}: {side:<9} {run['processing']:6.2f} s processing, "
-                f"{run['wall']:6.2f} s wall, {len(batches)} batch(es), {joined_rows:,} rows written",
+                f"{run['wall']:6.2f} s wall, {len(batches)} batch(es), {run['input_rows']:,} rows read, "
+                f"{joined_rows:,} rows written",
                 flush=True,
             )
             if number:
                 runs[side].append(run)
-    return {"stream": stream, "input_rows": input_rows, "runs": runs}
+    return runs
 
 
 def report_state(state: dict[str, Any]) -> None:
@@ -477,16 +490,13 @@ def report_state(state: dict[str, Any]) -> None:
     )
 
 
-def report_throughput(throughput: dict[str, Any]) -> bool:
-    runs, rows = throughput["runs"], throughput["input_rows"]
+def throughput_table(runs: dict[str, list[dict[str, Any]]], rows: int) -> tuple[dict, dict, dict]:
+    """Print each side's rows/s (of its processing), per round, processing and wall time, and where the time goes;
+    return the medians of the rows/s, of the processing and of the wall time, by side."""
     rate = {side: [rows / run["processing"] for run in side_runs] for side, side_runs in runs.items()}
     median = {side: statistics.median(values) for side, values in rate.items()}
     seconds = {side: statistics.median(run["processing"] for run in side_runs) for side, side_runs in runs.items()}
     wall = {side: statistics.median(run["wall"] for run in side_runs) for side, side_runs in runs.items()}
-    print(
-        f"(b) throughput, no TTL: {rows:,} input rows (all rows of both tables' files), per second of the query's "
-        f"processing (sum of its batches' triggerExecution); medians of {len(runs['plan'])} round(s)"
-    )
     print(f"{'side':9}{'rows/s':>10}{'per round':>30}{'processing':>12}{'wall':>9}{'rows/s (wall)':>15}")
     for side in runs:
         per_round = ", ".join(f"{value:,.0f}" for value in rate[side])
@@ -500,6 +510,16 @@ def report_throughput(throughput: dict[str, Any]) -> bool:
         print(
             f"  {side:9}" + "".join(f"{statistics.median(run[phase] for run in side_runs):14.2f}" for phase in PHASES)
         )
+    return median, seconds, wall
+
+
+def report_throughput(throughput: dict[str, Any]) -> bool:
+    runs, rows = throughput["runs"], throughput["input_rows"]
+    print(
+        f"(b) throughput, no TTL: {rows:,} input rows (all rows of both tables' files), per second of the query's "
+        f"processing (sum of its batches' triggerExecution); medians of {len(runs['plan'])} round(s)"
+    )
+    median, seconds, wall = throughput_table(runs, rows)
     print(
         f"  plan {seconds['plan']:.2f} s, built-in {seconds['builtin']:.2f} s, the plan on transform-with-state "
         f"{seconds['plan_tws']:.2f} s"
