@@ -43,6 +43,7 @@ from tests.integration.spark_connect_server import SparkConnectServer
 from tests.integration.test_buffered_output import check_example_buffered_output
 from tests.integration.test_ctas import check_example_ctas
 from tests.integration.test_example_dag import check_example_sql
+from tests.integration.test_kafka_plans import check_kafka_scenario
 from tests.integration.test_lookup import check_example_lookup
 from tests.integration.test_plan import check_example_plan
 
@@ -205,6 +206,12 @@ def test_the_reload_sensor_waits_in_the_triggerer(
     assert "DateTimeTrigger" in triggered and "Trigger fired event" in triggered, "the triggerer ran its trigger"
     assert airflow.xcom("lookup_reload_deferred", second, "reload")["snapshot"]["scheduled_for"] == due
     assert airflow.task_instance("lookup_reload_deferred", second, "wait_for_reload")["try_number"] == 1
+
+
+def test_kafka_sources_sinks_and_probes_per_job_on_the_cluster(on_cluster: Deployment) -> None:
+    """A plan from a topic, an aggregation into one and a lookup join of one on the standalone cluster: the
+    connector's jars go with each job to its executors, which read and write the tests' broker."""
+    check_kafka_scenario(on_cluster, "per-job")
 
 
 @pytest.fixture(scope="module")

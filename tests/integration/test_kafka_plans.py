@@ -1,8 +1,8 @@
 """A compiled plan reading a Kafka topic, a buffered streaming aggregation writing one and a lookup join enriching
-one, through ``airflow dags test``, per job on the embedded default and in session mode: the tasks look the topics
-up, their jobs get Spark's Kafka connector, each run reads the messages sent since the last from its checkpoint,
-exactly once into PostgreSQL, the aggregation sends each shop's latest count to a compacted topic, a message a shop a
-run, and the lookup join enriches each message once."""
+one, through ``airflow dags test``, per job on the embedded default and on the standalone cluster, and in session
+mode: the tasks look the topics up, their jobs get Spark's Kafka connector, each run reads the messages sent since
+the last from its checkpoint, exactly once into PostgreSQL, the aggregation sends each shop's latest count to a
+compacted topic, a message a shop a run, and the lookup join enriches each message once."""
 
 from __future__ import annotations
 
@@ -28,8 +28,13 @@ def _pg(query: str) -> list[tuple]:
 
 @pytest.mark.parametrize("name", ["embedded", "in_session"])
 def test_a_plan_reads_the_messages_of_a_topic_once_in_each_mode(name: str, request: pytest.FixtureRequest) -> None:
-    """Per job, the connector on the spark-submit's jars; in session mode, on the Connect server's class path."""
-    base: Deployment = request.getfixturevalue(name)
+    """Per job, the connector on the spark-submit's jars; in session mode, on the Connect server's class path (the
+    standalone cluster's run: tests/integration/test_cluster.py)."""
+    check_kafka_scenario(request.getfixturevalue(name), "session" if name == "in_session" else "per-job")
+
+
+def check_kafka_scenario(base: Deployment, mode: str) -> None:
+    """Two runs of ``kafka_plan_scenario`` on ``base``, whose tasks run in ``mode``, with messages sent before each."""
     topic, counts = new_topic("orders"), new_topic("shop-counts", compacted=True)
     _pg("DROP SCHEMA IF EXISTS kafka_scenario CASCADE")
     _pg("CREATE SCHEMA kafka_scenario")
@@ -52,7 +57,7 @@ def test_a_plan_reads_the_messages_of_a_topic_once_in_each_mode(name: str, reque
     assert first.xcoms["big_orders"]["compile"]["written"] is True
     [query] = first.xcoms["big_orders"]["execute"]["queries"]
     assert query["input_rows"] == 9
-    assert first.xcoms["big_orders"]["mode"] == ("session" if name == "in_session" else "per-job")
+    assert first.xcoms["big_orders"]["mode"] == mode
     assert _pg("SELECT order_id FROM kafka_scenario.big_orders ORDER BY 1") == [(n,) for n in range(6, 10)]
     counted = first.xcoms["shop_counts"]["query"]
     assert (counted["buffer"]["records_in"], counted["buffer"]["records_emitted"], counted["messages_sent"]) == (
