@@ -7,11 +7,11 @@ compacted topic, a message a shop a run, and the lookup join enriches each messa
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import psycopg
 import pytest
 
+from tests.integration import as_deployed
 from tests.integration.conftest import PG_HOST, PG_PORT, PG_USER, SCENARIOS, Deployment, dags_test, demo_connection
 from tests.kafka import broker, messages, new_topic, send
 
@@ -42,7 +42,7 @@ def check_kafka_scenario(base: Deployment, mode: str) -> None:
     _pg("CREATE TABLE kafka_scenario.shops (shop text, region text)")
     _pg("INSERT INTO kafka_scenario.shops VALUES ('shop_0', 'north'), ('shop_1', 'south')")
     env = {
-        "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": broker()}}),
+        "AIRFLOW_CONN_KAFKA_DEFAULT": as_deployed.kafka_connection(servers=broker()),
         "AIRFLOW_CONN_SPARK_TABLES_KAFKA_DEMO": demo_connection(DATABASE),
         "SPARK_TABLES_TEST_KAFKA_TOPIC": topic,
         "SPARK_TABLES_TEST_KAFKA_PLAN": str(base.home / "plans" / f"{topic}.json"),

@@ -157,7 +157,7 @@ class SparkLookupJoinOperator(_LookupOperator):
 
     def build_job(self, context: Context) -> LookupJoinJob:
         self.check_catalog()
-        kafka = kafka_topics([self.probe_stream]) if isinstance(self.probe_stream, KafkaTopicSource) else None
+        kafka = kafka_topics([self.probe_stream]).connections if isinstance(self.probe_stream, KafkaTopicSource) else {}
         return LookupJoinJob(
             lookup=self.lookup_hook.spec(),
             on=self.on,
@@ -169,7 +169,7 @@ class SparkLookupJoinOperator(_LookupOperator):
             mode=self.mode,
             checkpoint=self.checkpoint,
             trigger=self.trigger,
-            kafka_connections=kafka.connections if kafka is not None else {},
+            kafka_connections=kafka,
         )
 
 

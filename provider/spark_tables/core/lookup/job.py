@@ -147,8 +147,10 @@ class LookupReloadJob:
 def _probe_stream(data: Any) -> StreamSource | KafkaTopicSource:
     """A probe stream as given, or from its JSON: a Kafka topic's declaration says its kind, a file stream's does
     not."""
-    if isinstance(data, KafkaTopicSource) or (isinstance(data, dict) and "kind" in data):
-        return data if isinstance(data, KafkaTopicSource) else KafkaTopicSource.from_dict(data, "lookup join")
+    if isinstance(data, KafkaTopicSource):
+        return data
+    if isinstance(data, dict) and "kind" in data:
+        return KafkaTopicSource.from_dict(data, "lookup join")
     return StreamSource.from_dict(data)
 
 

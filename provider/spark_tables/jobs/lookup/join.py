@@ -30,7 +30,6 @@ from spark_tables.core.lookup.snapshot import Pointer, Snapshot
 from spark_tables.core.streaming.sources import KafkaTopicSource
 from spark_tables.jobs import files
 from spark_tables.jobs.cancellation import Cancellation
-from spark_tables.jobs.changelog import ROW_KIND
 from spark_tables.jobs.connect_functions import carried
 from spark_tables.jobs.failures import failures_named
 from spark_tables.jobs.lookup.arrow_types import arrow_type
@@ -44,7 +43,7 @@ from spark_tables.jobs.lookup.reload import (
 )
 from spark_tables.jobs.lookup.source import source_for
 from spark_tables.jobs.streaming.sources.kafka_topic import skipped_messages
-from spark_tables.jobs.streaming.sources.streams import stream_source
+from spark_tables.jobs.streaming.sources.streams import declared_source_rows
 
 log = logging.getLogger(__name__)
 
@@ -318,15 +317,19 @@ def _run_stream(spark: SparkSession, job: LookupJoinJob, cancellation: Cancellat
         interval_ms = whole_milliseconds(parse_duration(job.trigger, "trigger"))  # Spark counts milliseconds
         writer = writer.trigger(processingTime=f"{interval_ms} milliseconds")
     query = writer.start()
-    progress: dict[int, Any] = {}  # by batch: Spark keeps only its latest updates
+    progress: dict[int, Any] = {}  # by batch, gathered as it runs: Spark keeps only its latest updates
+
+    def gather() -> None:
+        progress.update((p["batchId"], p) for p in query.recentProgress if p.get("batchId") is not None)
+
     try:
         while not query.awaitTermination(0.5):
             cancellation.check()
-            progress.update((p["batchId"], p) for p in query.recentProgress if p.get("batchId") is not None)
+            gather()
     finally:
         if query.isActive:
             query.stop()
-    progress.update((p["batchId"], p) for p in query.recentProgress if p.get("batchId") is not None)
+    gather()
     report = stream_report(job)
     done = json.loads(files.read_text(report)) if files.exists(report) else None
     skipped = skipped_messages(list(progress.values()))
@@ -337,7 +340,7 @@ def _probe_frame(spark: SparkSession, job: LookupJoinJob) -> DataFrame:
     """The probe stream: a Kafka topic's messages as the declared columns, or Spark's streaming reader's rows."""
     source = job.probe_stream
     if isinstance(source, KafkaTopicSource):
-        return stream_source(source.name, source, job.kafka_connections).changes(spark).changes.drop(ROW_KIND)
+        return declared_source_rows(spark, source, job.kafka_connections)
     reader = spark.readStream.format(source.format).options(**source.options)
     if source.schema:
         reader = reader.schema(source.schema)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.streaming.sources import KafkaTopicSource
@@ -27,13 +27,20 @@ def source_views(
     made: list[str] = []
     try:
         for source in sources:
-            streamed = stream_source(source.name, source, kafka_connections).changes(spark)
-            streamed.changes.drop(ROW_KIND).createOrReplaceTempView(source.name)
+            declared_source_rows(spark, source, kafka_connections).createOrReplaceTempView(source.name)
             made.append(source.name)
         yield
     finally:
         for name in made:
             spark.catalog.dropTempView(name)
+
+
+def declared_source_rows(
+    spark: SparkSession, source: KafkaTopicSource, kafka_connections: Mapping[str, Mapping[str, str]]
+) -> DataFrame:
+    """A declared source's stream as rows of its columns, without the changelog column: what SQL reads by its name
+    and what a lookup join's probe enriches."""
+    return stream_source(source.name, source, kafka_connections).changes(spark).changes.drop(ROW_KIND)
 
 
 def stream_source(
