@@ -29,3 +29,40 @@ KAFKA_CONNECTOR_JARS = tuple(
         "commons-pool2",
     )
 )
+#: Hadoop's S3A file system with the AWS SDK modules it loads (not the SDK's bundle): every store on ``s3a://``. On a
+#: JVM's class path from its start: a session made later in a running JVM does not find ``S3AFileSystem``.
+S3A_JARS = tuple(
+    declared_jar(artifact)
+    for artifact in (
+        "hadoop-aws",
+        "analyticsaccelerator-s3",
+        "s3",
+        "s3-transfer-manager",
+        "netty-nio-client",
+        "apache-client",
+        "sdk-core",
+        "aws-core",
+        "aws-xml-protocol",
+        "aws-query-protocol",
+        "protocol-core",
+        "regions",
+        "auth",
+        "http-auth",
+        "http-auth-aws",
+        "http-auth-spi",
+        "http-client-spi",
+        "identity-spi",
+        "checksums",
+        "checksums-spi",
+        "retries",
+        "retries-spi",
+        "profiles",
+        "metrics-spi",
+        "endpoints-spi",
+        "json-utils",
+        "utils",
+        "arns",
+        "third-party-jackson-core",
+        "reactive-streams",
+    )
+)
