@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up, then runs the whole test suite: unit (seconds), spark (one local session) and
 # integration (spark-submit, Airflow, PostgreSQL on 127.0.0.1:5432 unless SPARK_TABLES_TEST_PG_HOST/_PORT/_USER
-# say otherwise, a Kafka broker it starts unless SPARK_TABLES_TEST_KAFKA names one), on two pytest-xdist workers, a test file a worker at a time (its tests share its fixtures).
+# say otherwise, a Kafka broker it starts unless SPARK_TABLES_TEST_KAFKA names one, an S3 server likewise unless
+# SPARK_TABLES_TEST_S3 names one), on two pytest-xdist workers, a test file a worker at a time (its tests share its fixtures).
 # Extra arguments go to pytest: -n 0 runs in one process; paths choose what runs (scripts/test.sh tests/unit).
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/dags"  # the examples, whatever DAGs folder the shell names
@@ -38,11 +39,22 @@ ruff format --check .
 
 # The tests' Kafka broker (tests/kafka.py): a real one on loopback from the jars setup.sh fetched, started once for
 # the whole run and stopped, its data removed, when the run ends.
+# The tests' S3-compatible server (tests/s3.py): moto's, on loopback, likewise once for the run.
+KAFKA_HOME="" S3_HOME=""
+stop_servers() {
+  if [ -n "$KAFKA_HOME" ]; then python scripts/kafka_broker.py stop "$KAFKA_HOME"; fi
+  if [ -n "$S3_HOME" ]; then python scripts/s3_server.py stop "$S3_HOME"; fi
+}
+trap stop_servers EXIT
 if [ -z "${SPARK_TABLES_TEST_KAFKA:-}" ]; then
   KAFKA_HOME=$(mktemp -d "${TMPDIR:-/tmp}/spark-tables-kafka.XXXXXX")
-  trap 'python scripts/kafka_broker.py stop "$KAFKA_HOME"' EXIT
   SPARK_TABLES_TEST_KAFKA=$(python scripts/kafka_broker.py start "$KAFKA_HOME" "$KAFKA_BROKER_JARS")
   export SPARK_TABLES_TEST_KAFKA
+fi
+if [ -z "${SPARK_TABLES_TEST_S3:-}" ]; then
+  S3_HOME=$(mktemp -d "${TMPDIR:-/tmp}/spark-tables-s3.XXXXXX")
+  SPARK_TABLES_TEST_S3=$(python scripts/s3_server.py start "$S3_HOME")
+  export SPARK_TABLES_TEST_S3
 fi
 targets=(tests)  # the whole suite, unless a path among the arguments says what to run
 for arg in "$@"; do

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from spark_tables.core.jvm_jars import KAFKA_CONNECTOR_JARS, POSTGRES_JDBC_DRIVER
+from spark_tables.core.jvm_jars import KAFKA_CONNECTOR_JARS, POSTGRES_JDBC_DRIVER, S3A_JARS
+from tests.s3 import endpoint as s3_endpoint
+from tests.s3 import s3a_conf
 from tests.spark.page_views import PG_SCHEMA
 from tests.spark.postgres import run_sql
 
@@ -21,7 +23,7 @@ from tests.spark.postgres import run_sql
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     warehouse = tmp_path_factory.mktemp("warehouse")
     os.environ["PYSPARK_PYTHON"] = sys.executable  # Python workers: this interpreter, which has spark_tables
-    session = (
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("spark_tables-tests")
         .config("spark.sql.catalogImplementation", "in-memory")
@@ -30,10 +32,12 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         .config("spark.ui.enabled", "false")
         .config("spark.log.level", "WARN")
         .config("spark.pyspark.python", sys.executable)
-        # lookup tables' full-cache reloads, Kafka topics' sources
-        .config("spark.jars", ",".join([POSTGRES_JDBC_DRIVER, *KAFKA_CONNECTOR_JARS]))
-        .getOrCreate()
+        # lookup tables' full-cache reloads, Kafka topics' sources, s3a:// (S3A's on the JVM from its start)
+        .config("spark.jars", ",".join([POSTGRES_JDBC_DRIVER, *KAFKA_CONNECTOR_JARS, *S3A_JARS]))
     )
+    for name, value in s3a_conf(s3_endpoint()).items():
+        builder = builder.config(name, value)
+    session = builder.getOrCreate()
     yield session
     session.stop()
     # py4j logs from __del__ at interpreter exit, after pytest has closed the streams it captured.

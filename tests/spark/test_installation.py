@@ -11,6 +11,8 @@ import pyspark
 import pytest
 from pyspark.sql import SparkSession
 
+from tests.s3 import new_bucket
+
 pytestmark = pytest.mark.spark
 
 
@@ -42,3 +44,11 @@ def test_python_and_jvm_sides_are_one_release(spark: SparkSession) -> None:
     core_jars = [jar for jar in jars if jar.startswith("spark-core_")]
     assert core_jars == [f"spark-core_2.13-{pyspark.__version__}.jar"]
     assert spark.version == pyspark.__version__
+
+
+def test_the_declared_s3a_jars_reach_the_tests_s3_server(spark: SparkSession) -> None:
+    """Hadoop's S3A with the AWS SDK's modules jvm/pom.xml declares (not its bundle), on Spark's own netty and HTTP
+    client: a table written to a bucket of the tests' server is read back."""
+    location = f"s3a://{new_bucket('installation')}/numbers"
+    spark.range(10).write.parquet(location)
+    assert sorted(row.id for row in spark.read.parquet(location).collect()) == list(range(10))
