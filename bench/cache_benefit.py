@@ -35,6 +35,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -87,7 +88,6 @@ def in_one_application(args: argparse.Namespace, root: str) -> None:
     spark.read.parquet(f"{root}/a").createOrReplaceTempView("a")
     owner = TableOwner(dag_id=DAG_ID, run_id="in_one_application", task_id="bench")
     copy: list[Any] = []
-    answers: set[str] = set()
 
     def recompute(number: int) -> None:
         spark.sql(B_QUERY).createOrReplaceTempView("b")
@@ -104,18 +104,10 @@ def in_one_application(args: argparse.Namespace, root: str) -> None:
             raise SystemExit(f"in one application: expected a hit, got {reports['b']}")
 
     sides = {"recompute": recompute, "miss": miss, "hit": hit}
-    seconds: dict[str, list[float]] = {side: [] for side in sides}
     miss(0)  # warm-up, and the first copy for a hit
-    for number in range(1, args.rounds + 1):
-        order = list(sides)[number % 3 :] + list(sides)[: number % 3]
-        for side in order:
-            started = time.monotonic()
-            sides[side](number)
-            answers.add(str(spark.sql(consumer).collect()))
-            seconds[side].append(time.monotonic() - started)
+    orders = [list(sides)[number % 3 :] + list(sides)[: number % 3] for number in range(1, args.rounds + 1)]
+    seconds = timed_rounds(spark, consumer, sides, orders)
     spark.stop()
-    if len(answers) != 1:
-        raise SystemExit(f"in one application: the sides answered differently: {answers}")
 
     median = {side: statistics.median(values) for side, values in seconds.items()}
     speedup, added = median["recompute"] / median["hit"], median["miss"] / median["recompute"] - 1
@@ -131,6 +123,24 @@ def in_one_application(args: argparse.Namespace, root: str) -> None:
         f"miss: writing and describing the copy adds {100 * added:+.1f} % to computing b "
         f"({'MEETS' if added <= TARGET_WRITE_FRACTION else 'MISSES'} the 10 % target)"
     )
+
+
+def timed_rounds(
+    spark: Any, consumer: str, sides: dict[str, Callable[[int], None]], orders: list[list[str]]
+) -> dict[str, list[float]]:
+    """Round ``n`` (from 1) runs the sides in ``orders[n - 1]``, each timed with ``consumer``'s query after it; the
+    sides must all answer the query alike."""
+    seconds: dict[str, list[float]] = {side: [] for side in sides}
+    answers: set[str] = set()
+    for number, order in enumerate(orders, start=1):
+        for side in order:
+            started = time.monotonic()
+            sides[side](number)
+            answers.add(str(spark.sql(consumer).collect()))
+            seconds[side].append(time.monotonic() - started)
+    if len(answers) != 1:
+        raise SystemExit(f"the sides answered differently: {answers}")
+    return seconds
 
 
 def build_dag(args: argparse.Namespace) -> Any:

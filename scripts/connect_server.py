@@ -11,6 +11,8 @@ Run it through ``scripts/connect_server.sh``, which sets the repository's Airflo
 fails in one line (exit 1) if one runs already, or it exits or does not listen within three minutes (its log says
 why: ``$AIRFLOW_HOME/connect-server.log`` unless ``--log`` says otherwise). A PostgreSQL metastore's schema is made
 first, if it has none; its password reaches Spark in a properties file only this user reads, never a command line.
+The server reaches S3 through the ``[spark_tables] aws_conn_id`` connection (``aws_default``), its keys in the
+server's environment.
 The embedded Derby metastore admits one application at a time: while the server runs, per-job tasks on the embedded
 default fail, naming it.
 """
@@ -29,9 +31,10 @@ import time
 from pathlib import Path
 
 from spark_tables.core.catalog_config import Catalog, PostgresMetastore
-from spark_tables.core.jvm_jars import KAFKA_CONNECTOR_JARS
+from spark_tables.core.jvm_jars import KAFKA_CONNECTOR_JARS, S3A_JARS
 from spark_tables.core.private_files import private_folder, write_private
 from spark_tables.hooks.catalog import SparkTablesCatalogHook
+from spark_tables.hooks.object_storage import s3_access
 from spark_tables.utils import settings
 from spark_tables.utils.metastore_schema import ensure_metastore_schema
 
@@ -53,8 +56,10 @@ def start(log: Path, catalog: Catalog) -> str:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    s3 = s3_access()  # the aws connection's: the server's own keys, in its environment
     conf = {
         **catalog.spark_conf(),
+        **s3.spark_conf(),
         "spark.connect.grpc.binding.address": "127.0.0.1",
         "spark.connect.grpc.binding.port": str(port),
         "spark.ui.enabled": "false",
@@ -66,15 +71,16 @@ def start(log: Path, catalog: Catalog) -> str:
     command += [arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")]
     if catalog.driver_class_path:
         command += ["--driver-class-path", catalog.driver_class_path]
-    # its table formats' (Delta Lake's), and Spark's Kafka connector, which session mode's jobs reading Kafka topics
-    # need on the server's class path, for the server's driver and executors
-    command += ["--jars", ",".join([*catalog.jars, *KAFKA_CONNECTOR_JARS])]
+    # its table formats' (Delta Lake's), Spark's Kafka connector, which session mode's jobs reading Kafka topics need
+    # on the server's class path, for the server's driver and executors, and S3A, for stores on s3:// and s3a://
+    command += ["--jars", ",".join([*catalog.jars, *KAFKA_CONNECTOR_JARS, *S3A_JARS])]
     if secrets := catalog.secret_conf():  # the metastore's password: a file of this user's, no command line
         properties = os.path.join(private_folder(os.path.join(settings.home(), "private")), "connect-server.conf")
         write_private(properties, "".join(f"{key} {value}\n" for key, value in secrets.items()))
         command += ["--properties-file", properties]
     env = {
         **os.environ,
+        **s3.environment(),
         "PYSPARK_PYTHON": sys.executable,
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",  # spark-submit finds pyspark

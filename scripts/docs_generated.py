@@ -206,7 +206,20 @@ def jvm_jars() -> str:
             f"| `{group}:{artifact}:{version}` | `{artifact}.jar` | [{artifact}-{version}.jar]({url}) | {purpose} |"
         )
     packages = ",".join(f"{group}:{artifact}:{version}" for group, artifact, version, _ in declared)
-    return "\n".join([*rows, "", f"`spark.jars.packages`: `{packages}`"])
+    return "\n".join(
+        [*rows, "", f"`spark.jars.packages`: `{packages}`", "", f"`spark.jars.excludes`: `{','.join(excluded())}`"]
+    )
+
+
+def excluded() -> list[str]:
+    """The exclusions of ``jvm/pom.xml``'s dependencies but "everything" (``*:*``), as ``group:artifact``: Ivy takes
+    them for every package at once (without them it fetches the AWS SDK's 686 MB bundle hadoop-aws names)."""
+    pom = ET.parse(POM).getroot()
+    pairs = {
+        f"{node.findtext(f'{MAVEN}groupId')}:{node.findtext(f'{MAVEN}artifactId')}"
+        for node in pom.iter(f"{MAVEN}exclusion")
+    }
+    return sorted(pairs - {"*:*"})
 
 
 def contracts() -> str:

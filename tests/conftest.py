@@ -80,6 +80,7 @@ SHARED_SESSIONS = {
         "tests/integration/test_example_dag.py",
         "tests/integration/test_session_mode.py",
         "tests/integration/test_kafka_plans.py",
+        "tests/integration/test_object_storage.py",
     ),
     # the Delta Lake tests, on a Spark Connect server whose catalog loads Delta (``delta_server``)
     "delta_server": (

@@ -9,6 +9,8 @@ import uuid
 
 import boto3
 
+from spark_tables.core.object_storage import S3Access
+
 #: moto takes any key pair until told to check them.
 ACCESS_KEY, SECRET_KEY = "tests-access-key", "tests-secret-key"
 REGION = "us-east-1"
@@ -38,14 +40,18 @@ def new_bucket(prefix: str = "bucket") -> str:
     return bucket
 
 
-def s3a_conf(address: str) -> dict[str, str]:
-    """Spark's settings of S3A for the server at ``address``: path-style, plain HTTP, the tests' keys."""
+def s3a_conf() -> dict[str, str]:
+    """Spark's settings of S3A for the server, the tests' keys among them: for a session made in the tests' process,
+    which takes no environment of its own."""
     return {
-        "spark.hadoop.fs.s3a.endpoint": address,
-        "spark.hadoop.fs.s3a.endpoint.region": REGION,
-        "spark.hadoop.fs.s3a.path.style.access": "true",
-        "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+        **access().spark_conf(),
         "spark.hadoop.fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
         "spark.hadoop.fs.s3a.access.key": ACCESS_KEY,
         "spark.hadoop.fs.s3a.secret.key": SECRET_KEY,
     }
+
+
+def access() -> S3Access:
+    """How a Spark application reaches the server: the tests' keys, its endpoint and region."""
+    keys = {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
+    return S3Access(credentials=keys, endpoint=endpoint(), region=REGION)

@@ -183,6 +183,19 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "off",
                         "default": None,
                     },
+                    "aws_conn_id": {
+                        "description": (
+                            "The aws connection (Amazon provider) through which Airflow and the jobs reach stores on "
+                            "s3:// or s3a:// (warehouse, cache, lookup, checkpoint and exchange roots): its keys or "
+                            "role, endpoint (extra endpoint_url, for an S3-compatible store) and region. Its keys "
+                            "reach spark-submit in its environment, never a command line. Empty: each side's own "
+                            "credentials (an instance role, AWS_* variables). A missing connection is the same."
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "minio",
+                        "default": "aws_default",
+                    },
                     "exchange_uri": {
                         "description": (
                             "URI under which Spark drivers write job results for Airflow to read. In cluster "

@@ -114,6 +114,13 @@ def catalog_connection(
     return connection
 
 
+def aws_connection(*, endpoint: str, access_key: str, secret_key: str, region: str = "us-east-1") -> str:
+    """``AIRFLOW_CONN_AWS_DEFAULT``: the Amazon provider's connection of the S3-compatible store at ``endpoint``,
+    with its keys, as JSON."""
+    extra = {"endpoint_url": endpoint, "region_name": region}
+    return json.dumps({"conn_type": "aws", "login": access_key, "password": secret_key, "extra": extra})
+
+
 def kafka_connection(*, servers: str) -> str:
     """``AIRFLOW_CONN_SPARK_TABLES_BUFFERED_KAFKA``: the Kafka provider's connection of the broker at ``servers``
     (``host:port``), as JSON."""

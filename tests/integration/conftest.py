@@ -231,7 +231,7 @@ def embedded_deployment(home: Path) -> Deployment:
 
 
 def postgres_deployment(
-    home: Path, metastore_database: str, warehouse: Path, metadata_database: str | None = None
+    home: Path, metastore_database: str, warehouse: Path | str, metadata_database: str | None = None
 ) -> Deployment:
     """An Airflow on the PostgreSQL metastore; its own metadata DB is SQLite unless ``metadata_database`` is named."""
     env = _base_env(home)

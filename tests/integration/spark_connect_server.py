@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from spark_tables.core.catalog_config import PostgresMetastore
-from spark_tables.core.jvm_jars import KAFKA_CONNECTOR_JARS
+from spark_tables.core.jvm_jars import KAFKA_CONNECTOR_JARS, S3A_JARS
 from spark_tables.core.private_files import write_private
 from spark_tables.utils.metastore_schema import ensure_metastore_schema
+from tests import s3
 from tests.conftest import SPARK_SUBMIT_OPTIONS
 from tests.integration.airflow_services import _free_port as free_port
 from tests.integration.airflow_services import wait_for
@@ -64,6 +65,7 @@ class SparkConnectServer:
         self.events.mkdir(exist_ok=True)
         conf = {
             **self.catalog.spark_conf(),
+            **s3.access().spark_conf(),
             "spark.connect.grpc.binding.address": "127.0.0.1",
             "spark.connect.grpc.binding.port": str(self.port),
             "spark.ui.port": str(self.ui_port),
@@ -77,8 +79,8 @@ class SparkConnectServer:
         }
         command = [str(VENV_BIN / "spark-submit"), "--master", self.master, "--class", SERVER_CLASS]
         command += ["--driver-class-path", self.catalog.driver_class_path]
-        # its table formats' and Spark's Kafka connector, as scripts/connect_server.py gives them
-        command += ["--jars", ",".join([*self.catalog.jars, *KAFKA_CONNECTOR_JARS])]
+        # its table formats', Spark's Kafka connector and S3A, as scripts/connect_server.py gives them
+        command += ["--jars", ",".join([*self.catalog.jars, *KAFKA_CONNECTOR_JARS, *S3A_JARS])]
         for key, value in conf.items():
             command += ["--conf", f"{key}={value}"]
         # The metastore's password in a file of mode 600, as scripts/connect_server.py gives it: never a command line.
@@ -87,6 +89,7 @@ class SparkConnectServer:
         command += ["--properties-file", str(properties)]
         env = {
             **os.environ,
+            **s3.access().environment(),  # the server's own keys to the tests' S3 server
             "PYSPARK_PYTHON": self._workers_python(),
             "SPARK_SUBMIT_OPTS": SPARK_SUBMIT_OPTIONS,
             "SPARK_LOCAL_IP": "127.0.0.1",

@@ -28,6 +28,7 @@ from spark_tables.core.sql.job import SqlJob
 from spark_tables.core.xcom_keys import FAILED_TRY
 from spark_tables.tasks.sql_reader import read_statements
 from spark_tables.utils.metastore_schema import ensure_metastore_schema
+from tests import s3
 from tests.integration.airflow_services import AirflowServices, _free_port
 from tests.integration.conftest import (
     CLUSTER_BUFFERED_DS,
@@ -36,6 +37,8 @@ from tests.integration.conftest import (
     SCENARIOS,
     Deployment,
     ExampleRun,
+    _empty_database,
+    postgres_deployment,
 )
 from tests.integration.ctas_checks import metastore_tables
 from tests.integration.spark_cluster import SparkCluster
@@ -45,6 +48,7 @@ from tests.integration.test_ctas import check_example_ctas
 from tests.integration.test_example_dag import check_example_sql
 from tests.integration.test_kafka_plans import check_kafka_scenario
 from tests.integration.test_lookup import check_example_lookup
+from tests.integration.test_object_storage import check_s3_scenario, on_s3
 from tests.integration.test_plan import check_example_plan
 
 pytestmark = pytest.mark.integration
@@ -212,6 +216,18 @@ def test_kafka_sources_sinks_and_probes_per_job_on_the_cluster(on_cluster: Deplo
     """A plan from a topic, an aggregation into one and a lookup join of one on the standalone cluster: the
     connector's jars go with each job to its executors, which read and write the tests' broker."""
     check_kafka_scenario(on_cluster, "per-job")
+
+
+def test_every_store_on_s3_per_job_on_the_cluster(
+    on_cluster: Deployment, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The S3 scenario on the standalone cluster, nothing of it in a shared folder: the warehouse and the provider's
+    roots in a bucket, the executors given the connection's keys by their driver (``spark.executorEnv``)."""
+    bucket = s3.new_bucket("cluster-stores")
+    database = _empty_database(CLUSTER_METASTORE_DATABASE.replace("spark_tables_cluster", "spark_tables_cluster_s3"))
+    base = postgres_deployment(tmp_path_factory.mktemp("airflow-cluster-s3"), database, f"s3a://{bucket}/warehouse")
+    spark = {name: on_cluster.env[name] for name in ("AIRFLOW_CONN_SPARK_DEFAULT", "SPARK_LOCAL_IP")}
+    check_s3_scenario(on_s3(dataclasses.replace(base, env={**base.env, **spark}), bucket, False), bucket, "per-job")
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark_tables.core.jvm_jars import KAFKA_CONNECTOR_JARS, POSTGRES_JDBC_DRIVER, S3A_JARS
-from tests.s3 import endpoint as s3_endpoint
 from tests.s3 import s3a_conf
 from tests.spark.page_views import PG_SCHEMA
 from tests.spark.postgres import run_sql
@@ -35,7 +34,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         # lookup tables' full-cache reloads, Kafka topics' sources, s3a:// (S3A's on the JVM from its start)
         .config("spark.jars", ",".join([POSTGRES_JDBC_DRIVER, *KAFKA_CONNECTOR_JARS, *S3A_JARS]))
     )
-    for name, value in s3a_conf(s3_endpoint()).items():
+    for name, value in s3a_conf().items():
         builder = builder.config(name, value)
     session = builder.getOrCreate()
     yield session

@@ -24,7 +24,8 @@ import yaml
 from packaging.requirements import Requirement
 
 from spark_tables.core.catalog_config import PostgresMetastore
-from spark_tables.core.jvm_jars import JARS_FOLDER, KAFKA_CONNECTOR_JARS
+from spark_tables.core.jvm_jars import JARS_FOLDER, KAFKA_CONNECTOR_JARS, S3A_JARS
+from spark_tables.core.object_storage import S3Access
 from tests.integration import as_deployed
 from tests.unit.test_docs_generated import _generator
 
@@ -35,6 +36,7 @@ DOCKER_COMPOSE = os.environ.get("SPARK_TABLES_TEST_DOCKER_COMPOSE", "/usr/bin/do
 API_SERVER, REDIS, POSTGRES, SPARK_MASTER = "airflow-apiserver:8080", "redis:6379", "postgres:5432", "spark-master:7077"
 SPARK_CONNECT = "spark-connect:15002"
 KAFKA = "kafka:9092"
+S3 = "http://s3:8333"
 SHARED = "/opt/spark_tables"
 METASTORE_DATABASE = "metastore"
 #: The metastore's own PostgreSQL role (docker/postgres-init.sh), not the superuser that owns Airflow's database.
@@ -49,6 +51,8 @@ REQUIRED = {
     "AIRFLOW_JWT_SECRET": "jwt-secret",
     "AIRFLOW_API_SECRET_KEY": "api-secret",
     "AIRFLOW_FERNET_KEY": "fernet-key",
+    "S3_ACCESS_KEY": "s3-access-key",
+    "S3_SECRET_KEY": "s3-secret-key",
 }
 
 
@@ -282,15 +286,16 @@ def test_the_spark_connect_server_runs_on_the_cluster_on_the_catalogs_metastore_
     assert f"--master spark://{SPARK_MASTER} " in command
     settings = dict(re.findall(r"--conf (\S+?)=(\S+)", command))
     catalog = PostgresMetastore(**_metastore(services), table_formats=as_deployed.TABLE_FORMATS)
-    assert settings == {**catalog.spark_conf(), "spark.connect.grpc.binding.port": SPARK_CONNECT.split(":")[1]}
+    s3 = S3Access(endpoint=S3, region="us-east-1").spark_conf()
+    assert settings == {**catalog.spark_conf(), **s3, "spark.connect.grpc.binding.port": SPARK_CONNECT.split(":")[1]}
 
-    # The driver, the table formats' jars and Spark's Kafka connector the provider names (their paths under the
-    # virtual environment), in the image's environment, as the tests' server has them.
+    # The driver, the table formats' jars, Spark's Kafka connector and S3A's jars the provider names (their paths
+    # under the virtual environment), in the image's environment, as the tests' server has them.
     def in_the_image(jar: str) -> str:
         return "$$VIRTUAL_ENV/" + os.path.relpath(jar, sys.prefix)
 
     assert f'--driver-class-path "{in_the_image(catalog.jdbc_driver_jar)}" ' in command
-    assert f'--jars "{",".join(map(in_the_image, [*catalog.jars, *KAFKA_CONNECTOR_JARS]))}" ' in command
+    assert f'--jars "{",".join(map(in_the_image, [*catalog.jars, *KAFKA_CONNECTOR_JARS, *S3A_JARS]))}" ' in command
     [(password_key, _)] = catalog.secret_conf().items()
     assert f'echo "{password_key} $$METASTORE_PASSWORD" >> "$$properties"' in command
     assert 'cat /opt/spark-conf/spark-defaults.conf > "$$properties"' in command
@@ -299,6 +304,9 @@ def test_the_spark_connect_server_runs_on_the_cluster_on_the_catalogs_metastore_
     with_password = _config(DOCKER / "compose.yaml", METASTORE_PASSWORD=password)["services"][server_name]
     assert password not in _command(with_password) and with_password["environment"]["METASTORE_PASSWORD"] == password
     assert "POSTGRES_PASSWORD" not in with_password["environment"], "the server never gets the superuser's password"
+    keys = _config(DOCKER / "compose.yaml", S3_SECRET_KEY="s3-only-in-the-environment")["services"][server_name]
+    assert "s3-only-in-the-environment" not in _command(keys)
+    assert keys["environment"]["AWS_SECRET_ACCESS_KEY"] == "s3-only-in-the-environment"
     assert server["expose"] == [SPARK_CONNECT.split(":")[1]] and "ports" not in server
     assert server["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
     assert "ensure_metastore_schema(" in _command(services["airflow-init"])
@@ -411,3 +419,25 @@ def test_a_users_connections_come_from_the_env_file_docker_env_names(tmp_path: P
         assert "AIRFLOW_CONN_CRM" not in services[name].get("environment", {}), name
     default = _airflow(_config(DOCKER / "compose.yaml")["services"])  # airflow.env.example: nothing
     assert not any("AIRFLOW_CONN_CRM" in service["environment"] for service in default.values())
+
+
+def test_the_s3_store_is_the_airflow_sides_and_the_servers_its_keys_in_no_command(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """The aws connection of every Airflow service names the S3 store with docker/.env's keys, as the tests' name
+    theirs; the store takes those keys from its environment, airflow-init makes its bucket once it is up."""
+    store = services[urlsplit(S3).hostname]
+    assert store["expose"] == [str(urlsplit(S3).port)] and "ports" not in store
+    assert (store["environment"]["S3_ACCESS_KEY"], store["environment"]["S3_SECRET_KEY"]) == (
+        REQUIRED["S3_ACCESS_KEY"],
+        REQUIRED["S3_SECRET_KEY"],
+    )
+    assert REQUIRED["S3_SECRET_KEY"] not in _command(store) and f"-s3.port={urlsplit(S3).port}" in _command(store)
+    expected = as_deployed.aws_connection(
+        endpoint=S3, access_key=REQUIRED["S3_ACCESS_KEY"], secret_key=REQUIRED["S3_SECRET_KEY"]
+    )
+    for name, service in _airflow(services).items():
+        assert json.loads(service["environment"]["AIRFLOW_CONN_AWS_DEFAULT"]) == json.loads(expected), name
+    init = services["airflow-init"]
+    assert init["depends_on"][urlsplit(S3).hostname]["condition"] == "service_healthy"
+    assert 'create_bucket("spark-tables")' in _command(init)

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 import fsspec
 import pytest
 
+from spark_tables.core.errors import SpecError
 from spark_tables.core.storage_credentials import CredentialsMissing, missing_credentials, names_missing_credentials
-from spark_tables.hooks.plan import CompiledPlanHook
+from spark_tables.hooks.object_storage import s3_access_for
 from spark_tables.jobs import files
-from spark_tables.tasks.cache import storage
 
 PLAN_URI = "s3://pipelines/plans/shop_counts.json"  # the README's object-storage form
 
@@ -76,8 +76,13 @@ def test_the_spark_side_names_an_s3_uri_it_has_no_credentials_for():
 
 
 @pytest.mark.usefixtures("no_aws_credentials")
-def test_the_airflow_side_names_an_s3_uri_it_has_no_credentials_for():
-    with pytest.raises(CredentialsMissing, match=rf"^cannot reach {PLAN_URI}: .* where the Airflow task runs$"):
-        CompiledPlanHook().read_plan(PLAN_URI)
-    with pytest.raises(CredentialsMissing, match=r"^cannot reach s3://lake/caches: .*AWS_ACCESS_KEY_ID"):
-        storage.copies("s3://lake/caches")
+def test_the_airflow_side_names_an_s3_location_no_credentials_reach_before_any_job(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The Amazon provider's file system reads a store without credentials anonymously (a public bucket's way), so
+    the check before a job, which lists each bucket through the aws connection's client, is where they are missed:
+    botocore refuses to sign the listing, before any request."""
+    monkeypatch.delenv("AIRFLOW_CONN_AWS_DEFAULT", raising=False)
+    with pytest.raises(SpecError) as refused:
+        s3_access_for({"plan_uri": PLAN_URI})
+    assert str(refused.value).startswith(f"{PLAN_URI}: no credentials for AWS S3 (connection 'aws_default'): give ")

@@ -16,9 +16,10 @@ from spark_tables.core.job_kind import Job
 from spark_tables.core.kinds import KINDS, kind_of
 
 SPEC_VERSION = 1
-#: Names of the settings that hold a secret: those Spark's default ``spark.redaction.regex`` hides, and API keys
-#: (OpenLineage's ``spark.openlineage.transport.auth.apiKey``) and JAAS configurations (Kafka's SASL passwords).
-SECRET_PATTERN = r"(?i)secret|password|token|access[.]?key|api[.]?key|jaas"
+#: Names of the settings that hold a secret: those Spark's default ``spark.redaction.regex`` hides, API keys
+#: (OpenLineage's ``spark.openlineage.transport.auth.apiKey``), JAAS configurations (Kafka's SASL passwords) and the
+#: executors' AWS keys (``spark.executorEnv.AWS_ACCESS_KEY_ID``: ``core/object_storage.py``).
+SECRET_PATTERN = r"(?i)secret|password|token|access[._]?key|api[.]?key|jaas"
 SECRET_NAME = re.compile(SECRET_PATTERN)
 #: The fields of a job's parts that hold a connection's arguments (``holds_connection``).
 CONNECTION_FIELDS = ("connection", "connections", "kafka_connections")

@@ -13,11 +13,10 @@ import subprocess
 import time
 from typing import Any
 
-from airflow.sdk import ObjectStoragePath
-
 from spark_tables.core.durable_job import DriverLaunch
 from spark_tables.core.exchange import cancel_uri, spec_uri
 from spark_tables.hooks.job_exchange import forget_launched_files, read_launched_spec, started_application, take_result
+from spark_tables.hooks.object_storage import storage_path
 from spark_tables.utils.log_following import STATE_POLL_SECONDS
 
 #: Seconds a stopped job has to undo what it created and exit, before its process group is ended.
@@ -49,10 +48,10 @@ def stop_detached_driver(result_uri: str, log: Any, wait_seconds: float = DETACH
     claim's sweep."""
     if read_launched_spec(result_uri) is None:
         return
-    result_path = ObjectStoragePath(result_uri)
+    result_path = storage_path(result_uri)
     if not result_path.exists():
         log.warning("the lost try's Spark driver may still run: asking it to stop and undo what it created")
-        ObjectStoragePath(cancel_uri(result_uri)).write_text("stop")
+        storage_path(cancel_uri(result_uri)).write_text("stop")
         ends = time.monotonic() + wait_seconds
         while not result_path.exists() and time.monotonic() < ends:
             time.sleep(min(STATE_POLL_SECONDS, max(ends - time.monotonic(), 0.0)))

@@ -16,6 +16,7 @@ from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import JobSpec
 from spark_tables.core.private_files import guard_shared_folder, write_private
 from spark_tables.core.storage_credentials import reached_by_airflow
+from spark_tables.hooks.object_storage import storage_path
 from spark_tables.utils import settings
 
 
@@ -55,7 +56,7 @@ def take_result(path: ObjectStoragePath) -> JobResult | None:
 
 def read_launched_spec(result_uri: str) -> JobSpec | None:
     """The spec a durable job's driver was started with, left beside its result; None once its result is taken."""
-    path = ObjectStoragePath(spec_uri(result_uri))
+    path = storage_path(spec_uri(result_uri))
     try:
         spec = JobSpec.from_json(path.read_text())
     except (FileNotFoundError, SpecError):
@@ -66,7 +67,7 @@ def read_launched_spec(result_uri: str) -> JobSpec | None:
 def forget_launched_files(result_uri: str) -> None:
     """Remove what a durable job leaves beside its result: spec, cancel and started markers, and its log."""
     for leftover in (result_uri, cancel_uri(result_uri), spec_uri(result_uri), started_uri(result_uri)):
-        ObjectStoragePath(leftover).unlink(missing_ok=True)
+        storage_path(leftover).unlink(missing_ok=True)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(driver_log_path(result_uri))
 
@@ -80,7 +81,7 @@ def driver_log_path(result_uri: str) -> str:
 
 def started_application(result_uri: str) -> str | None:
     """The application a durable job's driver said it started, if it did."""
-    note = ObjectStoragePath(started_uri(result_uri))
+    note = storage_path(started_uri(result_uri))
     try:
         return json.loads(note.read_text()).get("application_id")
     except (FileNotFoundError, ValueError, AttributeError):

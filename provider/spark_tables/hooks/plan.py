@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow.providers.common.compat.sdk import BaseHook
-from airflow.sdk import ObjectStoragePath
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.identifiers import TableIdentifier
@@ -20,6 +19,7 @@ from spark_tables.core.storage_credentials import reached_by_airflow
 from spark_tables.core.streaming.sinks import KafkaUpsertSink, KeyedSink, PostgresUpsertSink, TableUpsertSink
 from spark_tables.core.streaming.sources import KafkaTopicSource
 from spark_tables.hooks.kafka import kafka_topics
+from spark_tables.hooks.object_storage import storage_path
 from spark_tables.hooks.postgres import PostgresSinkHook
 from spark_tables.utils import settings
 
@@ -134,5 +134,5 @@ def _declared_as(sink: KeyedSink) -> str:
 
 @reached_by_airflow
 def _plan_text(uri: str) -> str | None:
-    path = ObjectStoragePath(uri)
+    path = storage_path(uri)
     return path.read_text() if path.exists() else None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import threading
 import time
@@ -27,7 +28,9 @@ from spark_tables.core.errors import SpecError
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import JobSpec
 from spark_tables.core.kinds import KINDS
+from spark_tables.core.object_storage import S3Access
 from spark_tables.hooks.driver_processes import CANCEL_GRACE_SECONDS
+from spark_tables.hooks.object_storage import s3_access_for
 from spark_tables.hooks.spark_job import SparkJobFailed
 from spark_tables.utils import settings
 from spark_tables.utils.job_package import job_package
@@ -74,6 +77,23 @@ def connect_session(url: str) -> Iterator[SparkSession]:
     finally:
         if not marked:
             os.environ.pop(CONNECT_MODE_VARIABLE, None)
+
+
+@contextlib.contextmanager
+def storage_environment(s3: S3Access | None) -> Iterator[None]:
+    """This process's environment with the S3 connection's variables while the job runs in it, then as it was: the
+    job's code reaches S3 through s3fs, which reads them (``core/object_storage.py``)."""
+    variables = s3.environment() if s3 is not None else {}
+    before = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def connects_to_server(conn_id: str) -> bool:
@@ -171,6 +191,8 @@ class SparkConnectJobHook(BaseHook):
                 "give a local path, or put the jar on the server's classpath and leave it out"
             )
         self.jars = tuple(jars)
+        #: How the job's own code, in this process, reaches S3 (the server's Spark has its own S3A settings).
+        self.s3 = s3_access_for(json.loads(spec.to_json()))
         self.conn_id = conn_id
         self.server = ConnectServer.of(conn_id)
         #: A session of its own, named so that the server's logs and UI tell this task's operations apart.
@@ -211,7 +233,7 @@ class SparkConnectJobHook(BaseHook):
 
         self.last_result = None
         started = time.monotonic()
-        with connect_session(self._url) as spark:
+        with connect_session(self._url) as spark, storage_environment(self.s3):
             self._check_version(spark)
             self._set_conf(spark)
             self._ship_job_code(spark)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import re
 import socket
@@ -26,6 +27,7 @@ from spark_tables.core.errors import SpecError
 from spark_tables.core.exchange import cancel_uri, spec_uri, started_uri
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import SECRET_NAME, SECRET_PATTERN, JobSpec
+from spark_tables.core.jvm_jars import S3A_JARS
 from spark_tables.core.kinds import KINDS
 from spark_tables.core.private_files import guard_shared_folder, open_private
 from spark_tables.core.spark_log import LineTally
@@ -42,6 +44,7 @@ from spark_tables.hooks.job_exchange import (
     started_application,
     take_result,
 )
+from spark_tables.hooks.object_storage import s3_access_for, storage_path
 from spark_tables.hooks.spark_submit import SparkSubmitAdapter
 from spark_tables.utils import settings
 from spark_tables.utils.catalog_lock import exclusive_catalog
@@ -103,12 +106,17 @@ class SparkJobHook(SparkSubmitAdapter):
         **kwargs: Any,
     ) -> None:
         catalog.check_loads(KINDS[spec.job.kind].table_formats(spec.job))
+        #: How the job reaches S3, if it does: S3A's jars and conf, the connection's keys in spark-submit's environment.
+        self.s3 = s3_access_for(json.loads(spec.to_json()), catalog.spark_conf(), conf or {})
+        s3_conf = self.s3.spark_conf() if self.s3 else {}
+        if self.s3 and self.s3.credentials:  # the executors' keys in Spark's UI and event log: hidden, key id too
+            s3_conf[REDACTION] = SECRET_PATTERN
         super().__init__(
-            conf=_spark_conf(catalog, conf or {}),
+            conf=_spark_conf(catalog, {**s3_conf, **(conf or {})}),
             conn_id=conn_id,
             py_files=",".join(p for p in (job_package(os.path.join(settings.home(), "dist")), py_files) if p),
             driver_class_path=":".join(p for p in (catalog.driver_class_path, driver_class_path) if p) or None,
-            jars=",".join(jar for jar in (*catalog.jars, jars) if jar) or None,
+            jars=",".join(jar for jar in (*catalog.jars, *(S3A_JARS if self.s3 else ()), jars) if jar) or None,
             **kwargs,
         )
         self._catalog = catalog
@@ -121,6 +129,13 @@ class SparkJobHook(SparkSubmitAdapter):
         if deploy_mode not in (None, *DEPLOY_MODES):
             raise SpecError(
                 f"Spark connection {conn_id!r}: deploy-mode {deploy_mode!r} is invalid: use client or cluster"
+            )
+        if deploy_mode == "cluster" and self.s3 is not None and self.s3.credentials:
+            raise SpecError(
+                f"Spark connection {conn_id!r}: deploy-mode cluster with S3 keys of connection "
+                f"{settings.aws_conn_id()!r}: the keys reach a driver in its spark-submit's environment, and in "
+                "cluster mode the driver runs elsewhere: give the cluster its own S3 credentials (an instance role) "
+                "and set [spark_tables] aws_conn_id to a connection without keys, or use deploy-mode client"
             )
         if deploy_mode == "cluster" and is_standalone(master):
             raise SpecError(
@@ -150,12 +165,16 @@ class SparkJobHook(SparkSubmitAdapter):
             or self._spec.holds_connections
             or self.durable  # a later try reads it back to take the job's result
         ):
-            self._spec_file = (ObjectStoragePath(spec_uri(self._spec.result_uri)), spec_json)
+            self._spec_file = (storage_path(spec_uri(self._spec.result_uri)), spec_json)
             self.application_args = [f"@{spec_uri(self._spec.result_uri)}"]
         else:
             self.application_args = [spec_json]
         java_binary()  # spark-submit is a JVM: fail here, with what to do, rather than in its output
         self._spark_binary_path = spark_binary_path(self.connection_settings["spark_binary"])
+
+    def submit_environment(self) -> dict[str, str] | None:
+        """spark-submit's environment: this process's, with the S3 connection's keys, endpoint and region."""
+        return {**os.environ, **self.s3.environment()} if self.s3 is not None else None
 
     @property
     def detaches(self) -> bool:
@@ -226,8 +245,8 @@ class SparkJobHook(SparkSubmitAdapter):
         If this process is interrupted meanwhile (``execution_timeout`` raises in the middle of the wait), the job
         is first stopped in order, as ``on_kill`` does, so it undoes what it created before the task goes on.
         """
-        result_path = ObjectStoragePath(self._spec.result_uri)
-        cancel_path = ObjectStoragePath(cancel_uri(self._spec.result_uri))
+        result_path = storage_path(self._spec.result_uri)
+        cancel_path = storage_path(cancel_uri(self._spec.result_uri))
         prepare_exchange(result_path, cancel_path, self._spec_file)
         self._cancel_path = cancel_path
         self.last_result = None
@@ -236,7 +255,7 @@ class SparkJobHook(SparkSubmitAdapter):
             with exclusive_catalog(self._catalog, holder=self.app_name or "a Spark job"):
                 self._use_class_archive()
                 try:
-                    self.submit(ENTRY_SCRIPT, start_new_session=True)
+                    self.submit(ENTRY_SCRIPT, start_new_session=True, env=self.submit_environment())
                 except AirflowException as err:
                     failure = err
                 except BaseException:
@@ -262,10 +281,10 @@ class SparkJobHook(SparkSubmitAdapter):
     def start_detached(self, try_number: int) -> DriverLaunch:
         """Start the durable job's driver detached from this process: in a session of its own, its output in a log
         file, not stopping when this process ends. What a later try needs to find it again."""
-        result_path = ObjectStoragePath(self._spec.result_uri)
-        cancel_path = ObjectStoragePath(cancel_uri(self._spec.result_uri))
+        result_path = storage_path(self._spec.result_uri)
+        cancel_path = storage_path(cancel_uri(self._spec.result_uri))
         prepare_exchange(result_path, cancel_path, self._spec_file)
-        ObjectStoragePath(started_uri(self._spec.result_uri)).unlink(missing_ok=True)
+        storage_path(started_uri(self._spec.result_uri)).unlink(missing_ok=True)
         self._use_class_archive()
         log_path = driver_log_path(self._spec.result_uri)
         guard_shared_folder(os.path.dirname(log_path))
@@ -276,6 +295,7 @@ class SparkJobHook(SparkSubmitAdapter):
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                env=self.submit_environment(),
             )
         self._cancel_path = cancel_path
         launch = DriverLaunch(
@@ -290,7 +310,7 @@ class SparkJobHook(SparkSubmitAdapter):
 
     def driver_state(self, launch: DriverLaunch) -> tuple[DriverState, str | None]:
         """What became of a launched driver, and the application it started, as far as this process can learn."""
-        result_written = ObjectStoragePath(launch.result_uri).exists()
+        result_written = storage_path(launch.result_uri).exists()
         application_id = started_application(launch.result_uri)
         active = None
         if application_id is not None and not result_written:
@@ -298,7 +318,7 @@ class SparkJobHook(SparkSubmitAdapter):
             active = application_active(urls, application_id)
         facts = DriverFacts(
             # Again: a driver may write its result and end between the first look and the master's answer.
-            result_written=result_written or ObjectStoragePath(launch.result_uri).exists(),
+            result_written=result_written or storage_path(launch.result_uri).exists(),
             application_id=application_id,
             application_active=active,
             process_alive=process_alive(launch),
@@ -313,7 +333,7 @@ class SparkJobHook(SparkSubmitAdapter):
         """
         own = self.submit_process if self.submit_process is not None and self.submit_process.pid == launch.pid else None
         self._launch = launch
-        self._cancel_path = ObjectStoragePath(cancel_uri(launch.result_uri))
+        self._cancel_path = storage_path(cancel_uri(launch.result_uri))
 
         def ended() -> bool:
             if own is not None:
@@ -341,7 +361,7 @@ class SparkJobHook(SparkSubmitAdapter):
         """Take the result a detached driver wrote, and the files beside it; raise ``SparkJobFailed`` as ``run``
         does when there is none, or it says the job failed. ``own``: the driver's process, when this one started
         it."""
-        self.last_result = take_result(ObjectStoragePath(launch.result_uri))
+        self.last_result = take_result(storage_path(launch.result_uri))
         if self.last_result is not None or own is not None:  # a lost driver's files stay, for who looks into it
             forget_launched_files(launch.result_uri)
         if self._class_archive is not None and own is not None:

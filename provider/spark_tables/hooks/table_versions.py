@@ -3,34 +3,23 @@ object storage (a listing and one small file), as the job's side reads it with f
 
 from __future__ import annotations
 
-from airflow.sdk import ObjectStoragePath
-
 from spark_tables.core.errors import SpecError
 from spark_tables.core.storage_credentials import reached_by_airflow
 from spark_tables.core.table_format.format import TableFormat
 from spark_tables.core.table_format.formats import TABLE_FORMATS
 from spark_tables.core.table_format.version import TableVersion
-
-#: Hadoop's names of object stores, as Spark reports a table's location, and fsspec's, which Airflow's storage takes.
-_SCHEMES = {"s3a://": "s3://", "s3n://": "s3://"}
-
-
-def _on_airflow(location: str) -> str:
-    for hadoop, fsspec in _SCHEMES.items():
-        if location.startswith(hadoop):
-            return fsspec + location.removeprefix(hadoop)
-    return location
+from spark_tables.hooks.object_storage import storage_path
 
 
 def _list_names(folder: str) -> list[str]:
     try:
-        return sorted(entry.name for entry in ObjectStoragePath(_on_airflow(folder)).iterdir())
+        return sorted(entry.name for entry in storage_path(folder).iterdir())
     except (FileNotFoundError, NotADirectoryError):
         return []
 
 
 def _read_text(location: str) -> str:
-    return ObjectStoragePath(_on_airflow(location)).read_text()
+    return storage_path(location).read_text()
 
 
 def current_version(held: TableVersion) -> TableVersion | None:

@@ -29,6 +29,7 @@ from spark_tables.core.job_output import JobOutput
 from spark_tables.core.job_result import JobResult
 from spark_tables.core.job_spec import CacheUse, JobSpec
 from spark_tables.core.kinds import KINDS
+from spark_tables.core.object_storage import executor_environment
 from spark_tables.jobs import files
 from spark_tables.jobs.cache.views import prepare_cached_views
 from spark_tables.jobs.cancellation import Cancellation, watch
@@ -99,10 +100,11 @@ def session_builder(session_conf: dict[str, str]) -> SparkSession.Builder:
     """The builder of the job's session, with the spec's session conf: the secrets spark-submit was not given.
 
     Set before the SparkContext starts, so ``spark.hadoop.*`` reaches the Hive client's Hadoop configuration;
-    Spark's ``spark.redaction.regex`` keeps their values out of its UI, event log and ``SET`` output.
+    Spark's ``spark.redaction.regex`` keeps their values out of its UI, event log and ``SET`` output. The storage
+    credentials of the driver's environment go on to its executors (``core/object_storage.py``).
     """
     builder = SparkSession.builder
-    for key, value in session_conf.items():
+    for key, value in {**executor_environment(os.environ), **session_conf}.items():
         builder = builder.config(key, value)
     return builder
 

@@ -12,6 +12,7 @@ renamed over the target; on other storage (object stores) one put, which is atom
 from __future__ import annotations
 
 import contextlib
+import os
 import posixpath
 import re
 import uuid
@@ -23,6 +24,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from spark_tables.core.errors import JobError
 from spark_tables.core.exchange import local_path
+from spark_tables.core.object_storage import on_s3, s3fs_options
 from spark_tables.core.storage_credentials import reached_by_spark
 
 
@@ -31,11 +33,11 @@ class StorageUnreachable(JobError):
 
 
 def filesystem(location: str) -> tuple[Any, str]:
-    """The fsspec file system of ``location``, and its path there."""
+    """The fsspec file system of ``location``, and its path there; S3's with the options of this environment."""
     path = local_path(location)
     url = path if path is not None else re.sub(r"^s3[an]://", "s3://", location)
     try:
-        return fsspec.core.url_to_fs(url)
+        return fsspec.core.url_to_fs(url, **(s3fs_options(os.environ) if on_s3(location) else {}))
     except (ImportError, ValueError) as err:
         raise StorageUnreachable(
             f"cannot reach {location} ({err}): install the file system's package where the job runs "

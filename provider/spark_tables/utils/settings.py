@@ -44,6 +44,13 @@ def checkpoint_uri() -> str:
     return conf.get(SECTION, "checkpoint_uri", fallback=None) or "file://" + os.path.join(home(), "checkpoints")
 
 
+def aws_conn_id() -> str | None:
+    """The ``aws`` connection through which Airflow and the jobs reach ``s3://`` and ``s3a://`` stores
+    (``[spark_tables] aws_conn_id``, default ``aws_default``); None when set empty: each side's own credentials."""
+    configured = conf.get(SECTION, "aws_conn_id", fallback="aws_default")
+    return configured.strip() or None
+
+
 def default_timezone() -> str:
     """Airflow's ``[core] default_timezone``: where a timed reload's time of day without an offset is read."""
     return conf.get("core", "default_timezone", fallback="utc") or "utc"

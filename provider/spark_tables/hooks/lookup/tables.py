@@ -8,7 +8,6 @@ import json
 from typing import Any
 
 from airflow.providers.common.compat.sdk import BaseHook
-from airflow.sdk import ObjectStoragePath
 
 from spark_tables.core.catalog_config import EmbeddedCatalog
 from spark_tables.core.errors import SpecError
@@ -18,6 +17,7 @@ from spark_tables.core.lookup.table import CATALOG, LookupSpec, LookupTable, Sou
 from spark_tables.core.storage_credentials import reached_by_airflow
 from spark_tables.core.table_format.version import TableVersion
 from spark_tables.hooks.catalog import SparkTablesCatalogHook
+from spark_tables.hooks.object_storage import storage_path
 from spark_tables.hooks.postgres import job_connect_args, postgres_connection
 from spark_tables.hooks.table_versions import current_version
 from spark_tables.utils import settings
@@ -101,7 +101,7 @@ class LookupTableHook(BaseHook):
 
 @reached_by_airflow
 def _read_pointer(snapshots: str) -> Pointer:
-    pointer = ObjectStoragePath(snapshots) / POINTER
+    pointer = storage_path(snapshots) / POINTER
     if not pointer.exists():
         return Pointer(current=None)
     return Pointer.from_dict(json.loads(pointer.read_text()), snapshots)

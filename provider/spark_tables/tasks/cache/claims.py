@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import time
 
-from airflow.sdk import ObjectStoragePath
-
 from spark_tables.core.cache.claims import (
     CacheClaim,
     claim_file_name,
@@ -21,6 +19,7 @@ from spark_tables.core.cache.claims import (
 )
 from spark_tables.core.cache.layout import claims_folder
 from spark_tables.core.storage_credentials import reached_by_airflow
+from spark_tables.hooks.object_storage import storage_path
 
 #: A claim file read empty is being written by its creator (whose write follows its exclusive creation at once):
 #: it is read again this many times, this many seconds apart, before its holder counts as not known yet.
@@ -31,7 +30,7 @@ _EMPTY_CLAIM_PAUSE = 0.05
 @reached_by_airflow
 def current(run: str, cache_folder: str) -> CacheClaim | None:
     """The current (highest) claim of a cached table in the run folder ``run``; None if it has none."""
-    folder = ObjectStoragePath(claims_folder(run))
+    folder = storage_path(claims_folder(run))
     if not folder.exists():
         return None
     numbers = [n for n in (claim_number(cache_folder, path.name) for path in folder.iterdir()) if n is not None]
@@ -56,7 +55,7 @@ def current(run: str, cache_folder: str) -> CacheClaim | None:
 def claimed(run: str) -> set[str]:
     """The cache folders (``<name>-<fingerprint>``) of every table claimed in the run folder ``run``: every table
     computed in the run, whether its copy lies in the run folder or in a server's memory."""
-    folder = ObjectStoragePath(claims_folder(run))
+    folder = storage_path(claims_folder(run))
     if not folder.exists():
         return set()
     return {name for name in (claimed_cache_folder(path.name) for path in folder.iterdir()) if name}
@@ -65,7 +64,7 @@ def claimed(run: str) -> set[str]:
 @reached_by_airflow
 def create(run: str, cache_folder: str, claim: CacheClaim) -> bool:
     """Create ``claim`` exclusively; False if that claim exists already (another consumer created it first)."""
-    folder = ObjectStoragePath(claims_folder(run))
+    folder = storage_path(claims_folder(run))
     folder.mkdir(parents=True, exist_ok=True)
     try:
         with (folder / claim_file_name(cache_folder, claim.number)).open("xb") as file:
@@ -78,4 +77,4 @@ def create(run: str, cache_folder: str, claim: CacheClaim) -> bool:
 @reached_by_airflow
 def release(run: str, cache_folder: str, number: int) -> None:
     """Mark claim ``number`` released: its holder is done with it (its copy registered, or its job failed)."""
-    (ObjectStoragePath(claims_folder(run)) / released_file_name(cache_folder, number)).write_text("")
+    (storage_path(claims_folder(run)) / released_file_name(cache_folder, number)).write_text("")

@@ -25,6 +25,7 @@ from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.errors import SpecError
 from spark_tables.core.names import flat_name
 from spark_tables.core.storage_credentials import reached_by_airflow
+from spark_tables.hooks.object_storage import storage_path
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ def _write_whole(path: ObjectStoragePath, text: str) -> None:
 @reached_by_airflow
 def remove(uri: str) -> None:
     """Remove a folder (a copy, a run's caches) and everything in it; nothing if it is gone already."""
-    path = ObjectStoragePath(uri)
+    path = storage_path(uri)
     with contextlib.suppress(FileNotFoundError):
         path.fs.rm(path.path, recursive=True)
 
@@ -77,7 +78,7 @@ def remove(uri: str) -> None:
 @reached_by_airflow
 def mark_run(run_folder: str, dag_id: str, run_id: str) -> None:
     """Note which DAG run a run folder belongs to, for the sweep of runs that have ended or are gone."""
-    marker = ObjectStoragePath(run_folder) / RUN_MARKER
+    marker = storage_path(run_folder) / RUN_MARKER
     if not marker.exists():
         marker.parent.mkdir(parents=True, exist_ok=True)
         _write_whole(marker, json.dumps({"dag_id": dag_id, "run_id": run_id}))
@@ -87,13 +88,13 @@ def mark_run(run_folder: str, dag_id: str, run_id: str) -> None:
 def mark_used(location: str) -> None:
     """Record that a task read (or wrote) a copy now: least recently used copies are evicted first."""
     with contextlib.suppress(FileNotFoundError):  # evicted or released meanwhile: nothing to keep fresh
-        _write_whole(ObjectStoragePath(location) / LAST_USED, pendulum.now("UTC").isoformat())
+        _write_whole(storage_path(location) / LAST_USED, pendulum.now("UTC").isoformat())
 
 
 @reached_by_airflow
 def record_memory_copy(folder: str, location: str, server: str, size: int) -> None:
     """Make the record folder of a copy kept in a server's memory, used now."""
-    path = ObjectStoragePath(folder)
+    path = storage_path(folder)
     path.mkdir(parents=True, exist_ok=True)
     _write_whole(path / MEMORY_RECORD, json.dumps({"location": location, "server": server, "bytes": size}))
     mark_used(folder)
@@ -103,7 +104,7 @@ def record_memory_copy(folder: str, location: str, server: str, size: int) -> No
 def lease(location: str, reader: TableOwner) -> None:
     """Note, in a copy's folder (or a copy kept in memory's record folder), that ``reader``'s task may be reading it:
     eviction leaves a copy alone while a task holding a lease on it is not finished (``live_readers``)."""
-    path = ObjectStoragePath(location)
+    path = storage_path(location)
     if not path.exists():  # removed meanwhile: the job finds it gone, and falls back
         return
     (path / READERS).mkdir(parents=True, exist_ok=True)
@@ -113,7 +114,7 @@ def lease(location: str, reader: TableOwner) -> None:
 @reached_by_airflow
 def release_lease(location: str, reader: TableOwner) -> None:
     with contextlib.suppress(FileNotFoundError):
-        (ObjectStoragePath(location) / READERS / _lease_name(reader)).unlink()
+        (storage_path(location) / READERS / _lease_name(reader)).unlink()
 
 
 def _lease_name(reader: TableOwner) -> str:
@@ -123,7 +124,7 @@ def _lease_name(reader: TableOwner) -> str:
 @reached_by_airflow
 def runs(cache_root: str, dag_id: str | None = None) -> list[tuple[str, str, str]]:
     """``(dag_id, run_id, run folder)`` of every run with caches under the root, or only ``dag_id``'s."""
-    root = ObjectStoragePath(cache_root)
+    root = storage_path(cache_root)
     dags = [root / flat_name([dag_id])] if dag_id is not None else _folders(root)
     found = []
     for dag_folder in dags:
@@ -148,13 +149,13 @@ def runs(cache_root: str, dag_id: str | None = None) -> list[tuple[str, str, str
 @reached_by_airflow
 def folder_names(uri: str) -> list[str]:
     """The names of the folders in a folder (the caches of a run folder, say); none if it does not exist."""
-    return [folder.name for folder in _folders(ObjectStoragePath(uri))]
+    return [folder.name for folder in _folders(storage_path(uri))]
 
 
 @reached_by_airflow
 def copies(cache_root: str) -> list[Copy]:
     """Every copy under the cache root, with its size and when it was last used."""
-    root = ObjectStoragePath(cache_root)
+    root = storage_path(cache_root)
     if not root.exists():
         return []
     prefix = root.path.rstrip("/") + "/"
@@ -171,13 +172,13 @@ def copies(cache_root: str) -> list[Copy]:
         inside = parts[_COPY_DEPTH:]
         with contextlib.suppress(FileNotFoundError):  # removed meanwhile
             if inside == [LAST_USED]:
-                used[location] = _last_used(ObjectStoragePath(location) / LAST_USED)
+                used[location] = _last_used(storage_path(location) / LAST_USED)
             elif inside == [MEMORY_RECORD]:
-                record = _memory_record(ObjectStoragePath(location) / MEMORY_RECORD, parts[2], parts[3])
+                record = _memory_record(storage_path(location) / MEMORY_RECORD, parts[2], parts[3])
                 if record is not None:
                     kept[location] = record
             elif len(inside) == 2 and inside[0] == READERS:
-                reader = _lease(ObjectStoragePath(location) / READERS / inside[1])
+                reader = _lease(storage_path(location) / READERS / inside[1])
                 readers.setdefault(location, []).extend([reader] if reader is not None else [])
     return [
         Copy(location, size, used.get(location, ""), readers=tuple(readers.get(location, ())))
@@ -249,7 +250,7 @@ def least_recently_used(found: list[Copy], quota: int, keep: set[str]) -> list[C
 def evict(found: list[Copy], quota: int, keep: set[str]) -> list[Copy]:
     """Remove least recently used copies on files of ``found``, never one in ``keep``, until those take at most
     ``quota`` bytes together (copies kept in a server's memory have a quota of their own: ``memory.evict``)."""
-    keep = {str(ObjectStoragePath(location)) for location in keep}
+    keep = {str(storage_path(location)) for location in keep}
     evicted = least_recently_used([copy for copy in found if not copy.memory], quota, keep)
     for copy in evicted:
         remove(copy.location)

@@ -22,6 +22,7 @@ from airflow.sdk.types import RuntimeTaskInstanceProtocol
 from spark_tables.core.ctas.ownership import TableOwner
 from spark_tables.core.exchange import claim_uri, result_uri
 from spark_tables.hooks.job_exchange import forget_launched_files
+from spark_tables.hooks.object_storage import storage_path
 from spark_tables.tasks.states import FINISHED_STATES, task_state
 from spark_tables.utils import settings
 
@@ -63,7 +64,7 @@ def _task(owner: TableOwner) -> dict[str, Any]:
 
 
 def _path(owner: TableOwner) -> ObjectStoragePath:
-    return ObjectStoragePath(claim_uri(settings.exchange_uri(), **_task(owner)))
+    return storage_path(claim_uri(settings.exchange_uri(), **_task(owner)))
 
 
 def write_claim(claim: Claim) -> None:
@@ -92,7 +93,7 @@ def sweepable(ti: RuntimeTaskInstanceProtocol, catalog_conn_id: str) -> list[Cla
 
     A task without a state (its run deleted, or cleared and not yet queued) is left alone: it may run again.
     """
-    root = ObjectStoragePath(settings.exchange_uri())
+    root = storage_path(settings.exchange_uri())
     if not root.exists():
         return []
     found = []
