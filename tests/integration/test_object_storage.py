@@ -10,6 +10,7 @@ import dataclasses
 import json
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import boto3
 import psycopg
@@ -28,6 +29,7 @@ from tests.integration.conftest import (
     SCENARIOS,
     Deployment,
     _empty_database,
+    _session_deployment,
     dags_test,
     postgres_deployment,
 )
@@ -119,9 +121,11 @@ def test_per_job_every_store_is_on_s3(tmp_path_factory: pytest.TempPathFactory) 
     check_s3_scenario(on_s3(base, bucket, database_location=False), bucket, "per-job")
 
 
-def test_in_session_mode_every_store_is_on_s3(in_session: Deployment) -> None:
+def test_in_session_mode_every_store_is_on_s3(tmp_path_factory: pytest.TempPathFactory, connect_server: Any) -> None:
+    """On the session tests' server, from an Airflow of its own: the provider's local home is this test's alone."""
     bucket = s3.new_bucket("session-stores")
-    check_s3_scenario(on_s3(in_session, bucket, database_location=True), bucket, "session")
+    base = _session_deployment(tmp_path_factory.mktemp("airflow-session-s3"), connect_server)
+    check_s3_scenario(on_s3(base, bucket, database_location=True), bucket, "session")
 
 
 @pytest.fixture
