@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import base64
 import os
-import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
+
+from loopback_servers import free_port, stop_server
 
 #: How long a start may take: about 6-11 s on this project's 2-core machine.
 START_SECONDS = 90
@@ -37,12 +36,6 @@ appender.file.fileName = {log}
 appender.file.layout.type = PatternLayout
 appender.file.layout.pattern = [%d] %p %m (%c)%n
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _cluster_id() -> str:
@@ -100,7 +93,7 @@ def start(home: Path, jars: Path) -> str:
     if (home / "broker.pid").exists():
         raise SystemExit(f"error: a broker of {home} is running (or was not stopped): run 'stop {home}' first")
     home.mkdir(parents=True, exist_ok=True)
-    port, controller_port = _free_port(), _free_port()
+    port, controller_port = free_port(), free_port()
     config = home / "server.properties"
     config.write_text(server_properties(home, port, controller_port))
     log = home / "broker.log"
@@ -142,20 +135,7 @@ def start(home: Path, jars: Path) -> str:
 
 
 def stop(home: Path) -> None:
-    pid_file = home / "broker.pid"
-    if pid_file.exists():
-        pid = int(pid_file.read_text())
-        try:
-            os.killpg(pid, signal.SIGKILL)  # the tests' data goes with it: no clean shutdown to wait for
-        except ProcessLookupError:
-            pass
-        else:
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:  # started by another process: wait until it is gone
-                while os.path.exists(f"/proc/{pid}"):
-                    time.sleep(0.05)
-    shutil.rmtree(home, ignore_errors=True)
+    stop_server(home, "broker.pid")
 
 
 def main(argv: list[str]) -> None:

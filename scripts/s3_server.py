@@ -13,24 +13,16 @@ use, takes the second for the response ("Status Code: 100"). ``serve`` lets werk
 from __future__ import annotations
 
 import http.server
-import os
-import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
+from loopback_servers import free_port, stop_server
+
 #: How long a start may take.
 START_SECONDS = 60
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def serve(port: int) -> None:
@@ -44,7 +36,7 @@ def start(home: Path) -> str:
     if (home / "server.pid").exists():
         raise SystemExit(f"error: an S3 server of {home} is running (or was not stopped): run 'stop {home}' first")
     home.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
     with open(home / "server.log", "wb") as log:
         server = subprocess.Popen(
@@ -64,20 +56,7 @@ def start(home: Path) -> str:
 
 
 def stop(home: Path) -> None:
-    pid_file = home / "server.pid"
-    if pid_file.exists():
-        pid = int(pid_file.read_text())
-        try:
-            os.killpg(pid, signal.SIGKILL)  # the tests' objects go with it: nothing to keep
-        except ProcessLookupError:
-            pass
-        else:
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:  # started by another process: wait until it is gone
-                while os.path.exists(f"/proc/{pid}"):
-                    time.sleep(0.05)
-    shutil.rmtree(home, ignore_errors=True)
+    stop_server(home, "server.pid")
 
 
 def main(argv: list[str]) -> None:

@@ -225,9 +225,15 @@ def test_the_brokers_and_databases_are_services(services: dict[str, dict[str, An
 
 
 def _kafka_broker_script() -> Any:
+    """scripts/kafka_broker.py as a module, importing its sibling as it does when run (its folder on sys.path)."""
+    scripts = str(ROOT / "scripts")
     spec = importlib.util.spec_from_file_location("kafka_broker", ROOT / "scripts" / "kafka_broker.py")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, scripts)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(scripts)
     return module
 
 
