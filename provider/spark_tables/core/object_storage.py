@@ -2,7 +2,7 @@
 
 One setting names a store for both sides: ``s3://bucket/path`` (or ``s3a://``), read on the Airflow side through
 ObjectStoragePath and the Amazon provider's ``aws`` connection, on the Spark side through Hadoop's S3A (which
-``S3A_SCHEMES`` maps ``s3://`` to, as well as ``s3a://``) and, for the jobs' own files, s3fs.
+``S3Access.spark_conf`` has read ``s3://`` as it reads ``s3a://``) and, for the jobs' own files, s3fs.
 
 A connection's keys reach the job only in the environment of its spark-submit (``AWS_ACCESS_KEY_ID`` and the other
 variables every AWS SDK reads; S3A's default chain reads them too), never on a command line nor in the spec file:

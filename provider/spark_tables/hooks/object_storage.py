@@ -9,12 +9,16 @@ is told them.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from airflow.sdk import ObjectStoragePath
 
 from spark_tables.core.errors import SpecError
 from spark_tables.core.object_storage import S3Access, bucket_of, on_s3, s3_locations
 from spark_tables.utils import settings
+
+if TYPE_CHECKING:  # the Amazon provider is imported only where S3 is reached
+    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
 #: S3's error codes for credentials it refuses, which a listing names (a HEAD's 403 names none).
 REFUSED_CREDENTIALS = frozenset(
@@ -27,16 +31,16 @@ def storage_path(location: str) -> ObjectStoragePath:
     return ObjectStoragePath(location, conn_id=settings.aws_conn_id() if on_s3(location) else None)
 
 
-def _s3_hook(conn_id: str | None):
+def _s3_hook() -> S3Hook:
     from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
-    return S3Hook(aws_conn_id=conn_id)
+    return S3Hook(aws_conn_id=settings.aws_conn_id())
 
 
-def s3_access() -> S3Access:
-    """How a job reaches S3 through the aws connection: its credentials only when it holds keys or assumes a role
-    (otherwise the job's own chain finds them where it runs), its endpoint and region."""
-    hook = _s3_hook(settings.aws_conn_id())
+def s3_access(hook: S3Hook | None = None) -> S3Access:
+    """How a job reaches S3 through the aws connection (``hook``'s): its credentials only when it holds keys or
+    assumes a role (otherwise the job's own chain finds them where it runs), its endpoint and region."""
+    hook = hook or _s3_hook()
     config = hook.conn_config
     credentials: dict[str, str] = {}
     if config.aws_access_key_id or config.role_arn:
@@ -47,15 +51,14 @@ def s3_access() -> S3Access:
     return S3Access(credentials=credentials, endpoint=config.get_service_endpoint_url("s3"), region=config.region_name)
 
 
-def check_s3_locations(locations: Iterable[str], access: S3Access) -> None:
+def check_s3_locations(locations: Iterable[str], access: S3Access, hook: S3Hook) -> None:
     """Fail in one line, naming the first location of each bucket, when its bucket does not exist, the store refuses
-    the credentials or cannot be reached: a listing of one key, before any job work."""
+    the credentials or cannot be reached: a listing of one key through ``hook``'s client, before any job work."""
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-    conn_id = settings.aws_conn_id()
-    through = f"connection {conn_id!r}" if conn_id else "this machine's own AWS credentials"
+    through = f"connection {hook.aws_conn_id!r}" if hook.aws_conn_id else "this machine's own AWS credentials"
     store = access.endpoint or "AWS S3"
-    client = _s3_hook(conn_id).get_conn()
+    client = hook.get_conn()
     checked: set[str] = set()
     for location in locations:
         bucket = bucket_of(location)
@@ -98,6 +101,7 @@ def s3_access_for(*parts: object) -> S3Access | None:
     locations = [location for part in parts for location in s3_locations(part)]
     if not locations:
         return None
-    access = s3_access()
-    check_s3_locations(locations, access)
+    hook = _s3_hook()  # one connection lookup for both
+    access = s3_access(hook)
+    check_s3_locations(locations, access, hook)
     return access
